@@ -1,0 +1,2 @@
+//! tollgate-edi
+#![forbid(unsafe_code)]

@@ -1,0 +1,2 @@
+//! tollgate-gateway
+#![forbid(unsafe_code)]

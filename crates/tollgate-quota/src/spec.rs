@@ -1,0 +1,278 @@
+//! What a quota is: the identifier it meters and the limit per window.
+//!
+//! Everything here is parsed and validated at the edge (HTTP headers, config files), so the
+//! rest of the engine can trust a [`QuotaSpec`] and a [`MeteringId`] without checking again.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use jiff::Timestamp;
+
+/// Why a spec or identifier was refused. The message names the offending value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    /// The metering id is empty, longer than 256 bytes, or holds a byte outside visible ASCII.
+    #[error("metering id {0:?} must be 1 to 256 bytes of visible ASCII")]
+    InvalidId(String),
+    /// The time unit is not one of second, minute, hour, day, week, month.
+    #[error("unknown time unit {0:?}: expected second, minute, hour, day, week or month")]
+    UnknownUnit(String),
+    /// The window kind is not calendar, flexi or rolling.
+    #[error("unknown window {0:?}: expected calendar, flexi or rolling")]
+    UnknownWindow(String),
+    /// The interval is zero.
+    #[error("interval must be at least 1")]
+    ZeroInterval,
+    /// A `start` anchor was given for a window that is not calendar.
+    #[error("a start anchor only applies to calendar windows")]
+    StartNotCalendar,
+}
+
+/// The counter identifier, e.g. `ShipmentStatus:CarrierXYZ`: 1–256 bytes of visible ASCII.
+///
+/// Cheap to clone (shared string).
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MeteringId(Arc<str>);
+
+impl MeteringId {
+    /// The longest identifier accepted, in bytes.
+    pub const MAX_LEN: usize = 256;
+
+    /// Validates `s` as an identifier.
+    pub fn new(s: &str) -> Result<Self, SpecError> {
+        let ok =
+            !s.is_empty() && s.len() <= Self::MAX_LEN && s.bytes().all(|b| b.is_ascii_graphic());
+        if ok { Ok(Self(Arc::from(s))) } else { Err(SpecError::InvalidId(s.to_owned())) }
+    }
+
+    /// The identifier as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for MeteringId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl fmt::Display for MeteringId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl FromStr for MeteringId {
+    type Err = SpecError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::new(s)
+    }
+}
+
+/// The unit of a window's length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TimeUnit {
+    Second,
+    Minute,
+    Hour,
+    Day,
+    /// Calendar weeks start on Monday 00:00 UTC.
+    Week,
+    /// True calendar months, never "28 days".
+    Month,
+}
+
+impl TimeUnit {
+    /// The canonical singular name, as used in config files and headers.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Second => "second",
+            Self::Minute => "minute",
+            Self::Hour => "hour",
+            Self::Day => "day",
+            Self::Week => "week",
+            Self::Month => "month",
+        }
+    }
+
+    /// The unit's length in seconds, or `None` for months, whose length varies.
+    pub fn fixed_seconds(self) -> Option<i64> {
+        match self {
+            Self::Second => Some(1),
+            Self::Minute => Some(60),
+            Self::Hour => Some(3_600),
+            Self::Day => Some(86_400),
+            Self::Week => Some(604_800),
+            Self::Month => None,
+        }
+    }
+}
+
+impl fmt::Display for TimeUnit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for TimeUnit {
+    type Err = SpecError;
+    /// Accepts singular and plural, case-insensitive: `hour`, `Hours`, `MONTH`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let lower = s.trim().to_ascii_lowercase();
+        let singular = lower.strip_suffix('s').unwrap_or(&lower);
+        Ok(match singular {
+            "second" => Self::Second,
+            "minute" => Self::Minute,
+            "hour" => Self::Hour,
+            "day" => Self::Day,
+            "week" => Self::Week,
+            "month" => Self::Month,
+            _ => return Err(SpecError::UnknownUnit(s.to_owned())),
+        })
+    }
+}
+
+/// How windows are laid out in time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub enum WindowKind {
+    /// Fixed windows aligned in UTC to the epoch (or to `start`).
+    #[default]
+    Calendar,
+    /// A window starts at the first admitted request and lasts `interval × unit`.
+    Flexi,
+    /// A sliding window looking back `interval × unit` from now, kept in sub-buckets.
+    Rolling,
+}
+
+impl WindowKind {
+    /// The canonical name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Calendar => "calendar",
+            Self::Flexi => "flexi",
+            Self::Rolling => "rolling",
+        }
+    }
+}
+
+impl fmt::Display for WindowKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for WindowKind {
+    type Err = SpecError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "calendar" => Ok(Self::Calendar),
+            "flexi" => Ok(Self::Flexi),
+            "rolling" => Ok(Self::Rolling),
+            _ => Err(SpecError::UnknownWindow(s.to_owned())),
+        }
+    }
+}
+
+/// A quota: at most `limit` units per window of `interval × unit`.
+///
+/// The limit is not part of a counter's identity: changing it applies at once to the running
+/// counter. The other fields are (see [`QuotaSpec::counter_shape`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct QuotaSpec {
+    /// Units allowed per window.
+    pub limit: u64,
+    /// Window length in `unit`s; at least 1.
+    pub interval: u32,
+    /// The unit of `interval`.
+    pub unit: TimeUnit,
+    /// Calendar, flexi or rolling.
+    pub window: WindowKind,
+    /// Anchor for calendar windows; the Unix epoch when `None`.
+    pub start: Option<Timestamp>,
+}
+
+impl QuotaSpec {
+    /// A calendar quota of `limit` per `interval × unit`, anchored at the epoch.
+    pub fn new(limit: u64, interval: u32, unit: TimeUnit) -> Result<Self, SpecError> {
+        Self { limit, interval, unit, window: WindowKind::Calendar, start: None }.validated()
+    }
+
+    /// Returns the spec if it is well formed: interval ≥ 1, `start` only with calendar windows.
+    pub fn validated(self) -> Result<Self, SpecError> {
+        if self.interval == 0 {
+            return Err(SpecError::ZeroInterval);
+        }
+        if self.start.is_some() && self.window != WindowKind::Calendar {
+            return Err(SpecError::StartNotCalendar);
+        }
+        Ok(self)
+    }
+
+    /// The same spec with another window kind.
+    pub fn with_window(mut self, window: WindowKind) -> Self {
+        self.window = window;
+        self
+    }
+
+    /// The same spec anchored at `start`.
+    pub fn with_start(mut self, start: Timestamp) -> Self {
+        self.start = Some(start);
+        self
+    }
+
+    /// The parts of the spec that identify a counter (everything but the limit).
+    pub fn counter_shape(&self) -> CounterShape {
+        CounterShape {
+            interval: self.interval,
+            unit: self.unit,
+            window: self.window,
+            start: self.start.map(|t| t.as_second()),
+        }
+    }
+}
+
+/// The parts of a [`QuotaSpec`] that, with the [`MeteringId`], make a counter key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CounterShape {
+    pub interval: u32,
+    pub unit: TimeUnit,
+    pub window: WindowKind,
+    /// The calendar anchor in Unix seconds.
+    pub start: Option<i64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units_parse_singular_plural_any_case() {
+        assert_eq!("hours".parse::<TimeUnit>(), Ok(TimeUnit::Hour));
+        assert_eq!("Month".parse::<TimeUnit>(), Ok(TimeUnit::Month));
+        assert_eq!("SECONDS".parse::<TimeUnit>(), Ok(TimeUnit::Second));
+        assert!("fortnight".parse::<TimeUnit>().is_err());
+        assert!("".parse::<TimeUnit>().is_err());
+    }
+
+    #[test]
+    fn ids_are_visible_ascii_up_to_256_bytes() {
+        assert!(MeteringId::new("ShipmentStatus:CarrierXYZ").is_ok());
+        assert!(MeteringId::new("").is_err());
+        assert!(MeteringId::new("has space").is_err());
+        assert!(MeteringId::new("é").is_err());
+        assert!(MeteringId::new(&"a".repeat(256)).is_ok());
+        assert!(MeteringId::new(&"a".repeat(257)).is_err());
+    }
+
+    #[test]
+    fn zero_interval_and_misplaced_start_are_refused() {
+        assert_eq!(QuotaSpec::new(1, 0, TimeUnit::Day), Err(SpecError::ZeroInterval));
+        let s = QuotaSpec::new(1, 1, TimeUnit::Day).unwrap().with_window(WindowKind::Flexi);
+        assert_eq!(
+            s.with_start(Timestamp::UNIX_EPOCH).validated(),
+            Err(SpecError::StartNotCalendar)
+        );
+    }
+}

@@ -1,0 +1,123 @@
+//! Where counters live: the [`Store`] trait and its implementations.
+//!
+//! Every store gives the same answers for the same sequence of checks (see the conformance
+//! suite in `tests/conformance.rs`); they differ in where the counters survive:
+//! [`memory::MemoryStore`] in this process only, [`embedded::EmbeddedStore`] in a redb file
+//! that outlives restarts and crashes.
+
+pub mod embedded;
+pub mod memory;
+
+use std::future::Future;
+
+use jiff::Timestamp;
+
+use crate::decision::Decision;
+use crate::spec::{MeteringId, QuotaSpec, TimeUnit, WindowKind};
+
+pub use embedded::{Durability, EmbeddedOptions, EmbeddedStore};
+pub use memory::MemoryStore;
+
+/// A store failed to answer; the check did not count.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The backing store cannot be reached or answered with an error.
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    /// The store did not answer in time.
+    #[error("store timed out after {0:?}")]
+    Timeout(std::time::Duration),
+    /// Reading or writing the store's files failed.
+    #[error("store i/o: {0}")]
+    Io(String),
+}
+
+/// One live counter, as listed by the admin API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CounterInfo {
+    pub identifier: MeteringId,
+    pub interval: u32,
+    pub unit: TimeUnit,
+    pub window: WindowKind,
+    pub start: Option<Timestamp>,
+    /// Units consumed in the current window.
+    pub used: u64,
+    pub exceed_count: u64,
+    pub total_exceed_count: u64,
+    /// `None` for rolling windows.
+    pub window_start: Option<Timestamp>,
+    /// `None` for rolling windows.
+    pub window_end: Option<Timestamp>,
+}
+
+/// Keeps counters and decides. One trait, async, for every store: in-memory stores answer
+/// without awaiting anything.
+pub trait Store: Send + Sync + 'static {
+    /// Checks `weight` units against `spec` for `id` and, when admitted, counts them.
+    fn check(
+        &self,
+        id: &MeteringId,
+        spec: &QuotaSpec,
+        weight: u64,
+    ) -> impl Future<Output = Result<Decision, StoreError>> + Send;
+
+    /// Live counters whose identifier starts with `prefix`.
+    fn counters(
+        &self,
+        prefix: &str,
+    ) -> impl Future<Output = Result<Vec<CounterInfo>, StoreError>> + Send;
+
+    /// Drops every counter of `id`; returns how many were dropped.
+    fn reset(&self, id: &MeteringId) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// Makes everything counted so far durable (a no-op where nothing is written behind).
+    fn flush(&self) -> impl Future<Output = Result<(), StoreError>> + Send;
+}
+
+/// A store chosen at run time (by config or command line).
+pub enum AnyStore {
+    Memory(MemoryStore),
+    Embedded(EmbeddedStore),
+}
+
+impl AnyStore {
+    /// A short name for logs and `/readyz`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Memory(_) => "memory",
+            Self::Embedded(_) => "embedded",
+        }
+    }
+}
+
+macro_rules! dispatch {
+    ($self:ident, $s:ident => $e:expr) => {
+        match $self {
+            AnyStore::Memory($s) => $e,
+            AnyStore::Embedded($s) => $e,
+        }
+    };
+}
+
+impl Store for AnyStore {
+    async fn check(
+        &self,
+        id: &MeteringId,
+        spec: &QuotaSpec,
+        weight: u64,
+    ) -> Result<Decision, StoreError> {
+        dispatch!(self, s => s.check(id, spec, weight).await)
+    }
+
+    async fn counters(&self, prefix: &str) -> Result<Vec<CounterInfo>, StoreError> {
+        dispatch!(self, s => s.counters(prefix).await)
+    }
+
+    async fn reset(&self, id: &MeteringId) -> Result<u64, StoreError> {
+        dispatch!(self, s => s.reset(id).await)
+    }
+
+    async fn flush(&self) -> Result<(), StoreError> {
+        dispatch!(self, s => s.flush().await)
+    }
+}

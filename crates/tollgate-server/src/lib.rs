@@ -1,0 +1,2 @@
+//! tollgate-server
+#![forbid(unsafe_code)]

@@ -1,0 +1,4 @@
+//! The `tollgate` command.
+#![forbid(unsafe_code)]
+
+fn main() {}
