@@ -46,6 +46,9 @@ pub struct Decision {
     /// Time until the current window resets (for rolling windows: until the oldest counted
     /// sub-bucket leaves the window). Feeds the `t=` of the `RateLimit` header.
     pub reset_after: Duration,
+    /// True when a shared store was unreachable and this instance answered from its own
+    /// memory instead (`store_unavailable = "local"`).
+    pub degraded: bool,
 }
 
 impl Decision {
