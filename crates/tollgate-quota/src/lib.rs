@@ -8,12 +8,14 @@
 #![forbid(unsafe_code)]
 
 pub mod clock;
+pub mod counter;
 pub mod decision;
 pub mod spec;
 pub mod store;
 pub mod window;
 
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use counter::Counters;
 pub use decision::{Decision, Outcome};
 pub use spec::{MeteringId, QuotaSpec, SpecError, TimeUnit, WindowKind};
 pub use store::{AnyStore, CounterInfo, Store, StoreError};

@@ -1,1 +1,444 @@
 //! Window arithmetic: which window an instant falls in, and when it starts and ends.
+//!
+//! All arithmetic is in UTC and in whole microseconds since the Unix epoch. Nothing here
+//! panics: results that would leave jiff's supported range (years -9999 to 9999) are clamped
+//! to its ends.
+//!
+//! * **Calendar**, fixed units (second … day): window k covers `[anchor + k·n·u,
+//!   anchor + (k+1)·n·u)`, the anchor being the epoch or `start`. Weeks are anchored on Monday
+//!   1970-01-05 00:00 UTC unless `start` is given. Months are true calendar months counted from
+//!   the 1st of January 1970 (or from `start`): a window starting on the 31st runs to the 31st of
+//!   the month after, clamped to that month's last day, and is always computed from the anchor
+//!   (never chained), so clamping never drifts.
+//! * **Flexi**: `[first, first + n·u)`, months again as calendar months.
+//! * **Rolling**: a look-back of `n·u` kept in [`ROLLING_BUCKETS`] sub-buckets of equal width
+//!   aligned to the epoch; the counted span is off by at most one sub-bucket.
+
+use std::time::Duration;
+
+use jiff::civil::DateTime;
+use jiff::tz::TimeZone;
+use jiff::{Span, Timestamp};
+
+use crate::spec::{CounterShape, TimeUnit};
+
+/// Sub-buckets per rolling window (for months: per `n × 28` days, so a 31-day month spans up to
+/// 71 of them). 64 divides every fixed unit length in microseconds exactly.
+pub const ROLLING_BUCKETS: i64 = 64;
+
+/// The earliest instant jiff represents (-009999-01-01T00:00:00 UTC-25:59:59), in microseconds.
+pub(crate) const MIN_US: i64 = -377_705_023_201_000_000;
+/// The latest instant jiff represents (9999-12-31T23:59:59.999999 UTC+25:59:59), in microseconds.
+pub(crate) const MAX_US: i64 = 253_402_207_200_999_999;
+
+/// Monday 1970-01-05 00:00 UTC: the anchor of calendar weeks without `start`.
+const FIRST_MONDAY_US: i64 = 4 * 86_400 * 1_000_000;
+/// 28 days: the shortest month, the base of rolling-month sub-buckets.
+const DAYS_28_US: i64 = 28 * 86_400 * 1_000_000;
+/// 31 days: the longest month, used where a nominal length must cover any month.
+const DAYS_31_US: i64 = 31 * 86_400 * 1_000_000;
+/// Longest fixed window we compute with; far beyond the representable range already.
+const MAX_LEN_US: i64 = i64::MAX / 4;
+
+/// One window: `[start, end)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    /// First instant inside the window.
+    pub start: Timestamp,
+    /// First instant after the window.
+    pub end: Timestamp,
+}
+
+impl Window {
+    /// The calendar window of `shape` that holds `now`.
+    pub fn calendar(shape: &CounterShape, now: Timestamp) -> Window {
+        let (start, end) = calendar_us(shape, now.as_microsecond());
+        Window { start: timestamp(start), end: timestamp(end) }
+    }
+
+    /// The flexi window of `shape` opened at `first`.
+    pub fn flexi(shape: &CounterShape, first: Timestamp) -> Window {
+        let first = first.as_microsecond();
+        Window { start: timestamp(first), end: timestamp(add_len(shape, first)) }
+    }
+
+    /// The window's length.
+    pub fn duration(&self) -> Duration {
+        micros_between(self.start.as_microsecond(), self.end.as_microsecond())
+    }
+}
+
+/// `us` as a timestamp, clamped to jiff's range.
+pub(crate) fn timestamp(us: i64) -> Timestamp {
+    Timestamp::from_microsecond(us.clamp(MIN_US, MAX_US)).unwrap_or(Timestamp::MAX)
+}
+
+/// The time from `from` to `to`, zero when `to` is not after `from`.
+pub(crate) fn micros_between(from: i64, to: i64) -> Duration {
+    Duration::from_micros(u64::try_from(to.saturating_sub(from)).unwrap_or(0))
+}
+
+/// The length of `interval × unit` in microseconds for fixed units; `None` for months.
+pub(crate) fn fixed_len_us(shape: &CounterShape) -> Option<i64> {
+    let unit_us = shape.unit.fixed_seconds()? * 1_000_000;
+    Some(i64::from(shape.interval).saturating_mul(unit_us).min(MAX_LEN_US))
+}
+
+/// A length no window of `shape` exceeds (months count as 31 days). Counters keep their
+/// all-window totals for this long after their last window ended.
+pub(crate) fn nominal_len_us(shape: &CounterShape) -> i64 {
+    fixed_len_us(shape)
+        .unwrap_or_else(|| i64::from(shape.interval).saturating_mul(DAYS_31_US).min(MAX_LEN_US))
+}
+
+/// `at + interval × unit`, clamped.
+pub(crate) fn add_len(shape: &CounterShape, at: i64) -> i64 {
+    match fixed_len_us(shape) {
+        Some(len) => at.saturating_add(len).min(MAX_US),
+        None => add_months(at, i64::from(shape.interval)),
+    }
+}
+
+/// `at - interval × unit`, clamped.
+pub(crate) fn sub_len(shape: &CounterShape, at: i64) -> i64 {
+    match fixed_len_us(shape) {
+        Some(len) => at.saturating_sub(len).max(MIN_US),
+        None => add_months(at, -i64::from(shape.interval)),
+    }
+}
+
+/// The calendar window `[start, end)` holding `now`, in microseconds.
+pub(crate) fn calendar_us(shape: &CounterShape, now: i64) -> (i64, i64) {
+    let anchor = match (shape.start, shape.unit) {
+        (Some(secs), _) => secs.saturating_mul(1_000_000),
+        (None, TimeUnit::Week) => FIRST_MONDAY_US,
+        (None, _) => 0,
+    };
+    match fixed_len_us(shape) {
+        Some(len) => {
+            let (anchor, now, len) = (i128::from(anchor), i128::from(now), i128::from(len));
+            let start = anchor + (now - anchor).div_euclid(len) * len;
+            (clamp_us(start), clamp_us(start + len))
+        }
+        None => calendar_months_us(anchor, i64::from(shape.interval), now),
+    }
+}
+
+/// Calendar months of `interval` counted from `anchor`, holding `now`.
+fn calendar_months_us(anchor: i64, interval: i64, now: i64) -> (i64, i64) {
+    let a = civil(anchor);
+    let n = civil(now);
+    let mut months = (i64::from(n.year()) - i64::from(a.year())) * 12
+        + (i64::from(n.month()) - i64::from(a.month()));
+    if add_months(anchor, months) > now {
+        months -= 1;
+    }
+    let k = months.div_euclid(interval) * interval;
+    (add_months(anchor, k), add_months(anchor, k.saturating_add(interval)))
+}
+
+/// `at + months` calendar months in UTC (day clamped to the month's end), clamped to range.
+pub(crate) fn add_months(at: i64, months: i64) -> i64 {
+    let shifted = Span::new()
+        .try_months(months)
+        .and_then(|span| civil(at).checked_add(span))
+        .and_then(|dt| TimeZone::UTC.to_timestamp(dt));
+    match shifted {
+        Ok(ts) => ts.as_microsecond(),
+        Err(_) if months >= 0 => MAX_US,
+        Err(_) => MIN_US,
+    }
+}
+
+fn civil(us: i64) -> DateTime {
+    TimeZone::UTC.to_datetime(timestamp(us))
+}
+
+fn clamp_us(us: i128) -> i64 {
+    i64::try_from(us.clamp(i128::from(MIN_US), i128::from(MAX_US))).unwrap_or(MAX_US)
+}
+
+/// How a rolling window of one shape is cut into sub-buckets.
+///
+/// Bucket `i` covers `[i·width, (i+1)·width)`. At `now`, the buckets counted are those from
+/// [`RollingLayout::first_counted`] on: bucket `i` is counted iff its start lies after
+/// `now - n·u`, so the counted span is between `n·u - width` and `n·u` long.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RollingLayout {
+    width: i64,
+    shape: CounterShape,
+}
+
+impl RollingLayout {
+    /// The layout for `shape` (its window kind is not looked at).
+    pub fn of(shape: &CounterShape) -> Self {
+        let base = fixed_len_us(shape)
+            .unwrap_or_else(|| i64::from(shape.interval).saturating_mul(DAYS_28_US));
+        Self { width: (base / ROLLING_BUCKETS).max(1), shape: *shape }
+    }
+
+    /// The width of one sub-bucket: the largest error of the look-back.
+    pub fn bucket_width(&self) -> Duration {
+        micros_between(0, self.width)
+    }
+
+    /// The sub-bucket holding the instant `us`.
+    pub fn bucket_of(&self, us: i64) -> i64 {
+        us.div_euclid(self.width)
+    }
+
+    /// The oldest sub-bucket still counted at `now`.
+    pub fn first_counted(&self, now: i64) -> i64 {
+        self.bucket_of(sub_len(&self.shape, now)).saturating_add(1)
+    }
+
+    /// When sub-bucket `bucket` stops being counted.
+    pub fn leaves_at(&self, bucket: i64) -> i64 {
+        add_len(&self.shape, bucket.saturating_mul(self.width))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::WindowKind;
+
+    fn ts(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    fn shape(interval: u32, unit: TimeUnit, start: Option<&str>) -> CounterShape {
+        CounterShape {
+            interval,
+            unit,
+            window: WindowKind::Calendar,
+            start: start.map(|s| ts(s).as_second()),
+        }
+    }
+
+    fn cal(interval: u32, unit: TimeUnit, start: Option<&str>, now: &str) -> (String, String) {
+        let w = Window::calendar(&shape(interval, unit, start), ts(now));
+        (w.start.to_string(), w.end.to_string())
+    }
+
+    fn pair(a: &str, b: &str) -> (String, String) {
+        (ts(a).to_string(), ts(b).to_string())
+    }
+
+    #[test]
+    fn range_constants_match_jiff() {
+        assert_eq!(MIN_US, Timestamp::MIN.as_microsecond());
+        assert_eq!(MAX_US, Timestamp::MAX.as_microsecond());
+    }
+
+    #[test]
+    fn fixed_units_align_to_the_epoch() {
+        assert_eq!(
+            cal(1, TimeUnit::Second, None, "2026-03-04T05:06:07.890Z"),
+            pair("2026-03-04T05:06:07Z", "2026-03-04T05:06:08Z")
+        );
+        assert_eq!(
+            cal(5, TimeUnit::Minute, None, "2026-03-04T05:06:07Z"),
+            pair("2026-03-04T05:05:00Z", "2026-03-04T05:10:00Z")
+        );
+        assert_eq!(
+            cal(24, TimeUnit::Hour, None, "2026-03-04T23:59:59.999999Z"),
+            pair("2026-03-04T00:00:00Z", "2026-03-05T00:00:00Z")
+        );
+        // The exact end instant belongs to the next window.
+        assert_eq!(
+            cal(1, TimeUnit::Day, None, "2026-03-05T00:00:00Z"),
+            pair("2026-03-05T00:00:00Z", "2026-03-06T00:00:00Z")
+        );
+    }
+
+    #[test]
+    fn interval_of_seven_days_is_epoch_aligned_not_monday_aligned() {
+        // 1970-01-01 was a Thursday, so 7-day windows run Thursday to Thursday.
+        assert_eq!(
+            cal(7, TimeUnit::Day, None, "2026-11-30T12:00:00Z"),
+            pair("2026-11-26T00:00:00Z", "2026-12-03T00:00:00Z")
+        );
+        assert_eq!(
+            ts("2026-11-26T00:00:00Z").to_zoned_datetime(TimeZone::UTC).weekday(),
+            jiff::civil::Weekday::Thursday
+        );
+    }
+
+    #[test]
+    fn weeks_start_on_monday_midnight_utc() {
+        // Monday 2026-11-30 11:55: the week started this midnight and ends next Monday.
+        assert_eq!(
+            cal(1, TimeUnit::Week, None, "2026-11-30T11:55:25Z"),
+            pair("2026-11-30T00:00:00Z", "2026-12-07T00:00:00Z")
+        );
+        // Sunday 23:59:59 is still in the previous week.
+        assert_eq!(
+            cal(1, TimeUnit::Week, None, "2026-11-29T23:59:59Z"),
+            pair("2026-11-23T00:00:00Z", "2026-11-30T00:00:00Z")
+        );
+        // Two-week windows count from the first Monday after the epoch.
+        let (s, e) = cal(2, TimeUnit::Week, None, "1970-01-20T00:00:00Z");
+        assert_eq!((s, e), pair("1970-01-19T00:00:00Z", "1970-02-02T00:00:00Z"));
+    }
+
+    #[test]
+    fn months_are_calendar_months_from_the_first() {
+        assert_eq!(
+            cal(1, TimeUnit::Month, None, "2026-02-14T10:00:00Z"),
+            pair("2026-02-01T00:00:00Z", "2026-03-01T00:00:00Z")
+        );
+        assert_eq!(
+            cal(1, TimeUnit::Month, None, "2026-12-31T23:59:59Z"),
+            pair("2026-12-01T00:00:00Z", "2027-01-01T00:00:00Z")
+        );
+        // Quarters count from January 1970.
+        assert_eq!(
+            cal(3, TimeUnit::Month, None, "2026-05-15T00:00:00Z"),
+            pair("2026-04-01T00:00:00Z", "2026-07-01T00:00:00Z")
+        );
+    }
+
+    #[test]
+    fn leap_years() {
+        assert_eq!(
+            cal(1, TimeUnit::Month, None, "2028-02-29T12:00:00Z"),
+            pair("2028-02-01T00:00:00Z", "2028-03-01T00:00:00Z")
+        );
+        let w = Window::calendar(&shape(1, TimeUnit::Month, None), ts("2028-02-10T00:00:00Z"));
+        assert_eq!(w.duration(), Duration::from_secs(29 * 86_400));
+        let w = Window::calendar(&shape(1, TimeUnit::Month, None), ts("2027-02-10T00:00:00Z"));
+        assert_eq!(w.duration(), Duration::from_secs(28 * 86_400));
+        // 2100 is not a leap year.
+        let w = Window::calendar(&shape(1, TimeUnit::Month, None), ts("2100-02-10T00:00:00Z"));
+        assert_eq!(w.duration(), Duration::from_secs(28 * 86_400));
+        // A day window on Feb 29.
+        assert_eq!(
+            cal(1, TimeUnit::Day, None, "2028-02-29T23:00:00Z"),
+            pair("2028-02-29T00:00:00Z", "2028-03-01T00:00:00Z")
+        );
+    }
+
+    #[test]
+    fn month_ends_clamp_without_drifting() {
+        let start = Some("2026-01-31T05:00:00Z");
+        assert_eq!(
+            cal(1, TimeUnit::Month, start, "2026-02-15T00:00:00Z"),
+            pair("2026-01-31T05:00:00Z", "2026-02-28T05:00:00Z")
+        );
+        assert_eq!(
+            cal(1, TimeUnit::Month, start, "2026-03-01T00:00:00Z"),
+            pair("2026-02-28T05:00:00Z", "2026-03-31T05:00:00Z")
+        );
+        // Back on the 31st in March: the February clamp did not carry over.
+        assert_eq!(
+            cal(1, TimeUnit::Month, start, "2026-04-01T00:00:00Z"),
+            pair("2026-03-31T05:00:00Z", "2026-04-30T05:00:00Z")
+        );
+        // Leap February from a 30th anchor.
+        assert_eq!(
+            cal(1, TimeUnit::Month, Some("2027-12-30T00:00:00Z"), "2028-02-29T23:00:00Z"),
+            pair("2028-02-29T00:00:00Z", "2028-03-30T00:00:00Z")
+        );
+    }
+
+    #[test]
+    fn start_anchors_in_the_past() {
+        // Apigee's example: StartTime 2015-06-26 08:30, every 20 minutes.
+        assert_eq!(
+            cal(20, TimeUnit::Minute, Some("2015-06-26T08:30:00Z"), "2026-11-30T11:31:00Z"),
+            pair("2026-11-30T11:30:00Z", "2026-11-30T11:50:00Z")
+        );
+        // Monthly from the 1st at 05:00 (the community report): resets on the 1st at 05:00.
+        assert_eq!(
+            cal(1, TimeUnit::Month, Some("2024-07-01T05:00:00Z"), "2024-09-01T04:59:59Z"),
+            pair("2024-08-01T05:00:00Z", "2024-09-01T05:00:00Z")
+        );
+        // 24 hours from 08:30: windows run 08:30 to 08:30.
+        assert_eq!(
+            cal(24, TimeUnit::Hour, Some("2020-01-01T08:30:00Z"), "2026-11-30T08:29:00Z"),
+            pair("2026-11-29T08:30:00Z", "2026-11-30T08:30:00Z")
+        );
+        // Weeks from a Wednesday anchor.
+        assert_eq!(
+            cal(1, TimeUnit::Week, Some("2026-11-04T00:00:00Z"), "2026-11-30T00:00:00Z"),
+            pair("2026-11-25T00:00:00Z", "2026-12-02T00:00:00Z")
+        );
+        // An anchor in the future extends backwards.
+        assert_eq!(
+            cal(1, TimeUnit::Hour, Some("2030-01-01T00:30:00Z"), "2026-11-30T11:00:00Z"),
+            pair("2026-11-30T10:30:00Z", "2026-11-30T11:30:00Z")
+        );
+    }
+
+    #[test]
+    fn utc_only_offsets_name_the_same_instant() {
+        // An anchor written with an offset is the same instant as its UTC form.
+        assert_eq!(
+            cal(1, TimeUnit::Day, Some("2026-01-01T02:00:00+02:00"), "2026-06-15T12:00:00Z"),
+            pair("2026-06-15T00:00:00Z", "2026-06-16T00:00:00Z")
+        );
+        // Days end at midnight UTC, not at local midnight.
+        assert_eq!(
+            cal(1, TimeUnit::Day, None, "2026-06-15T23:30:00-05:00"),
+            pair("2026-06-16T00:00:00Z", "2026-06-17T00:00:00Z")
+        );
+        // Months too: 2026-07-01T01:00+02:00 is still June in UTC.
+        assert_eq!(
+            cal(1, TimeUnit::Month, None, "2026-07-01T01:00:00+02:00"),
+            pair("2026-06-01T00:00:00Z", "2026-07-01T00:00:00Z")
+        );
+    }
+
+    #[test]
+    fn before_the_epoch_and_at_the_range_ends() {
+        assert_eq!(
+            cal(1, TimeUnit::Hour, None, "1969-12-31T23:30:00Z"),
+            pair("1969-12-31T23:00:00Z", "1970-01-01T00:00:00Z")
+        );
+        let huge = shape(u32::MAX, TimeUnit::Week, None);
+        let w = Window::calendar(&huge, ts("2026-01-01T00:00:00Z"));
+        assert!(w.start <= ts("2026-01-01T00:00:00Z"));
+        assert_eq!(w.end.as_microsecond(), MAX_US);
+        let months = shape(u32::MAX, TimeUnit::Month, None);
+        let w = Window::calendar(&months, ts("2026-01-01T00:00:00Z"));
+        assert_eq!(w.end.as_microsecond(), MAX_US);
+        let w = Window::calendar(&shape(1, TimeUnit::Month, None), Timestamp::MAX);
+        assert_eq!(w.start, ts("9999-12-01T00:00:00Z"));
+        assert_eq!(w.end.as_microsecond(), MAX_US);
+    }
+
+    #[test]
+    fn flexi_windows_start_at_the_first_request() {
+        let s = shape(1, TimeUnit::Month, None);
+        let w = Window::flexi(&s, ts("2026-01-31T10:00:00Z"));
+        assert_eq!(w.end, ts("2026-02-28T10:00:00Z"));
+        let s = shape(90, TimeUnit::Second, None);
+        let w = Window::flexi(&s, ts("2026-01-31T10:00:00.5Z"));
+        assert_eq!(w.end, ts("2026-01-31T10:01:30.5Z"));
+    }
+
+    #[test]
+    fn rolling_layout_counts_one_window_within_one_bucket() {
+        let s = shape(1, TimeUnit::Minute, None);
+        let l = RollingLayout::of(&s);
+        assert_eq!(l.bucket_width(), Duration::from_micros(937_500));
+        let now = ts("2026-01-01T00:10:00Z").as_microsecond();
+        let first = l.first_counted(now);
+        let current = l.bucket_of(now);
+        assert_eq!(current - first + 1, ROLLING_BUCKETS);
+        // The oldest counted bucket leaves exactly one window after its start.
+        assert_eq!(l.leaves_at(first), first * 937_500 + 60_000_000);
+        assert!(l.leaves_at(first) > now);
+        assert!(l.leaves_at(first - 1) <= now);
+        // Months: buckets of 28/64 days; a 31-day look-back spans more of them.
+        let m = RollingLayout::of(&shape(1, TimeUnit::Month, None));
+        assert_eq!(
+            m.bucket_width(),
+            Duration::from_secs(28 * 86_400 / 64) + Duration::from_millis(0)
+        );
+        let now = ts("2026-04-01T00:00:00Z").as_microsecond();
+        let span = m.bucket_of(now) - m.first_counted(now) + 1;
+        assert!((ROLLING_BUCKETS..=72).contains(&span), "{span}");
+    }
+}

@@ -3,14 +3,17 @@
 use std::sync::Arc;
 
 use crate::clock::{Clock, SystemClock};
+use crate::counter::Counters;
 use crate::decision::Decision;
 use crate::spec::{MeteringId, QuotaSpec};
 use crate::store::{CounterInfo, Store, StoreError};
 
-/// Counters in memory: for tests and throwaway use.
+/// Counters in memory: for tests and throwaway use. Decides through the shared [`Counters`]
+/// core; expired counters are swept as their shards are touched and by
+/// [`MemoryStore::evict_expired`].
 pub struct MemoryStore {
-    #[allow(dead_code)]
     clock: Arc<dyn Clock>,
+    counters: Counters,
 }
 
 impl Default for MemoryStore {
@@ -27,25 +30,53 @@ impl MemoryStore {
 
     /// An empty store reading time from `clock`.
     pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
-        Self { clock }
+        Self { clock, counters: Counters::new() }
+    }
+
+    /// The decision core, for callers that decide synchronously (benchmarks, fallbacks).
+    pub fn counters_core(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// Checks synchronously: the same answer as [`Store::check`], without a future.
+    pub fn check_now(&self, id: &MeteringId, spec: &QuotaSpec, weight: u64) -> Decision {
+        self.counters.check_at(id, spec, weight, self.clock.now())
+    }
+
+    /// Drops every counter that holds nothing any more; returns how many were dropped.
+    pub fn evict_expired(&self) -> usize {
+        self.counters.evict_expired(self.clock.now())
+    }
+
+    /// How many counters are held in memory.
+    pub fn len(&self) -> usize {
+        self.counters.len()
+    }
+
+    /// True when no counter is held.
+    pub fn is_empty(&self) -> bool {
+        self.counters.is_empty()
     }
 }
 
 impl Store for MemoryStore {
     async fn check(
         &self,
-        _id: &MeteringId,
-        _spec: &QuotaSpec,
-        _weight: u64,
+        id: &MeteringId,
+        spec: &QuotaSpec,
+        weight: u64,
     ) -> Result<Decision, StoreError> {
-        Err(StoreError::Unavailable("memory store not built yet".into()))
+        Ok(self.check_now(id, spec, weight))
     }
-    async fn counters(&self, _prefix: &str) -> Result<Vec<CounterInfo>, StoreError> {
-        Ok(Vec::new())
+
+    async fn counters(&self, prefix: &str) -> Result<Vec<CounterInfo>, StoreError> {
+        Ok(self.counters.counters_at(prefix, self.clock.now()))
     }
-    async fn reset(&self, _id: &MeteringId) -> Result<u64, StoreError> {
-        Ok(0)
+
+    async fn reset(&self, id: &MeteringId) -> Result<u64, StoreError> {
+        Ok(self.counters.reset(id))
     }
+
     async fn flush(&self) -> Result<(), StoreError> {
         Ok(())
     }
