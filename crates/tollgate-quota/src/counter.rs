@@ -14,14 +14,16 @@
 //! * **Rejections count nothing.** A rejected request (exceeded, weight over the limit, or a
 //!   probe on a full counter) leaves `used` and the rolling sub-buckets' `used` unchanged and adds
 //!   one to `exceed` and `total_exceed`.
-//! * **`end_us` is when the entry stops holding anything counted**: the end of the calendar or
-//!   flexi window, or the instant the newest rolling sub-bucket leaves the look-back. At or after
-//!   `end_us` the window's `used`/`exceed` are dead and are zeroed on the next check.
+//! * **`Counter::end_us` is when the entry stops holding anything counted**: the end of the
+//!   calendar or flexi window, or the instant the newest rolling sub-bucket leaves the look-back.
+//!   At or after it the window's `used`/`exceed` are dead and are zeroed on the next check.
+//! * **A flexi window is open iff `used > 0`** and the clock is before its end: only an admission
+//!   of weight ≥ 1 opens one, and `used` only grows inside it.
 //! * **Totals outlive a window by one window.** `total_exceed` is carried into the next window
-//!   while the next check comes before `end_us + nominal length`; after that it restarts at 0.
+//!   while the next check comes before `end + nominal length`; after that it restarts at 0.
 //!   The sweep drops exactly the entries that the next check would treat as fresh (see
 //!   [`Counter::is_dead`]), so eviction never changes an answer.
-//! * **Clocks that step back** never reopen a window: a check before `end_us` uses the stored
+//! * **Clocks that step back** never reopen a window: a check before the end uses the stored
 //!   window, which is the conservative choice (it cannot admit more than `limit` in any window).
 
 use std::hash::BuildHasher;
@@ -109,8 +111,9 @@ pub(crate) struct Counter {
     pub(crate) exceed: u64,
     /// Rejections across the windows of this counter.
     pub(crate) total_exceed: u64,
-    /// See the module invariants; `i64::MIN` for a counter never checked.
-    pub(crate) end_us: i64,
+    /// Calendar and rolling: the end (see [`Counter::end_us`]). Flexi: the start of the window
+    /// while `used > 0`, else the time of the last rejection. `i64::MIN` when never checked.
+    pub(crate) mark_us: i64,
     /// Rolling windows only: the non-empty sub-buckets, oldest first. Boxed so that calendar
     /// and flexi counters pay 8 bytes for it, not 24.
     #[allow(clippy::box_collection)]
@@ -195,7 +198,7 @@ impl Counters {
                     .insert(Entry {
                         id: id.as_str().into(),
                         shape: key,
-                        counter: Counter { end_us: i64::MIN, ..Counter::default() },
+                        counter: Counter { mark_us: i64::MIN, ..Counter::default() },
                     })
                     .into_mut(),
             };
@@ -225,7 +228,7 @@ impl Counters {
         for shard in self.shards.iter() {
             let shard = lock(shard);
             for e in shard.table.iter() {
-                if !e.id.starts_with(prefix) || e.counter.end_us <= now_us {
+                if !e.id.starts_with(prefix) || e.counter.end_us(&e.shape.shape()) <= now_us {
                     continue;
                 }
                 if let Some(info) = e.counter.info(&e.id, &e.shape.shape(), now_us) {
@@ -311,15 +314,24 @@ impl Shard {
 impl Counter {
     /// True when nothing counted is left and the carried total (if any) has lapsed.
     fn is_dead(&self, shape: &CounterShape, now_us: i64) -> bool {
-        now_us >= self.end_us
+        let end = self.end_us(shape);
+        now_us >= end
             && (self.total_exceed == 0
-                || now_us >= self.end_us.saturating_add(window::nominal_len_us(shape)))
+                || now_us >= end.saturating_add(window::nominal_len_us(shape)))
     }
 
-    /// Called when `now_us >= end_us`: zero what belonged to the dead window, and the carried
-    /// total once it has lapsed.
+    /// The instant after which this counter holds nothing counted.
+    pub(crate) fn end_us(&self, shape: &CounterShape) -> i64 {
+        match shape.window {
+            WindowKind::Flexi if self.used > 0 => window::add_len(shape, self.mark_us),
+            _ => self.mark_us,
+        }
+    }
+
+    /// Called at or after the end: zero what belonged to the dead window, and the carried total
+    /// once it has lapsed.
     fn restart(&mut self, shape: &CounterShape, now_us: i64) {
-        if now_us >= self.end_us.saturating_add(window::nominal_len_us(shape)) {
+        if now_us >= self.end_us(shape).saturating_add(window::nominal_len_us(shape)) {
             self.total_exceed = 0;
         }
         self.used = 0;
@@ -341,14 +353,14 @@ impl Counter {
         weight: u64,
         now_us: i64,
     ) -> Verdict {
-        let (start, end) = if now_us >= self.end_us {
+        let (start, end) = if now_us >= self.mark_us {
             self.restart(shape, now_us);
             let (start, end) = window::calendar_us(shape, now_us);
-            self.end_us = end;
+            self.mark_us = end;
             (start, end)
         } else {
             match window::fixed_len_us(shape) {
-                Some(len) if self.end_us < window::MAX_US => (self.end_us - len, self.end_us),
+                Some(len) if self.mark_us < window::MAX_US => (self.mark_us - len, self.mark_us),
                 _ => window::calendar_us(shape, now_us),
             }
         };
@@ -375,23 +387,28 @@ impl Counter {
         weight: u64,
         now_us: i64,
     ) -> Verdict {
-        let open = now_us < self.end_us;
-        if !open && self.used > 0 {
-            // The window that the first admission opened has ended.
-            self.restart(shape, now_us);
+        let open_end = self.end_us(shape);
+        let open = self.used > 0 && now_us < open_end;
+        if !open {
+            let lapsed = now_us >= open_end.saturating_add(window::nominal_len_us(shape));
+            if self.used > 0 || lapsed {
+                // The window has ended, or the rejections counted while none was open lapsed.
+                self.exceed = 0;
+            }
+            if lapsed {
+                self.total_exceed = 0;
+            }
+            self.used = 0;
         }
         let outcome = admit(self.used, limit, weight);
-        let (start, end) = if open {
-            (window::sub_len(shape, self.end_us), self.end_us)
-        } else {
-            (now_us, window::add_len(shape, now_us))
-        };
+        let (start, end) =
+            if open { (self.mark_us, open_end) } else { (now_us, window::add_len(shape, now_us)) };
         match outcome {
             Outcome::Allowed if weight > 0 => {
                 if !open {
                     // The first admitted request opens the window.
                     self.exceed = 0;
-                    self.end_us = end;
+                    self.mark_us = now_us;
                 }
                 self.used += weight;
             }
@@ -400,7 +417,7 @@ impl Counter {
                 self.reject();
                 if !open {
                     // No window: remember when, so the carried total lapses in time.
-                    self.end_us = now_us;
+                    self.mark_us = now_us;
                 }
             }
         }
@@ -423,7 +440,7 @@ impl Counter {
         now_us: i64,
     ) -> Verdict {
         let layout = RollingLayout::of(shape);
-        if now_us >= self.end_us {
+        if now_us >= self.mark_us {
             self.restart(shape, now_us);
         }
         let first = layout.first_counted(now_us);
@@ -468,7 +485,7 @@ impl Counter {
             at
         });
         let reset_at = buckets.first().map_or(now_us, |b| layout.leaves_at(b.index));
-        self.end_us = buckets.last().map_or(now_us, |b| layout.leaves_at(b.index));
+        self.mark_us = buckets.last().map_or(now_us, |b| layout.leaves_at(b.index));
         if buckets.is_empty() {
             self.buckets = None;
         }
@@ -500,14 +517,14 @@ impl Counter {
                 (used, exceed, None)
             }
             WindowKind::Calendar => {
-                let w = window::calendar_us(shape, self.end_us.saturating_sub(1));
+                let w = window::calendar_us(shape, self.mark_us.saturating_sub(1));
                 (self.used, self.exceed, Some(w))
             }
             WindowKind::Flexi => {
                 if self.used == 0 {
                     return None;
                 }
-                (self.used, self.exceed, Some((window::sub_len(shape, self.end_us), self.end_us)))
+                (self.used, self.exceed, Some((self.mark_us, window::add_len(shape, self.mark_us))))
             }
         };
         Some(CounterInfo {

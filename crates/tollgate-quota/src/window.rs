@@ -160,9 +160,10 @@ fn clamp_us(us: i128) -> i64 {
 
 /// How a rolling window of one shape is cut into sub-buckets.
 ///
-/// Bucket `i` covers `[i·width, (i+1)·width)`. At `now`, the buckets counted are those from
-/// [`RollingLayout::first_counted`] on: bucket `i` is counted iff its start lies after
-/// `now - n·u`, so the counted span is between `n·u - width` and `n·u` long.
+/// Bucket `i` covers `[i·width, (i+1)·width)` and is counted until `i·width + n·u`
+/// ([`RollingLayout::leaves_at`]). At `now` the counted buckets are those from
+/// [`RollingLayout::first_counted`] on, so the counted span is between `n·u - width` and `n·u`
+/// long.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RollingLayout {
     width: i64,
@@ -187,9 +188,19 @@ impl RollingLayout {
         us.div_euclid(self.width)
     }
 
-    /// The oldest sub-bucket still counted at `now`.
+    /// The oldest sub-bucket still counted at `now`: the first one whose
+    /// [`leaves_at`](Self::leaves_at) is after `now`. (Defined through `leaves_at`, which is
+    /// monotonic, because "now minus n months" is not: March 29 to 31 all clamp to February 28.)
     pub fn first_counted(&self, now: i64) -> i64 {
-        self.bucket_of(sub_len(&self.shape, now)).saturating_add(1)
+        // Exact for fixed units; for months a first guess that is off by a few buckets at most.
+        let mut first = self.bucket_of(sub_len(&self.shape, now)).saturating_add(1);
+        while first > i64::MIN / 2 && self.leaves_at(first - 1) > now {
+            first -= 1;
+        }
+        while first < i64::MAX / 2 && self.leaves_at(first) <= now {
+            first += 1;
+        }
+        first
     }
 
     /// When sub-bucket `bucket` stops being counted.
