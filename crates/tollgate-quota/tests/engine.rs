@@ -50,7 +50,7 @@ proptest! {
         let mut per_window: HashMap<Timestamp, u64> = HashMap::new();
         let mut now = base();
         for (weight, dt) in steps {
-            now = now + Duration::from_micros(dt);
+            now += Duration::from_micros(dt);
             let w = Window::calendar(&shape, now);
             let used = per_window.entry(w.start).or_default();
             let d = c.check_at(&id(), &spec, weight, now);
@@ -92,7 +92,7 @@ proptest! {
         let mut open: Option<(Window, u64)> = None;
         let mut now = base();
         for (weight, dt) in steps {
-            now = now + Duration::from_micros(dt);
+            now += Duration::from_micros(dt);
             if open.is_some_and(|(w, _)| now >= w.end) {
                 open = None;
             }
@@ -130,7 +130,7 @@ proptest! {
         let mut admitted: Vec<(i64, u64)> = Vec::new();
         let mut now = base();
         for (weight, dt) in steps {
-            now = now + Duration::from_micros(dt);
+            now += Duration::from_micros(dt);
             let now_us = now.as_microsecond();
             let first = layout.first_counted(now_us);
             let used: u64 = admitted
