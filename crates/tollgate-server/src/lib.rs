@@ -1,2 +1,60 @@
-//! tollgate-server
+//! The Tollgate quota service over HTTP.
+//!
+//! Middleware calls `GET /v1/quota` with the quota headers it already sends to API management
+//! products (`metering-id`, `quota-limit`, `quota-timeunit`, …) and gets 200 (go on) or 429
+//! (hold it). Around that check sit server-side policies ([`policy`]), optional client keys
+//! ([`client`]), an admin API ([`admin`]), Prometheus [`metrics`] and [`health`] probes. Every
+//! error is an RFC 9457 [`problem`].
+//!
+//! ```no_run
+//! # async fn run() -> std::io::Result<()> {
+//! use std::sync::Arc;
+//! use tollgate_quota::{AnyStore, store::MemoryStore};
+//! use tollgate_server::{AppState, admin::AdminGuard, policy::{Policies, PolicySet}};
+//!
+//! let store = Arc::new(AnyStore::Memory(MemoryStore::new()));
+//! let policies = Policies::fixed(PolicySet::default());
+//! let state = AppState::builder(store, policies, AdminGuard::new(None, true)).build();
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+//! tollgate_server::serve(listener, tollgate_server::router(state), std::future::pending()).await
+//! # }
+//! ```
 #![forbid(unsafe_code)]
+
+pub mod admin;
+pub mod client;
+pub mod config;
+pub mod headers;
+pub mod health;
+pub mod metrics;
+pub mod policy;
+pub mod problem;
+pub mod quota;
+pub mod serve;
+pub mod state;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::get;
+
+pub use serve::serve;
+pub use state::{AppState, AppStateBuilder, ReadinessCheck};
+
+/// The largest request body the service's own routes read (`PUT /v1/policies`); larger
+/// bodies get 413.
+pub const MAX_BODY_BYTES: usize = 256 * 1024;
+
+/// The service's routes. The binary may `merge` more (the gateway's) before [`serve`]; 404,
+/// 405, 413 and 431 become problem+json in [`serve`], so they cover merged routes too.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/v1/quota", get(quota::check))
+        .route("/v1/counters", get(admin::list_counters))
+        .route("/v1/counters/{*id}", axum::routing::delete(admin::reset_counter))
+        .route("/v1/policies", get(admin::get_policies).put(admin::put_policies))
+        .route("/metrics", get(metrics::render))
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(state)
+}

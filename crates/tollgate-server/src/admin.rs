@@ -1,0 +1,232 @@
+//! The admin API: live counters and the policy set, behind [`AdminGuard`].
+//!
+//! - `GET /v1/counters?prefix=P` lists live counters whose id starts with `P`.
+//! - `DELETE /v1/counters/{metering-id}` drops every counter of that id.
+//! - `GET /v1/policies` shows the policies in force, their source and the last reload error.
+//! - `PUT /v1/policies` with `{"policies": [ … ]}` (the `[[policy]]` keys, as JSON) validates
+//!   the whole set and replaces the one in force. When the server reads a config file, the
+//!   file's `[[policy]]` tables are rewritten atomically too, so the change survives a reload
+//!   and a restart (other sections are kept, comments are not).
+//!
+//! Access: with a configured token, `Authorization: Bearer <token>` is required (401
+//! otherwise). With no token, the admin API is open only when the server listens on a
+//! loopback address, and refused with 403 elsewhere.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::header::{AUTHORIZATION, HeaderValue, WWW_AUTHENTICATE};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tollgate_quota::{CounterInfo, MeteringId, Store};
+
+use crate::client::constant_time_eq;
+use crate::config::PolicyRule;
+use crate::policy::PolicySet;
+use crate::problem::Problem;
+use crate::state::AppState;
+
+/// Decides whether a request may use the admin API (shared with the gateway's admin routes).
+#[derive(Clone)]
+pub struct AdminGuard {
+    token: Option<Arc<str>>,
+    loopback: bool,
+}
+
+impl std::fmt::Debug for AdminGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdminGuard")
+            .field("token", &self.token.as_ref().map(|_| "<set>"))
+            .field("loopback", &self.loopback)
+            .finish()
+    }
+}
+
+impl AdminGuard {
+    /// A guard for `token` (an empty token counts as none) on a listener that is (or is not)
+    /// bound to a loopback address.
+    pub fn new(token: Option<&str>, loopback: bool) -> Self {
+        let token = token.filter(|t| !t.is_empty()).map(Arc::from);
+        Self { token, loopback }
+    }
+
+    /// `Ok` when the request may proceed; 401 for a missing or wrong bearer token; 403 when no
+    /// token is configured and the listener is not loopback.
+    pub fn authorize(&self, headers: &HeaderMap) -> Result<(), Problem> {
+        let Some(token) = &self.token else {
+            if self.loopback {
+                return Ok(());
+            }
+            return Err(Problem::new(
+                StatusCode::FORBIDDEN,
+                "admin-token-required",
+                "Admin API disabled",
+            )
+            .detail(
+                "the admin API is only open without a token on a loopback listener; configure \
+                 [server] admin_token or TOLLGATE_ADMIN_TOKEN",
+            ));
+        };
+        let presented = headers
+            .get(AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+            .map(str::trim);
+        let unauthorized = |detail: &str| {
+            Problem::new(StatusCode::UNAUTHORIZED, "admin-unauthorized", "Admin token required")
+                .detail(detail)
+                .header(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"tollgate\""))
+        };
+        match presented {
+            None => Err(unauthorized("send the admin token as Authorization: Bearer <token>")),
+            Some(p) if constant_time_eq(p.as_bytes(), token.as_bytes()) => Ok(()),
+            Some(_) => Err(unauthorized("the bearer token is not the admin token")),
+        }
+    }
+}
+
+/// `?prefix=` of the counter listing.
+#[derive(Debug, Deserialize)]
+pub struct CounterQuery {
+    #[serde(default)]
+    prefix: String,
+}
+
+fn counter_json(c: &CounterInfo) -> Value {
+    json!({
+        "identifier": c.identifier.as_str(),
+        "interval": c.interval,
+        "unit": c.unit.as_str(),
+        "window": c.window.as_str(),
+        "start": c.start.map(|t| t.to_string()),
+        "used": c.used,
+        "exceed_count": c.exceed_count,
+        "total_exceed_count": c.total_exceed_count,
+        "window_start": c.window_start.map(|t| t.to_string()),
+        "window_end": c.window_end.map(|t| t.to_string()),
+    })
+}
+
+fn store_problem(e: &tollgate_quota::StoreError) -> Problem {
+    Problem::new(StatusCode::SERVICE_UNAVAILABLE, "store-unavailable", "Store unavailable")
+        .detail(e.to_string())
+}
+
+/// `GET /v1/counters?prefix=`.
+pub async fn list_counters(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    query: Result<Query<CounterQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, Problem> {
+    state.admin().authorize(&headers)?;
+    let Query(q) = query.map_err(|e| {
+        Problem::new(StatusCode::BAD_REQUEST, "invalid-query", "Invalid query")
+            .detail(e.body_text())
+    })?;
+    let mut counters = state.store().counters(&q.prefix).await.map_err(|e| store_problem(&e))?;
+    counters.sort_by(|a, b| a.identifier.cmp(&b.identifier));
+    let list: Vec<Value> = counters.iter().map(counter_json).collect();
+    Ok(Json(json!({ "prefix": q.prefix, "count": list.len(), "counters": list })).into_response())
+}
+
+/// `DELETE /v1/counters/{metering-id}`: 200 with how many counters were dropped.
+pub async fn reset_counter(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Response, Problem> {
+    state.admin().authorize(&headers)?;
+    let id = MeteringId::new(&id).map_err(|e| {
+        Problem::new(StatusCode::BAD_REQUEST, "invalid-metering-id", "Invalid metering id")
+            .detail(e.to_string())
+            .with("value", id.clone())
+    })?;
+    let removed = state.store().reset(&id).await.map_err(|e| store_problem(&e))?;
+    tracing::info!(identifier = %id, removed, "counter reset via the API");
+    Ok(Json(json!({ "identifier": id.as_str(), "removed": removed })).into_response())
+}
+
+fn policies_json(state: &AppState) -> Value {
+    let policies = state.policies();
+    let status = policies.status();
+    json!({
+        "policies": policies.current().rules(),
+        "source": policies.file().map(|f| f.display().to_string()),
+        "generation": status.generation,
+        "last_error": status.last_error,
+    })
+}
+
+/// `GET /v1/policies`.
+pub async fn get_policies(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+) -> Result<Response, Problem> {
+    state.admin().authorize(&headers)?;
+    Ok(Json(policies_json(&state)).into_response())
+}
+
+/// The body of `PUT /v1/policies` (other members, such as those `GET` returns, are ignored).
+#[derive(Debug, Deserialize)]
+struct PolicyBody {
+    policies: Vec<PolicyRule>,
+}
+
+/// `PUT /v1/policies`: validates the whole set, then replaces the one in force.
+pub async fn put_policies(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, Problem> {
+    state.admin().authorize(&headers)?;
+    let body = body.map_err(|e| {
+        let status = e.status();
+        if status == StatusCode::PAYLOAD_TOO_LARGE {
+            Problem::new(status, "body-too-large", "Request body too large").detail(e.body_text())
+        } else {
+            Problem::new(status, "invalid-body", "Invalid request body").detail(e.body_text())
+        }
+    })?;
+    let parsed: PolicyBody = serde_json::from_slice(&body).map_err(|e| {
+        Problem::new(StatusCode::BAD_REQUEST, "invalid-policies", "Invalid policies")
+            .detail(format!("line {} column {}: {e}", e.line(), e.column()))
+    })?;
+    let set = PolicySet::new(parsed.policies);
+    state.policies().replace(set).map_err(|e| {
+        Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "policy-write-failed", "Policies not saved")
+            .detail(e)
+    })?;
+    Ok(Json(policies_json(&state)).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bearer(t: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(AUTHORIZATION, HeaderValue::from_str(&format!("Bearer {t}")).unwrap());
+        h
+    }
+
+    #[test]
+    fn token_is_required_when_configured() {
+        let g = AdminGuard::new(Some("s3cret"), true);
+        assert_eq!(g.authorize(&HeaderMap::new()).unwrap_err().status(), StatusCode::UNAUTHORIZED);
+        assert_eq!(g.authorize(&bearer("nope")).unwrap_err().status(), StatusCode::UNAUTHORIZED);
+        assert!(g.authorize(&bearer("s3cret")).is_ok());
+    }
+
+    #[test]
+    fn no_token_is_open_only_on_loopback() {
+        assert!(AdminGuard::new(None, true).authorize(&HeaderMap::new()).is_ok());
+        let p = AdminGuard::new(None, false).authorize(&bearer("x")).unwrap_err();
+        assert_eq!(p.status(), StatusCode::FORBIDDEN);
+        assert!(AdminGuard::new(Some(""), false).authorize(&HeaderMap::new()).is_err());
+    }
+}

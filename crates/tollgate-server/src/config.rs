@@ -1,0 +1,319 @@
+//! The config file sections the quota service owns: `[server]`, `[store]`, `[[policy]]` and
+//! `[[client]]`, as serde structs.
+//!
+//! The top-level file (with `[gateway]`) is assembled by the binary. Every struct refuses
+//! unknown keys, and values are validated while they are deserialized (globs compile, units
+//! and windows are known, intervals are ≥ 1), so a TOML error carries the line and column of
+//! the bad value; [`located`] turns it into `FILE:LINE:COL: message`.
+
+use std::fmt::Display;
+use std::net::SocketAddr;
+use std::num::NonZeroU32;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use tollgate_quota::{TimeUnit, WindowKind};
+
+/// `[server]`: where to listen and who may administer. Absent values fall back to the command
+/// line, then to the defaults (`127.0.0.1:8080`, `./tollgate-data`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerSection {
+    /// Listen address, e.g. `127.0.0.1:8080`.
+    pub listen: Option<SocketAddr>,
+    /// Data directory (the embedded store's file lives inside it).
+    pub data: Option<PathBuf>,
+    /// Bearer token for the admin API (`TOLLGATE_ADMIN_TOKEN` overrides it).
+    pub admin_token: Option<String>,
+}
+
+/// Which counter store to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StoreKind {
+    /// In this process only.
+    Memory,
+    /// One redb file in the data directory (the default).
+    Embedded,
+    /// A shared Redis (`url`).
+    Redis,
+}
+
+/// What `/v1/quota` answers when the store cannot decide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StoreUnavailable {
+    /// Count in this instance's memory until the shared store is back (done by the store);
+    /// if the store still fails, answer 503.
+    #[default]
+    Local,
+    /// Answer 200 with `Tollgate-Degraded: store-unavailable` (fail open).
+    Allow,
+    /// Answer 503 with `Retry-After` (fail closed).
+    Deny,
+}
+
+/// When an embedded-store increment is on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DurabilityMode {
+    /// Answer at once; on disk within one flush interval.
+    #[default]
+    Buffered,
+    /// Answer after the batch holding the increment is committed.
+    Strict,
+}
+
+/// `[store]`: the counter store and how it behaves when it fails.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StoreSection {
+    /// memory, embedded or redis; `None` means "not set here" (flag, then default embedded).
+    pub kind: Option<StoreKind>,
+    /// `redis://…` for the redis store.
+    pub url: Option<String>,
+    /// Prefix of every Redis key.
+    pub key_prefix: Option<String>,
+    /// Redis call timeout in milliseconds.
+    pub timeout_ms: Option<u64>,
+    /// Behaviour when the store fails.
+    pub store_unavailable: StoreUnavailable,
+    /// Group-commit period of the embedded store (default 100 ms).
+    pub flush_interval_ms: u64,
+    /// Buffered (default) or strict.
+    pub durability: DurabilityMode,
+}
+
+impl Default for StoreSection {
+    fn default() -> Self {
+        Self {
+            kind: None,
+            url: None,
+            key_prefix: None,
+            timeout_ms: None,
+            store_unavailable: StoreUnavailable::default(),
+            flush_interval_ms: 100,
+            durability: DurabilityMode::default(),
+        }
+    }
+}
+
+/// Enforce (answer 429) or shadow (count and report, always answer 200).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PolicyMode {
+    /// Over-limit requests get 429.
+    #[default]
+    Enforce,
+    /// Over-limit requests get 200 plus `Tollgate-Shadow: would-reject`.
+    Shadow,
+}
+
+/// A glob over metering ids (`ShipmentStatus:*`), compiled when it is read. `*` also matches
+/// `:` and `/`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct GlobPattern {
+    text: String,
+    matcher: globset::GlobMatcher,
+}
+
+impl GlobPattern {
+    /// The pattern as written.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// True when `id` matches the pattern.
+    pub fn is_match(&self, id: &str) -> bool {
+        self.matcher.is_match(id)
+    }
+}
+
+impl PartialEq for GlobPattern {
+    fn eq(&self, other: &Self) -> bool {
+        self.text == other.text
+    }
+}
+
+impl Eq for GlobPattern {}
+
+impl TryFrom<String> for GlobPattern {
+    type Error = String;
+    fn try_from(text: String) -> Result<Self, Self::Error> {
+        if text.is_empty() {
+            return Err("a glob pattern must not be empty".into());
+        }
+        let glob = globset::Glob::new(&text).map_err(|e| format!("invalid glob {text:?}: {e}"))?;
+        Ok(Self { matcher: glob.compile_matcher(), text })
+    }
+}
+
+impl FromStr for GlobPattern {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::try_from(s.to_owned())
+    }
+}
+
+impl From<GlobPattern> for String {
+    fn from(g: GlobPattern) -> Self {
+        g.text
+    }
+}
+
+/// `[[policy]]`: limits owned by the server for ids matching a glob. The first matching
+/// policy wins. Without `override` it only fills what the request headers omit; with it, it
+/// beats the headers.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyRule {
+    /// Glob over `metering-id`.
+    #[serde(rename = "match")]
+    pub pattern: GlobPattern,
+    /// Units per window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
+    /// Window length in units (≥ 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<NonZeroU32>,
+    /// second … month.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "text")]
+    pub unit: Option<TimeUnit>,
+    /// calendar, flexi or rolling.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "text")]
+    pub window: Option<WindowKind>,
+    /// The policy beats the headers instead of filling gaps.
+    #[serde(rename = "override", default)]
+    pub override_headers: bool,
+    /// enforce (default) or shadow.
+    #[serde(default)]
+    pub mode: PolicyMode,
+}
+
+/// `[[client]]`: an API key allowed to call `/v1/quota` (sent as `x-api-key`), for ids
+/// matching `allow` (every id when `allow` is absent).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientKey {
+    /// The secret the client sends in `x-api-key`.
+    pub key: String,
+    /// A name for logs.
+    pub name: String,
+    /// Globs over `metering-id`; absent means every id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow: Option<Vec<GlobPattern>>,
+}
+
+/// Reads `T` through its `FromStr` and writes it through `Display` (units, windows).
+mod text {
+    use super::*;
+    use serde::{Deserializer, Serializer};
+
+    pub fn serialize<T: Display, S: Serializer>(v: &Option<T>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(v) => s.collect_str(v),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, T, D>(d: D) -> Result<Option<T>, D::Error>
+    where
+        T: FromStr,
+        T::Err: Display,
+        D: Deserializer<'de>,
+    {
+        let s = String::deserialize(d)?;
+        s.parse().map(Some).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Formats a TOML error as `FILE:LINE:COL: message` (1-based line and column; a byte column
+/// counted in characters).
+pub fn located(file: &Path, source: &str, err: &toml::de::Error) -> String {
+    let message = err.message().trim_end();
+    match err.span() {
+        Some(span) => {
+            let (line, col) = line_col(source, span.start);
+            format!("{}:{line}:{col}: {message}", file.display())
+        }
+        None => format!("{}: {message}", file.display()),
+    }
+}
+
+/// 1-based line and column of byte `offset` in `source`.
+pub fn line_col(source: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(source.len());
+    let before = source.get(..offset).unwrap_or(source);
+    let line = before.bytes().filter(|&b| b == b'\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let col = before.get(line_start..).map_or(1, |s| s.chars().count() + 1);
+    (line, col)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Deserialize)]
+    struct Doc {
+        #[serde(default)]
+        policy: Vec<PolicyRule>,
+        #[serde(default)]
+        store: StoreSection,
+    }
+
+    #[test]
+    fn policy_reads_and_round_trips() {
+        let src = r#"
+[[policy]]
+match = "ShipmentStatus:*"
+limit = 1000
+interval = 24
+unit = "hours"
+override = true
+mode = "shadow"
+"#;
+        let doc: Doc = toml::from_str(src).unwrap();
+        let p = &doc.policy[0];
+        assert_eq!(p.pattern.as_str(), "ShipmentStatus:*");
+        assert_eq!(p.limit, Some(1000));
+        assert_eq!(p.interval.map(NonZeroU32::get), Some(24));
+        assert_eq!(p.unit, Some(TimeUnit::Hour));
+        assert!(p.override_headers);
+        assert_eq!(p.mode, PolicyMode::Shadow);
+        assert!(p.pattern.is_match("ShipmentStatus:Carrier/1"));
+        let json = serde_json::to_value(p).unwrap();
+        assert_eq!(json["unit"], "hour");
+        assert_eq!(json["match"], "ShipmentStatus:*");
+        assert!(json.get("window").is_none());
+        let back: PolicyRule = serde_json::from_value(json).unwrap();
+        assert_eq!(&back, p);
+        assert_eq!(doc.store.flush_interval_ms, 100);
+    }
+
+    #[test]
+    fn bad_values_are_located() {
+        for (src, want_line, needle) in [
+            ("[[policy]]\nmatch = \"a\"\nunit = \"fortnight\"\n", 3, "fortnight"),
+            ("[[policy]]\nmatch = \"a\"\ninterval = 0\n", 3, "nonzero"),
+            ("[[policy]]\nmatch = \"a[\"\n", 2, "glob"),
+            ("[[policy]]\nmatch = \"a\"\nlimit = -1\n", 3, "-1"),
+            ("[[policy]]\nmatch = \"a\"\ncolour = 1\n", 3, "colour"),
+            ("[store]\nstore_unavailable = \"maybe\"\n", 2, "maybe"),
+        ] {
+            let err = toml::from_str::<Doc>(src).unwrap_err();
+            let msg = located(Path::new("t.toml"), src, &err);
+            assert!(msg.starts_with(&format!("t.toml:{want_line}:")), "{msg}");
+            assert!(msg.to_lowercase().contains(needle), "{msg}");
+        }
+    }
+
+    #[test]
+    fn line_col_counts_from_one() {
+        assert_eq!(line_col("ab\ncd", 0), (1, 1));
+        assert_eq!(line_col("ab\ncd", 4), (2, 2));
+        assert_eq!(line_col("ab", 99), (1, 3));
+    }
+}

@@ -1,0 +1,359 @@
+//! The quota header contract: turns the request headers of `GET /v1/quota` into a
+//! [`QuotaRequest`], or into a 400 problem that names the offending header and its value.
+//!
+//! Parsing is strict on purpose: a number is ASCII digits only (no sign, no fraction, no
+//! exponent, no surrounding text), a header given twice is refused, and every refusal says
+//! which header and what was received. Nothing is counted for a refused request, because the
+//! store is only called with a fully parsed request.
+
+use std::str::FromStr;
+
+use axum::http::{HeaderMap, StatusCode};
+use jiff::Timestamp;
+use serde_json::Value;
+use tollgate_quota::{MeteringId, TimeUnit, WindowKind};
+
+use crate::problem::Problem;
+
+/// `metering-id`: the counter identifier (required).
+pub const METERING_ID: &str = "metering-id";
+/// `quota-limit`: units allowed per window.
+pub const QUOTA_LIMIT: &str = "quota-limit";
+/// `quota-interval`: window length in units (default 1).
+pub const QUOTA_INTERVAL: &str = "quota-interval";
+/// `quota-timeunit`: second … month, singular or plural, any case.
+pub const QUOTA_TIMEUNIT: &str = "quota-timeunit";
+/// `message-weight`: units this message consumes (default 1).
+pub const MESSAGE_WEIGHT: &str = "message-weight";
+/// `quota-window`: calendar, flexi or rolling (default calendar).
+pub const QUOTA_WINDOW: &str = "quota-window";
+/// `quota-start`: RFC 3339 anchor for calendar windows.
+pub const QUOTA_START: &str = "quota-start";
+
+/// What the caller asked for, parsed but not yet merged with server policies: a field is
+/// `None` when its header was absent (policies may then fill it in).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuotaRequest {
+    /// The counter identifier.
+    pub id: MeteringId,
+    /// `quota-limit`, if sent.
+    pub limit: Option<u64>,
+    /// `quota-interval`, if sent (never 0).
+    pub interval: Option<u32>,
+    /// `quota-timeunit`, if sent.
+    pub unit: Option<TimeUnit>,
+    /// `quota-window`, if sent.
+    pub window: Option<WindowKind>,
+    /// `quota-start`, if sent.
+    pub start: Option<Timestamp>,
+    /// `message-weight`, 1 when absent.
+    pub weight: u64,
+}
+
+/// A 400 `invalid-header` problem naming `header` and the `value` received (`null` when the
+/// header was missing).
+pub fn invalid_header(header: &str, value: Option<&str>, detail: impl Into<String>) -> Problem {
+    Problem::new(StatusCode::BAD_REQUEST, "invalid-header", "Invalid request header")
+        .detail(detail)
+        .with("invalid_header", header)
+        .with("value", value.map_or(Value::Null, |v| Value::String(v.to_owned())))
+}
+
+impl QuotaRequest {
+    /// Parses the quota headers. Every failure is a 400 problem naming the header and value.
+    pub fn from_headers(headers: &HeaderMap) -> Result<Self, Problem> {
+        let id_text = single(headers, METERING_ID)?.ok_or_else(|| {
+            invalid_header(METERING_ID, None, "the metering-id header is required")
+        })?;
+        let id = MeteringId::new(id_text).map_err(|_| {
+            invalid_header(
+                METERING_ID,
+                Some(id_text),
+                format!(
+                    "metering-id must be 1 to {} bytes of visible ASCII (got {} bytes)",
+                    MeteringId::MAX_LEN,
+                    id_text.len()
+                ),
+            )
+        })?;
+
+        let limit =
+            single(headers, QUOTA_LIMIT)?.map(|v| number::<u64>(QUOTA_LIMIT, v)).transpose()?;
+        let interval = match single(headers, QUOTA_INTERVAL)? {
+            None => None,
+            Some(v) => match number::<u32>(QUOTA_INTERVAL, v)? {
+                0 => {
+                    return Err(invalid_header(
+                        QUOTA_INTERVAL,
+                        Some(v),
+                        "quota-interval must be at least 1",
+                    ));
+                }
+                n => Some(n),
+            },
+        };
+        let unit = single(headers, QUOTA_TIMEUNIT)?
+            .map(|v| {
+                TimeUnit::from_str(v).map_err(|_| {
+                    invalid_header(
+                        QUOTA_TIMEUNIT,
+                        Some(v),
+                        format!(
+                            "unknown time unit {v:?}: expected second, minute, hour, day, week \
+                             or month (singular or plural)"
+                        ),
+                    )
+                })
+            })
+            .transpose()?;
+        let window = single(headers, QUOTA_WINDOW)?
+            .map(|v| {
+                WindowKind::from_str(v).map_err(|_| {
+                    invalid_header(
+                        QUOTA_WINDOW,
+                        Some(v),
+                        format!("unknown window {v:?}: expected calendar, flexi or rolling"),
+                    )
+                })
+            })
+            .transpose()?;
+        let start = single(headers, QUOTA_START)?
+            .map(|v| {
+                parse_rfc3339(v).ok_or_else(|| {
+                    invalid_header(
+                        QUOTA_START,
+                        Some(v),
+                        "quota-start must be an RFC 3339 timestamp, e.g. 2026-01-01T00:00:00Z",
+                    )
+                })
+            })
+            .transpose()?;
+        let weight = match single(headers, MESSAGE_WEIGHT)? {
+            None => 1,
+            Some(v) => number::<u64>(MESSAGE_WEIGHT, v)?,
+        };
+        Ok(Self { id, limit, interval, unit, window, start, weight })
+    }
+}
+
+/// The header's value as text: `None` when absent; refused when sent twice or not visible
+/// ASCII (header values are trimmed of surrounding whitespace by the HTTP parser).
+fn single<'h>(headers: &'h HeaderMap, name: &'static str) -> Result<Option<&'h str>, Problem> {
+    let mut values = headers.get_all(name).iter();
+    let Some(first) = values.next() else { return Ok(None) };
+    if values.next().is_some() {
+        let all: Vec<String> = headers
+            .get_all(name)
+            .iter()
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+            .collect();
+        return Err(invalid_header(
+            name,
+            Some(&all.join(", ")),
+            format!("{name} was sent more than once"),
+        ));
+    }
+    match first.to_str() {
+        Ok(s) => Ok(Some(s.trim())),
+        Err(_) => {
+            let lossy = String::from_utf8_lossy(first.as_bytes()).into_owned();
+            Err(invalid_header(name, Some(&lossy), format!("{name} must be visible ASCII")))
+        }
+    }
+}
+
+/// A non-negative integer made of ASCII digits only; the refusal says why (negative,
+/// fractional, not a number, too large).
+fn number<T: FromStr>(header: &str, value: &str) -> Result<T, Problem> {
+    let why = if value.is_empty() {
+        "is empty; expected a non-negative integer"
+    } else if value.bytes().all(|b| b.is_ascii_digit()) {
+        match value.parse::<T>() {
+            Ok(n) => return Ok(n),
+            Err(_) => "is too large",
+        }
+    } else if value.starts_with('-') && value[1..].bytes().any(|b| b.is_ascii_digit()) {
+        "must not be negative"
+    } else if is_decimal_fraction(value) {
+        "must be a whole number, not a fraction"
+    } else {
+        "is not a number; expected a non-negative integer"
+    };
+    Err(invalid_header(header, Some(value), format!("{header} {why} (got {value:?})")))
+}
+
+fn is_decimal_fraction(value: &str) -> bool {
+    let v = value.strip_prefix('+').unwrap_or(value);
+    match v.split_once('.') {
+        Some((int, frac)) => {
+            !(int.is_empty() && frac.is_empty())
+                && int.bytes().all(|b| b.is_ascii_digit())
+                && frac.bytes().all(|b| b.is_ascii_digit())
+        }
+        None => false,
+    }
+}
+
+/// RFC 3339 only: a full date, `T` (or `t`/space), a time and an explicit offset (`Z` or
+/// `±hh:mm`). jiff parses the instant; the shape check keeps out its other accepted forms.
+fn parse_rfc3339(value: &str) -> Option<Timestamp> {
+    let b = value.as_bytes();
+    let shape_ok = b.len() >= 20
+        && b[..4].iter().all(u8::is_ascii_digit)
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && matches!(b[10], b'T' | b't' | b' ')
+        && b[13] == b':'
+        && b[16] == b':'
+        && (value.ends_with(['Z', 'z']) || {
+            let tail = &b[b.len() - 6..];
+            matches!(tail[0], b'+' | b'-') && tail[3] == b':'
+        });
+    if !shape_ok {
+        return None;
+    }
+    value.parse::<Timestamp>().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(*k, HeaderValue::from_str(v).unwrap());
+        }
+        h
+    }
+
+    fn refused(pairs: &[(&'static str, &str)]) -> (String, Value) {
+        let p = QuotaRequest::from_headers(&headers(pairs)).unwrap_err();
+        assert_eq!(p.status(), StatusCode::BAD_REQUEST);
+        let b = p.body();
+        (b["invalid_header"].as_str().unwrap().to_owned(), b["value"].clone())
+    }
+
+    #[test]
+    fn full_request_parses() {
+        let r = QuotaRequest::from_headers(&headers(&[
+            ("metering-id", "ShipmentStatus:CarrierXYZ"),
+            ("quota-limit", "1000"),
+            ("quota-interval", "24"),
+            ("quota-timeunit", "Hours"),
+            ("message-weight", "50"),
+            ("quota-window", "ROLLING"),
+        ]))
+        .unwrap();
+        assert_eq!(r.id.as_str(), "ShipmentStatus:CarrierXYZ");
+        assert_eq!(r.limit, Some(1000));
+        assert_eq!(r.interval, Some(24));
+        assert_eq!(r.unit, Some(TimeUnit::Hour));
+        assert_eq!(r.weight, 50);
+        assert_eq!(r.window, Some(WindowKind::Rolling));
+        assert_eq!(r.start, None);
+    }
+
+    #[test]
+    fn defaults_when_absent() {
+        let r = QuotaRequest::from_headers(&headers(&[("metering-id", "a")])).unwrap();
+        assert_eq!((r.limit, r.interval, r.unit, r.window), (None, None, None, None));
+        assert_eq!(r.weight, 1);
+    }
+
+    #[test]
+    fn weight_zero_is_a_probe_not_an_error() {
+        let r =
+            QuotaRequest::from_headers(&headers(&[("metering-id", "a"), ("message-weight", "0")]))
+                .unwrap();
+        assert_eq!(r.weight, 0);
+    }
+
+    #[test]
+    fn bad_numbers_name_header_and_value() {
+        for (h, v) in [
+            ("quota-limit", "ten"),
+            ("quota-limit", "-5"),
+            ("quota-limit", "1.5"),
+            ("quota-limit", "1e3"),
+            ("quota-limit", "+5"),
+            ("quota-limit", "99999999999999999999999"),
+            ("quota-limit", ""),
+            ("message-weight", "-1"),
+            ("message-weight", "0.5"),
+            ("message-weight", "abc"),
+            ("quota-interval", "0"),
+            ("quota-interval", "4294967296"),
+            ("quota-interval", "2.0"),
+        ] {
+            let (name, value) = refused(&[("metering-id", "a"), (h, v)]);
+            assert_eq!(name, h, "{h}: {v}");
+            assert_eq!(value, Value::String(v.to_owned()), "{h}: {v}");
+        }
+    }
+
+    #[test]
+    fn messages_say_why() {
+        let p =
+            QuotaRequest::from_headers(&headers(&[("metering-id", "a"), ("quota-limit", "-5")]))
+                .unwrap_err();
+        assert!(p.body()["detail"].as_str().unwrap().contains("negative"));
+        let p =
+            QuotaRequest::from_headers(&headers(&[("metering-id", "a"), ("quota-limit", "1.5")]))
+                .unwrap_err();
+        assert!(p.body()["detail"].as_str().unwrap().contains("fraction"));
+    }
+
+    #[test]
+    fn unknown_unit_and_window() {
+        assert_eq!(
+            refused(&[("metering-id", "a"), ("quota-timeunit", "fortnight")]),
+            ("quota-timeunit".into(), Value::String("fortnight".into()))
+        );
+        assert_eq!(
+            refused(&[("metering-id", "a"), ("quota-window", "sliding")]),
+            ("quota-window".into(), Value::String("sliding".into()))
+        );
+    }
+
+    #[test]
+    fn bad_start() {
+        for v in ["yesterday", "2026-01-01", "2026-01-01T00:00:00", "2026-13-01T00:00:00Z"] {
+            assert_eq!(
+                refused(&[("metering-id", "a"), ("quota-start", v)]),
+                ("quota-start".into(), Value::String(v.into())),
+                "{v}"
+            );
+        }
+        let r = QuotaRequest::from_headers(&headers(&[
+            ("metering-id", "a"),
+            ("quota-start", "2026-01-01T06:00:00+02:00"),
+        ]))
+        .unwrap();
+        assert_eq!(r.start.unwrap().to_string(), "2026-01-01T04:00:00Z");
+    }
+
+    #[test]
+    fn bad_ids() {
+        assert_eq!(refused(&[]), ("metering-id".into(), Value::Null));
+        assert_eq!(
+            refused(&[("metering-id", "")]),
+            ("metering-id".into(), Value::String("".into()))
+        );
+        let long = "x".repeat(257);
+        assert_eq!(refused(&[("metering-id", &long)]).0, "metering-id");
+        assert_eq!(refused(&[("metering-id", "a b")]).0, "metering-id");
+        let mut h = HeaderMap::new();
+        h.insert("metering-id", HeaderValue::from_bytes(b"caf\xc3\xa9").unwrap());
+        let p = QuotaRequest::from_headers(&h).unwrap_err();
+        assert_eq!(p.body()["invalid_header"], "metering-id");
+    }
+
+    #[test]
+    fn duplicated_header_is_refused() {
+        let (name, _) =
+            refused(&[("metering-id", "a"), ("quota-limit", "1"), ("quota-limit", "2")]);
+        assert_eq!(name, "quota-limit");
+    }
+}

@@ -1,0 +1,58 @@
+//! Liveness and readiness.
+//!
+//! `GET /healthz` answers 200 `ok` while the process serves HTTP (it does nothing else, so it
+//! is also the ceiling in load runs). `GET /readyz` reports the store, the policies and any
+//! registered checks as JSON: 503 when a registered check fails, otherwise 200. A refused
+//! policy file shows as `"status": "degraded"` with the error, but stays 200: the previous
+//! policies are still enforced, and pulling every instance out of a load balancer over a
+//! config typo would stop the pipeline it protects.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Map, Value, json};
+
+use crate::state::AppState;
+
+/// `GET /healthz`.
+pub async fn healthz() -> &'static str {
+    "ok"
+}
+
+/// `GET /readyz`.
+pub async fn readyz(State(state): State<AppState>) -> Response {
+    let status = state.policies().status();
+    let mut checks = Map::new();
+    let mut failing = false;
+    for (name, result) in state.readiness() {
+        let v = match result {
+            Ok(()) => json!({ "ok": true }),
+            Err(reason) => {
+                failing = true;
+                json!({ "ok": false, "error": reason })
+            }
+        };
+        checks.insert(name, v);
+    }
+    let overall = if failing {
+        "not-ready"
+    } else if status.last_error.is_some() {
+        "degraded"
+    } else {
+        "ready"
+    };
+    let body = json!({
+        "status": overall,
+        "store": state.store().kind(),
+        "policies": {
+            "count": state.policies().current().rules().len(),
+            "source": state.policies().file().map(|f| f.display().to_string()),
+            "generation": status.generation,
+            "last_error": status.last_error,
+        },
+        "checks": Value::Object(checks),
+    });
+    let code = if failing { StatusCode::SERVICE_UNAVAILABLE } else { StatusCode::OK };
+    (code, Json(body)).into_response()
+}

@@ -1,0 +1,138 @@
+//! Prometheus metrics through the `metrics` facade, rendered at `GET /metrics`.
+//!
+//! | metric | kind | meaning |
+//! |---|---|---|
+//! | `tollgate_decisions_total{outcome}` | counter | `/v1/quota` answers by outcome |
+//! | `tollgate_store_latency_seconds` | histogram | time the store took to decide |
+//! | `tollgate_live_counters` | gauge | live counters in the store (sampled at scrape time) |
+//! | `tollgate_policy_reloads_total` | counter | policy sets taken from the file |
+//! | `tollgate_policy_reload_errors_total` | counter | policy files refused |
+//! | `tollgate_policy_error` | gauge | 1 while the last policy file was refused |
+//!
+//! The recorder is installed once per process ([`install`] is idempotent), so several servers
+//! in one test process share it.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::header::CONTENT_TYPE;
+use axum::response::{IntoResponse, Response};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use tollgate_quota::Store;
+
+use crate::state::AppState;
+
+/// `/v1/quota` answers by outcome.
+pub const DECISIONS: &str = "tollgate_decisions_total";
+/// Store decision latency.
+pub const STORE_LATENCY: &str = "tollgate_store_latency_seconds";
+/// Live counters in the store.
+pub const LIVE_COUNTERS: &str = "tollgate_live_counters";
+/// Policy sets taken from the file.
+pub const POLICY_RELOADS: &str = "tollgate_policy_reloads_total";
+/// Policy files refused.
+pub const POLICY_RELOAD_ERRORS: &str = "tollgate_policy_reload_errors_total";
+/// 1 while the last policy file was refused.
+pub const POLICY_ERROR: &str = "tollgate_policy_error";
+
+/// Why a `/v1/quota` request was answered the way it was (the `outcome` label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DecisionOutcome {
+    /// 200.
+    Allowed,
+    /// 429, retry later.
+    Exceeded,
+    /// 429, never admissible.
+    WeightExceedsLimit,
+    /// 200 in shadow mode although the policy would have refused.
+    ShadowWouldReject,
+    /// 400.
+    BadRequest,
+    /// 401.
+    Unauthorized,
+    /// 403.
+    Forbidden,
+    /// The store failed; answered per `store_unavailable`.
+    StoreError,
+}
+
+impl DecisionOutcome {
+    fn label(self) -> &'static str {
+        match self {
+            Self::Allowed => "allowed",
+            Self::Exceeded => "exceeded",
+            Self::WeightExceedsLimit => "weight_exceeds_limit",
+            Self::ShadowWouldReject => "shadow_would_reject",
+            Self::BadRequest => "bad_request",
+            Self::Unauthorized => "unauthorized",
+            Self::Forbidden => "forbidden",
+            Self::StoreError => "store_error",
+        }
+    }
+}
+
+static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+
+/// Installs the Prometheus recorder (once per process) and returns its handle. If another
+/// recorder was installed first, a detached handle is returned and `/metrics` stays empty.
+pub fn install() -> PrometheusHandle {
+    HANDLE
+        .get_or_init(|| {
+            let builder = PrometheusBuilder::new()
+                .set_buckets_for_metric(
+                    Matcher::Full(STORE_LATENCY.into()),
+                    &[
+                        0.000_005, 0.000_01, 0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5,
+                        0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1,
+                    ],
+                )
+                .unwrap_or_else(|_| PrometheusBuilder::new());
+            match builder.install_recorder() {
+                Ok(handle) => handle,
+                Err(e) => {
+                    tracing::warn!(error = %e, "a metrics recorder is already installed");
+                    PrometheusBuilder::new().build_recorder().handle()
+                }
+            }
+        })
+        .clone()
+}
+
+/// Counts one `/v1/quota` answer.
+pub fn decision(outcome: DecisionOutcome) {
+    metrics::counter!(DECISIONS, "outcome" => outcome.label()).increment(1);
+}
+
+/// Records how long the store took.
+pub fn store_latency(d: Duration) {
+    metrics::histogram!(STORE_LATENCY).record(d.as_secs_f64());
+}
+
+/// Counts a policy set taken from the file.
+pub fn policy_reloaded() {
+    metrics::counter!(POLICY_RELOADS).increment(1);
+}
+
+/// Counts a refused policy file and raises the error gauge.
+pub fn policy_reload_failed() {
+    metrics::counter!(POLICY_RELOAD_ERRORS).increment(1);
+    policy_error(true);
+}
+
+/// Sets the policy error gauge.
+pub fn policy_error(failing: bool) {
+    metrics::gauge!(POLICY_ERROR).set(if failing { 1.0 } else { 0.0 });
+}
+
+/// `GET /metrics`: the Prometheus text format. Samples the live-counter gauge first.
+pub async fn render(State(state): State<AppState>) -> Response {
+    if let Ok(counters) = state.store().counters("").await {
+        metrics::gauge!(LIVE_COUNTERS).set(counters.len() as f64);
+    }
+    // Make sure the policy counters exist even before the first reload.
+    metrics::counter!(POLICY_RELOAD_ERRORS).increment(0);
+    metrics::counter!(POLICY_RELOADS).increment(0);
+    let body = state.metrics().render();
+    ([(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body).into_response()
+}

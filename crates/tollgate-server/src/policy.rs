@@ -1,0 +1,505 @@
+//! Server policies: limits that functional teams own in the config file, so the middleware
+//! does not have to change when a limit does.
+//!
+//! A [`PolicySet`] is an ordered list of [`PolicyRule`]s; the first whose glob matches the
+//! `metering-id` applies ([`PolicySet::resolve`]). [`Policies`] holds the set in force and
+//! swaps it as a whole: from the config file when it changes (a `notify` watch on the file's
+//! directory, so atomic renames are seen, plus a fallback poll), or from `PUT /v1/policies`.
+//!
+//! Invariant: the set in force was always valid as a whole. A file that fails to parse or
+//! validate is refused entirely and the previous set stays; the refusal is logged, counted in
+//! `tollgate_policy_reload_errors_total` and shown by `/readyz` until a valid file arrives.
+
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use notify::Watcher;
+use serde::Deserialize;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tollgate_quota::{QuotaSpec, WindowKind};
+
+use crate::config::{PolicyMode, PolicyRule, located};
+use crate::headers::{QUOTA_LIMIT, QUOTA_START, QUOTA_TIMEUNIT, QuotaRequest, invalid_header};
+use crate::metrics;
+use crate::problem::Problem;
+
+/// An ordered, validated list of policies; the first match wins.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PolicySet {
+    rules: Vec<PolicyRule>,
+}
+
+/// The spec a request is checked against, after merging headers and policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    /// The quota to check.
+    pub spec: QuotaSpec,
+    /// Enforce or shadow (enforce when no policy matched).
+    pub mode: PolicyMode,
+    /// The glob of the policy that matched, if any.
+    pub policy: Option<String>,
+}
+
+impl PolicySet {
+    /// A set of already-validated rules (every [`PolicyRule`] is valid once deserialized).
+    pub fn new(rules: Vec<PolicyRule>) -> Self {
+        Self { rules }
+    }
+
+    /// The rules, in matching order.
+    pub fn rules(&self) -> &[PolicyRule] {
+        &self.rules
+    }
+
+    /// The first rule whose glob matches `id`.
+    pub fn find(&self, id: &str) -> Option<&PolicyRule> {
+        self.rules.iter().find(|r| r.pattern.is_match(id))
+    }
+
+    /// Merges the request with the first matching policy into a [`QuotaSpec`]. Without
+    /// `override` the headers win and the policy fills gaps; with it the policy wins. A limit
+    /// or unit that nobody supplies is a 400 naming the missing header.
+    pub fn resolve(&self, req: &QuotaRequest) -> Result<Resolved, Problem> {
+        fn pick<T>(header: Option<T>, policy: Option<T>, over: bool) -> Option<T> {
+            if over { policy.or(header) } else { header.or(policy) }
+        }
+        let rule = self.find(req.id.as_str());
+        let over = rule.is_some_and(|r| r.override_headers);
+        let limit = pick(req.limit, rule.and_then(|r| r.limit), over).ok_or_else(|| {
+            invalid_header(
+                QUOTA_LIMIT,
+                None,
+                format!(
+                    "quota-limit is required: no server policy supplies a limit for {}",
+                    req.id
+                ),
+            )
+        })?;
+        let unit = pick(req.unit, rule.and_then(|r| r.unit), over).ok_or_else(|| {
+            invalid_header(
+                QUOTA_TIMEUNIT,
+                None,
+                format!(
+                    "quota-timeunit is required: no server policy supplies a unit for {}",
+                    req.id
+                ),
+            )
+        })?;
+        let interval =
+            pick(req.interval, rule.and_then(|r| r.interval.map(|n| n.get())), over).unwrap_or(1);
+        let window =
+            pick(req.window, rule.and_then(|r| r.window), over).unwrap_or(WindowKind::Calendar);
+        let spec = QuotaSpec { limit, interval, unit, window, start: req.start }
+            .validated()
+            .map_err(|e| {
+                invalid_header(
+                    QUOTA_START,
+                    req.start.map(|s| s.to_string()).as_deref(),
+                    e.to_string(),
+                )
+            })?;
+        Ok(Resolved {
+            spec,
+            mode: rule.map_or(PolicyMode::Enforce, |r| r.mode),
+            policy: rule.map(|r| r.pattern.as_str().to_owned()),
+        })
+    }
+}
+
+/// The policies part of the config file; every other section is ignored here (the binary
+/// validates those at start-up).
+#[derive(Debug, Deserialize)]
+struct PolicyFile {
+    #[serde(default)]
+    policy: Vec<PolicyRule>,
+}
+
+/// Parses the `[[policy]]` tables of a config file; errors read `FILE:LINE:COL: message`.
+pub fn parse_policies(file: &Path, source: &str) -> Result<PolicySet, String> {
+    toml::from_str::<PolicyFile>(source)
+        .map(|f| PolicySet::new(f.policy))
+        .map_err(|e| located(file, source, &e))
+}
+
+/// How the last reload from the file went.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReloadStatus {
+    /// Bumped each time a new set comes into force.
+    pub generation: u64,
+    /// Why the file was last refused; `None` once a valid file is in force.
+    pub last_error: Option<String>,
+}
+
+/// The policy set in force, and where it comes from. Shared by every request.
+#[derive(Debug)]
+pub struct Policies {
+    current: RwLock<Arc<PolicySet>>,
+    status: Mutex<ReloadStatus>,
+    /// Hash of the file content last looked at, so an unchanged file is not re-applied.
+    seen: Mutex<Option<u64>>,
+    file: Option<PathBuf>,
+}
+
+impl Policies {
+    /// Policies fixed at `set`, with no file behind them.
+    pub fn fixed(set: PolicySet) -> Arc<Self> {
+        Arc::new(Self::build(set, None))
+    }
+
+    /// Policies read from `file` now (failing if it is invalid) and reloaded from it later.
+    pub fn from_file(file: &Path) -> Result<Arc<Self>, String> {
+        let source = std::fs::read_to_string(file)
+            .map_err(|e| format!("{}: cannot read: {e}", file.display()))?;
+        let set = parse_policies(file, &source)?;
+        let p = Self::build(set, Some(file.to_owned()));
+        *lock(&p.seen) = Some(hash(&source));
+        Ok(Arc::new(p))
+    }
+
+    /// Policies starting at `set` (already read from `file` by the caller), reloaded from
+    /// `file` later.
+    pub fn with_file(set: PolicySet, file: &Path) -> Arc<Self> {
+        let p = Self::build(set, Some(file.to_owned()));
+        if let Ok(source) = std::fs::read_to_string(file) {
+            *lock(&p.seen) = Some(hash(&source));
+        }
+        Arc::new(p)
+    }
+
+    fn build(set: PolicySet, file: Option<PathBuf>) -> Self {
+        Self {
+            current: RwLock::new(Arc::new(set)),
+            status: Mutex::new(ReloadStatus { generation: 1, last_error: None }),
+            seen: Mutex::new(None),
+            file,
+        }
+    }
+
+    /// The set in force now.
+    pub fn current(&self) -> Arc<PolicySet> {
+        match self.current.read() {
+            Ok(g) => Arc::clone(&g),
+            Err(poisoned) => Arc::clone(&poisoned.into_inner()),
+        }
+    }
+
+    /// The config file the policies are reloaded from, if any.
+    pub fn file(&self) -> Option<&Path> {
+        self.file.as_deref()
+    }
+
+    /// How the last reload went.
+    pub fn status(&self) -> ReloadStatus {
+        lock(&self.status).clone()
+    }
+
+    fn install(&self, set: PolicySet) {
+        match self.current.write() {
+            Ok(mut g) => *g = Arc::new(set),
+            Err(poisoned) => *poisoned.into_inner() = Arc::new(set),
+        }
+        let mut status = lock(&self.status);
+        status.generation += 1;
+        status.last_error = None;
+        metrics::policy_error(false);
+    }
+
+    /// Replaces the set in force (e.g. from `PUT /v1/policies`). When a file is configured,
+    /// the file's `[[policy]]` tables are rewritten first, atomically (temp file + rename), so
+    /// the next reload keeps the new set; other sections survive but comments do not.
+    pub fn replace(&self, set: PolicySet) -> Result<(), String> {
+        if let Some(file) = &self.file {
+            let written = write_policies(file, set.rules())?;
+            *lock(&self.seen) = Some(hash(&written));
+        }
+        self.install(set);
+        tracing::info!(policies = self.current().rules().len(), "policies replaced via the API");
+        Ok(())
+    }
+
+    /// Re-reads the file if its content changed. Returns `Ok(true)` when a new set came into
+    /// force, `Ok(false)` when nothing changed, `Err` when the file was refused (the old set
+    /// stays in force).
+    pub fn reload(&self) -> Result<bool, String> {
+        let Some(file) = &self.file else { return Ok(false) };
+        let source = match std::fs::read_to_string(file) {
+            Ok(s) => s,
+            Err(e) => {
+                // A missing file during an editor's save dance is normal: keep the old set
+                // and retry on the next event or poll.
+                tracing::debug!(file = %file.display(), error = %e, "policy file not readable");
+                return Ok(false);
+            }
+        };
+        let h = hash(&source);
+        {
+            let mut seen = lock(&self.seen);
+            if *seen == Some(h) {
+                return Ok(false);
+            }
+            *seen = Some(h);
+        }
+        match parse_policies(file, &source) {
+            Ok(set) => {
+                let n = set.rules().len();
+                self.install(set);
+                metrics::policy_reloaded();
+                tracing::info!(file = %file.display(), policies = n, "policies reloaded");
+                Ok(true)
+            }
+            Err(msg) => {
+                tracing::error!(error = %msg, "policy file refused; the previous policies stay in force");
+                lock(&self.status).last_error = Some(msg.clone());
+                metrics::policy_reload_failed();
+                Err(msg)
+            }
+        }
+    }
+
+    /// Starts watching the file: a `notify` watch on its directory (atomic renames replace
+    /// the file's inode, so the directory is what must be watched) and a poll every `poll`
+    /// in case events are lost (network file systems, some container mounts). Reloading stops
+    /// when the returned [`PolicyWatcher`] is dropped. Without a file, nothing is watched.
+    pub fn watch(self: &Arc<Self>, poll: Duration) -> PolicyWatcher {
+        let Some(file) = self.file.clone() else {
+            return PolicyWatcher { task: None, _watcher: None };
+        };
+        let (tx, mut rx) = mpsc::unbounded_channel::<()>();
+        let name = file.file_name().map(|n| n.to_owned());
+        let watcher = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
+            if let Ok(ev) = ev {
+                if ev.paths.iter().any(|p| p.file_name() == name.as_deref()) {
+                    let _ = tx.send(());
+                }
+            }
+        })
+        .and_then(|mut w| {
+            let dir = match file.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
+                _ => PathBuf::from("."),
+            };
+            w.watch(&dir, notify::RecursiveMode::NonRecursive).map(|()| w)
+        });
+        let watcher = match watcher {
+            Ok(w) => Some(w),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot watch the policy file; polling only");
+                None
+            }
+        };
+        let this = Arc::clone(self);
+        let task = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(poll);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    ev = rx.recv() => {
+                        if ev.is_none() {
+                            // The watcher is gone: keep polling.
+                            tick.tick().await;
+                        } else {
+                            // Let a burst of events (write, chmod, rename) settle first.
+                            tokio::time::sleep(Duration::from_millis(30)).await;
+                            while rx.try_recv().is_ok() {}
+                        }
+                    }
+                    _ = tick.tick() => {}
+                }
+                let _ = this.reload();
+            }
+        });
+        PolicyWatcher { task: Some(task), _watcher: watcher }
+    }
+}
+
+/// Keeps the policy file watched; dropping it stops the reloads.
+pub struct PolicyWatcher {
+    task: Option<JoinHandle<()>>,
+    _watcher: Option<notify::RecommendedWatcher>,
+}
+
+impl Drop for PolicyWatcher {
+    fn drop(&mut self) {
+        if let Some(t) = &self.task {
+            t.abort();
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn hash(s: &str) -> u64 {
+    let mut h = DefaultHasher::new();
+    s.hash(&mut h);
+    h.finish()
+}
+
+/// Rewrites the `[[policy]]` tables of `file` (keeping its other tables), via a temporary
+/// file in the same directory and a rename, so readers see the old or the new file, never
+/// half of one. Returns the content written.
+fn write_policies(file: &Path, rules: &[PolicyRule]) -> Result<String, String> {
+    let shown = file.display();
+    let mut table: toml::Table = match std::fs::read_to_string(file) {
+        Ok(s) => toml::from_str(&s).map_err(|e| located(file, &s, &e))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => toml::Table::new(),
+        Err(e) => return Err(format!("{shown}: cannot read: {e}")),
+    };
+    let value = toml::Value::try_from(rules).map_err(|e| format!("cannot encode policies: {e}"))?;
+    table.insert("policy".into(), value);
+    let text = toml::to_string(&table).map_err(|e| format!("cannot encode {shown}: {e}"))?;
+    let dir = match file.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    let name = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.tollgate-tmp"));
+    let write = || -> std::io::Result<()> {
+        use std::io::Write;
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(text.as_bytes())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, file)?;
+        if let Ok(d) = std::fs::File::open(&dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    };
+    write().map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        format!("{shown}: cannot write: {e}")
+    })?;
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::{HeaderMap, HeaderValue};
+    use tollgate_quota::TimeUnit;
+
+    fn set(src: &str) -> PolicySet {
+        parse_policies(Path::new("p.toml"), src).unwrap()
+    }
+
+    fn req(pairs: &[(&'static str, &str)]) -> QuotaRequest {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(*k, HeaderValue::from_str(v).unwrap());
+        }
+        QuotaRequest::from_headers(&h).unwrap()
+    }
+
+    const TWO: &str = r#"
+[[policy]]
+match = "ShipmentStatus:*"
+limit = 1000
+interval = 24
+unit = "hour"
+
+[[policy]]
+match = "*"
+limit = 5
+unit = "minute"
+override = true
+mode = "shadow"
+"#;
+
+    #[test]
+    fn first_match_wins() {
+        let s = set(TWO);
+        assert_eq!(s.find("ShipmentStatus:X").unwrap().limit, Some(1000));
+        assert_eq!(s.find("Invoice:X").unwrap().limit, Some(5));
+    }
+
+    #[test]
+    fn fill_mode_lets_headers_win() {
+        let s = set(TWO);
+        let r =
+            s.resolve(&req(&[("metering-id", "ShipmentStatus:A"), ("quota-limit", "7")])).unwrap();
+        assert_eq!(r.spec.limit, 7);
+        assert_eq!(r.spec.interval, 24);
+        assert_eq!(r.spec.unit, TimeUnit::Hour);
+        assert_eq!(r.mode, PolicyMode::Enforce);
+        assert_eq!(r.policy.as_deref(), Some("ShipmentStatus:*"));
+    }
+
+    #[test]
+    fn override_mode_beats_headers_but_headers_fill_its_gaps() {
+        let s = set(TWO);
+        let r = s
+            .resolve(&req(&[
+                ("metering-id", "Invoice:A"),
+                ("quota-limit", "7"),
+                ("quota-timeunit", "day"),
+                ("quota-interval", "3"),
+            ]))
+            .unwrap();
+        assert_eq!(r.spec.limit, 5);
+        assert_eq!(r.spec.unit, TimeUnit::Minute);
+        assert_eq!(r.spec.interval, 3);
+        assert_eq!(r.mode, PolicyMode::Shadow);
+    }
+
+    #[test]
+    fn missing_limit_or_unit_without_policy_names_the_header() {
+        let s = PolicySet::default();
+        let p = s.resolve(&req(&[("metering-id", "a"), ("quota-timeunit", "day")])).unwrap_err();
+        assert_eq!(p.body()["invalid_header"], "quota-limit");
+        assert_eq!(p.body()["value"], serde_json::Value::Null);
+        let p = s.resolve(&req(&[("metering-id", "a"), ("quota-limit", "1")])).unwrap_err();
+        assert_eq!(p.body()["invalid_header"], "quota-timeunit");
+    }
+
+    #[test]
+    fn start_with_non_calendar_window_is_refused() {
+        let p = PolicySet::default()
+            .resolve(&req(&[
+                ("metering-id", "a"),
+                ("quota-limit", "1"),
+                ("quota-timeunit", "day"),
+                ("quota-window", "flexi"),
+                ("quota-start", "2026-01-01T00:00:00Z"),
+            ]))
+            .unwrap_err();
+        assert_eq!(p.body()["invalid_header"], "quota-start");
+    }
+
+    #[test]
+    fn reload_keeps_old_set_on_invalid_file_and_takes_valid_edit() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("t.toml");
+        std::fs::write(&f, TWO).unwrap();
+        let p = Policies::from_file(&f).unwrap();
+        assert_eq!(p.reload(), Ok(false));
+        std::fs::write(&f, "[[policy]]\nmatch = \"*\"\nunit = \"fortnight\"\n").unwrap();
+        let err = p.reload().unwrap_err();
+        assert!(err.contains("t.toml:3:"), "{err}");
+        assert_eq!(p.current().rules().len(), 2);
+        assert_eq!(p.status().last_error.as_deref(), Some(err.as_str()));
+        std::fs::write(&f, "[[policy]]\nmatch = \"*\"\nlimit = 3\n").unwrap();
+        assert_eq!(p.reload(), Ok(true));
+        assert_eq!(p.current().rules().len(), 1);
+        assert_eq!(p.status().last_error, None);
+    }
+
+    #[test]
+    fn replace_rewrites_the_file_keeping_other_sections() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("t.toml");
+        std::fs::write(&f, format!("[server]\nlisten = \"127.0.0.1:9\"\n{TWO}")).unwrap();
+        let p = Policies::from_file(&f).unwrap();
+        p.replace(set("[[policy]]\nmatch = \"X:*\"\nlimit = 9\nunit = \"day\"\n")).unwrap();
+        let text = std::fs::read_to_string(&f).unwrap();
+        assert!(text.contains("127.0.0.1:9"), "{text}");
+        let again = parse_policies(&f, &text).unwrap();
+        assert_eq!(again.rules().len(), 1);
+        assert_eq!(again.rules()[0].limit, Some(9));
+        assert_eq!(p.reload(), Ok(false), "own write is not a new reload");
+    }
+}

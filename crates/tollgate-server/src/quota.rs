@@ -1,0 +1,324 @@
+//! `GET /v1/quota`: the quota check that middleware calls before forwarding a document.
+//!
+//! The request headers become a [`QuotaRequest`], policies turn it into a `QuotaSpec`, the
+//! store decides, and the [`Decision`] becomes the answer:
+//!
+//! - **200** allowed / **429** exceeded, both with the JSON body `{allowed, identifier, limit,
+//!   used, available, weight, exceed_count, total_exceed_count, window_start, window_end,
+//!   retry_after_s}`, `RateLimit-Policy: "q";q=<limit>;w=<window seconds>` and
+//!   `RateLimit: "q";r=<available>;t=<seconds to reset>` (draft-ietf-httpapi-ratelimit-headers,
+//!   List form); a 429 adds `Retry-After` (delay-seconds until this weight fits).
+//! - **429** problem `weight-exceeds-limit` when the weight can never fit: no `Retry-After`,
+//!   so that no caller retries it forever.
+//! - In **shadow** mode an over-limit answer becomes 200 with `Tollgate-Shadow: would-reject`
+//!   (and `allowed: true`, because the caller should go on).
+//! - A store failure follows `store_unavailable`: `allow` → 200 with
+//!   `Tollgate-Degraded: store-unavailable`; `deny` or `local` → 503 problem with
+//!   `Retry-After`. A decision made from local memory during an outage carries
+//!   `Tollgate-Degraded: local`.
+//!
+//! Invariant: the store is called only after every header parsed and the spec resolved, so
+//! a refused request never counts.
+
+use std::time::{Duration, Instant};
+
+use axum::extract::State;
+use axum::http::header::{CONTENT_TYPE, HeaderName, HeaderValue, RETRY_AFTER};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use jiff::Timestamp;
+use serde::Serialize;
+use tollgate_quota::{Decision, Outcome, QuotaSpec, Store, StoreError};
+
+use crate::client;
+use crate::config::{PolicyMode, StoreUnavailable};
+use crate::headers::QuotaRequest;
+use crate::metrics::{self, DecisionOutcome};
+use crate::problem::Problem;
+use crate::state::AppState;
+
+/// `RateLimit-Policy`: the quota and window, in the draft's List form.
+pub static RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+/// `RateLimit`: remaining units and seconds until reset.
+pub static RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+/// `Tollgate-Shadow: would-reject` on shadow-mode answers that enforcement would refuse.
+pub static TOLLGATE_SHADOW: HeaderName = HeaderName::from_static("tollgate-shadow");
+/// `Tollgate-Degraded: local | store-unavailable` when the shared store could not decide.
+pub static TOLLGATE_DEGRADED: HeaderName = HeaderName::from_static("tollgate-degraded");
+
+/// The JSON body of a 200 or 429 answer.
+#[derive(Debug, Serialize)]
+struct QuotaAnswer<'a> {
+    allowed: bool,
+    identifier: &'a str,
+    limit: u64,
+    used: u64,
+    available: u64,
+    weight: u64,
+    exceed_count: u64,
+    total_exceed_count: u64,
+    window_start: Option<Timestamp>,
+    window_end: Option<Timestamp>,
+    retry_after_s: Option<u64>,
+}
+
+/// `GET /v1/quota`.
+pub async fn check(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    match decide(&state, &headers).await {
+        Ok(r) => r,
+        Err((outcome, problem)) => {
+            metrics::decision(outcome);
+            problem.into_response()
+        }
+    }
+}
+
+async fn decide(
+    state: &AppState,
+    headers: &HeaderMap,
+) -> Result<Response, (DecisionOutcome, Problem)> {
+    let client =
+        state.clients().authenticate(headers).map_err(|p| (DecisionOutcome::Unauthorized, p))?;
+    let req = QuotaRequest::from_headers(headers).map_err(|p| (DecisionOutcome::BadRequest, p))?;
+    if let Some(c) = client {
+        if !c.permits(&req.id) {
+            return Err((DecisionOutcome::Forbidden, client::forbidden(c, &req.id)));
+        }
+    }
+    let resolved =
+        state.policies().current().resolve(&req).map_err(|p| (DecisionOutcome::BadRequest, p))?;
+
+    let started = Instant::now();
+    let result = state.store().check(&req.id, &resolved.spec, req.weight).await;
+    metrics::store_latency(started.elapsed());
+
+    let decision = match result {
+        Ok(d) => d,
+        Err(e) => return store_failed(state.on_store_error(), &req, &resolved.spec, &e),
+    };
+    let shadow = resolved.mode == PolicyMode::Shadow;
+    Ok(answer(&decision, &resolved.spec, shadow))
+}
+
+/// Turns a decision into the HTTP answer (see the module docs).
+fn answer(d: &Decision, spec: &QuotaSpec, shadow: bool) -> Response {
+    let would_reject = d.outcome != Outcome::Allowed;
+    let mut extra: Vec<(HeaderName, HeaderValue)> = Vec::with_capacity(4);
+    extra.push((
+        RATELIMIT_POLICY.clone(),
+        value(format!("\"q\";q={};w={}", d.limit, window_seconds(d, spec))),
+    ));
+    extra.push((
+        RATELIMIT.clone(),
+        value(format!("\"q\";r={};t={}", d.available, ceil_secs(d.reset_after))),
+    ));
+    if d.degraded {
+        extra.push((TOLLGATE_DEGRADED.clone(), HeaderValue::from_static("local")));
+    }
+
+    let (status, retry_after) = if shadow && would_reject {
+        metrics::decision(DecisionOutcome::ShadowWouldReject);
+        extra.push((TOLLGATE_SHADOW.clone(), HeaderValue::from_static("would-reject")));
+        (StatusCode::OK, None)
+    } else {
+        match d.outcome {
+            Outcome::Allowed => {
+                metrics::decision(DecisionOutcome::Allowed);
+                (StatusCode::OK, None)
+            }
+            Outcome::Exceeded => {
+                metrics::decision(DecisionOutcome::Exceeded);
+                let wait = ceil_secs(d.retry_after.unwrap_or(d.reset_after)).max(1);
+                extra.push((RETRY_AFTER, value(wait.to_string())));
+                (StatusCode::TOO_MANY_REQUESTS, Some(wait))
+            }
+            Outcome::WeightExceedsLimit => {
+                metrics::decision(DecisionOutcome::WeightExceedsLimit);
+                let mut p = Problem::new(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "weight-exceeds-limit",
+                    "Weight exceeds the limit",
+                )
+                .detail(format!(
+                    "message-weight {} is larger than the limit {} of {}: it can never be \
+                     admitted, do not retry it",
+                    d.weight, d.limit, d.identifier
+                ))
+                .with("identifier", d.identifier.as_str())
+                .with("limit", d.limit)
+                .with("weight", d.weight)
+                .with("used", d.used)
+                .with("available", d.available);
+                for (n, v) in extra {
+                    p = p.header(n, v);
+                }
+                return p.into_response();
+            }
+        }
+    };
+
+    let body = QuotaAnswer {
+        allowed: status == StatusCode::OK,
+        identifier: d.identifier.as_str(),
+        limit: d.limit,
+        used: d.used,
+        available: d.available,
+        weight: d.weight,
+        exceed_count: d.exceed_count,
+        total_exceed_count: d.total_exceed_count,
+        window_start: d.window_start,
+        window_end: d.window_end,
+        retry_after_s: retry_after,
+    };
+    json_response(status, &body, extra)
+}
+
+/// The answer when the store could not decide, per `store_unavailable`.
+fn store_failed(
+    mode: StoreUnavailable,
+    req: &QuotaRequest,
+    spec: &QuotaSpec,
+    e: &StoreError,
+) -> Result<Response, (DecisionOutcome, Problem)> {
+    tracing::warn!(identifier = %req.id, error = %e, ?mode, "store could not decide");
+    match mode {
+        StoreUnavailable::Allow => {
+            metrics::decision(DecisionOutcome::StoreError);
+            let body = serde_json::json!({
+                "allowed": true,
+                "identifier": req.id.as_str(),
+                "limit": spec.limit,
+                "used": null,
+                "available": null,
+                "weight": req.weight,
+                "exceed_count": null,
+                "total_exceed_count": null,
+                "window_start": null,
+                "window_end": null,
+                "retry_after_s": null,
+            });
+            let extra =
+                vec![(TOLLGATE_DEGRADED.clone(), HeaderValue::from_static("store-unavailable"))];
+            Ok(json_response(StatusCode::OK, &body, extra))
+        }
+        StoreUnavailable::Deny | StoreUnavailable::Local => Err((
+            DecisionOutcome::StoreError,
+            Problem::new(StatusCode::SERVICE_UNAVAILABLE, "store-unavailable", "Store unavailable")
+                .detail(format!("the counter store could not decide: {e}"))
+                .with("identifier", req.id.as_str())
+                .header(RETRY_AFTER, HeaderValue::from_static("1")),
+        )),
+    }
+}
+
+fn json_response(
+    status: StatusCode,
+    body: &impl Serialize,
+    extra: Vec<(HeaderName, HeaderValue)>,
+) -> Response {
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    let mut resp = (status, bytes).into_response();
+    let h = resp.headers_mut();
+    h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    for (n, v) in extra {
+        h.insert(n, v);
+    }
+    resp
+}
+
+/// A header value from text we built ourselves (digits, quotes, `;`, `=`): always valid.
+fn value(s: String) -> HeaderValue {
+    HeaderValue::try_from(s).unwrap_or_else(|_| HeaderValue::from_static("0"))
+}
+
+/// Whole seconds, rounded up (a caller waiting this long never comes back too early).
+fn ceil_secs(d: Duration) -> u64 {
+    d.as_secs() + u64::from(d.subsec_nanos() > 0)
+}
+
+/// The window length for `w=`: the actual window for calendar and flexi windows (months vary),
+/// `interval × unit` for rolling ones (a month counted as 30 days).
+fn window_seconds(d: &Decision, spec: &QuotaSpec) -> u64 {
+    let secs = match (d.window_start, d.window_end) {
+        (Some(s), Some(e)) => e.as_second().saturating_sub(s.as_second()),
+        _ => spec
+            .unit
+            .fixed_seconds()
+            .unwrap_or(30 * 86_400)
+            .saturating_mul(i64::from(spec.interval)),
+    };
+    u64::try_from(secs).unwrap_or(0).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tollgate_quota::{MeteringId, TimeUnit};
+
+    fn decision(outcome: Outcome) -> Decision {
+        Decision {
+            outcome,
+            identifier: MeteringId::new("S:C").unwrap(),
+            limit: 1000,
+            used: 950,
+            available: 50,
+            weight: 50,
+            exceed_count: 0,
+            total_exceed_count: 0,
+            window_start: Some("2026-01-01T00:00:00Z".parse().unwrap()),
+            window_end: Some("2026-01-02T00:00:00Z".parse().unwrap()),
+            retry_after: Some(Duration::from_millis(3_599_001)),
+            reset_after: Duration::from_secs(3600),
+            degraded: false,
+        }
+    }
+
+    fn spec() -> QuotaSpec {
+        QuotaSpec::new(1000, 24, TimeUnit::Hour).unwrap()
+    }
+
+    #[test]
+    fn allowed_has_ratelimit_headers_and_no_retry_after() {
+        let r = answer(&decision(Outcome::Allowed), &spec(), false);
+        assert_eq!(r.status(), StatusCode::OK);
+        assert_eq!(r.headers()["ratelimit-policy"], "\"q\";q=1000;w=86400");
+        assert_eq!(r.headers()["ratelimit"], "\"q\";r=50;t=3600");
+        assert!(r.headers().get(RETRY_AFTER).is_none());
+    }
+
+    #[test]
+    fn exceeded_rounds_retry_after_up() {
+        let r = answer(&decision(Outcome::Exceeded), &spec(), false);
+        assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(r.headers()[RETRY_AFTER], "3600");
+    }
+
+    #[test]
+    fn shadow_turns_refusals_into_200() {
+        for o in [Outcome::Exceeded, Outcome::WeightExceedsLimit] {
+            let r = answer(&decision(o), &spec(), true);
+            assert_eq!(r.status(), StatusCode::OK);
+            assert_eq!(r.headers()["tollgate-shadow"], "would-reject");
+        }
+        let r = answer(&decision(Outcome::Allowed), &spec(), true);
+        assert!(r.headers().get("tollgate-shadow").is_none());
+    }
+
+    #[test]
+    fn degraded_decision_is_marked() {
+        let mut d = decision(Outcome::Allowed);
+        d.degraded = true;
+        let r = answer(&d, &spec(), false);
+        assert_eq!(r.headers()["tollgate-degraded"], "local");
+    }
+
+    #[test]
+    fn rolling_window_length_comes_from_the_spec() {
+        let mut d = decision(Outcome::Allowed);
+        d.window_start = None;
+        d.window_end = None;
+        assert_eq!(window_seconds(&d, &spec()), 86_400);
+        let month = QuotaSpec::new(1, 1, TimeUnit::Month).unwrap();
+        assert_eq!(window_seconds(&d, &month), 30 * 86_400);
+    }
+}

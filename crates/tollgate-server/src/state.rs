@@ -1,0 +1,135 @@
+//! What every handler shares: the store, the policies, the client keys, the admin guard, the
+//! metrics handle and the readiness checks. Cheap to clone (one `Arc`).
+
+use std::sync::{Arc, RwLock};
+
+use metrics_exporter_prometheus::PrometheusHandle;
+use tollgate_quota::AnyStore;
+
+use crate::admin::AdminGuard;
+use crate::client::ClientKeys;
+use crate::config::StoreUnavailable;
+use crate::policy::Policies;
+
+/// A readiness check registered by another part of the process (e.g. the gateway):
+/// `Err(reason)` makes `/readyz` answer 503.
+pub type ReadinessCheck = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+
+struct Inner {
+    store: Arc<AnyStore>,
+    policies: Arc<Policies>,
+    clients: ClientKeys,
+    admin: AdminGuard,
+    on_store_error: StoreUnavailable,
+    metrics: PrometheusHandle,
+    readiness: RwLock<Vec<(String, ReadinessCheck)>>,
+}
+
+/// The shared state of the HTTP service.
+#[derive(Clone)]
+pub struct AppState {
+    inner: Arc<Inner>,
+}
+
+/// Builds an [`AppState`]; see [`AppState::builder`].
+pub struct AppStateBuilder {
+    store: Arc<AnyStore>,
+    policies: Arc<Policies>,
+    admin: AdminGuard,
+    clients: ClientKeys,
+    on_store_error: StoreUnavailable,
+}
+
+impl AppStateBuilder {
+    /// Requires `x-api-key` client keys on `/v1/quota` (none: open).
+    pub fn clients(mut self, clients: ClientKeys) -> Self {
+        self.clients = clients;
+        self
+    }
+
+    /// What to answer when the store fails (default `local`: 503 if the store still fails).
+    pub fn on_store_error(mut self, mode: StoreUnavailable) -> Self {
+        self.on_store_error = mode;
+        self
+    }
+
+    /// The finished state; installs the metrics recorder if needed.
+    pub fn build(self) -> AppState {
+        AppState {
+            inner: Arc::new(Inner {
+                store: self.store,
+                policies: self.policies,
+                clients: self.clients,
+                admin: self.admin,
+                on_store_error: self.on_store_error,
+                metrics: crate::metrics::install(),
+                readiness: RwLock::new(Vec::new()),
+            }),
+        }
+    }
+}
+
+impl AppState {
+    /// Starts a state from the parts every server needs.
+    pub fn builder(
+        store: Arc<AnyStore>,
+        policies: Arc<Policies>,
+        admin: AdminGuard,
+    ) -> AppStateBuilder {
+        AppStateBuilder {
+            store,
+            policies,
+            admin,
+            clients: ClientKeys::default(),
+            on_store_error: StoreUnavailable::default(),
+        }
+    }
+
+    /// The counter store.
+    pub fn store(&self) -> &Arc<AnyStore> {
+        &self.inner.store
+    }
+
+    /// The policies in force and their reloader.
+    pub fn policies(&self) -> &Arc<Policies> {
+        &self.inner.policies
+    }
+
+    /// The client keys for `/v1/quota`.
+    pub fn clients(&self) -> &ClientKeys {
+        &self.inner.clients
+    }
+
+    /// The admin guard (also handed to the gateway for its admin routes).
+    pub fn admin(&self) -> &AdminGuard {
+        &self.inner.admin
+    }
+
+    /// What to answer when the store fails.
+    pub fn on_store_error(&self) -> StoreUnavailable {
+        self.inner.on_store_error
+    }
+
+    /// The Prometheus handle that renders `/metrics`.
+    pub fn metrics(&self) -> &PrometheusHandle {
+        &self.inner.metrics
+    }
+
+    /// Registers a readiness check shown (and enforced) by `/readyz`.
+    pub fn add_readiness_check(&self, name: impl Into<String>, check: ReadinessCheck) {
+        let mut checks = match self.inner.readiness.write() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        checks.push((name.into(), check));
+    }
+
+    /// Runs the registered readiness checks.
+    pub fn readiness(&self) -> Vec<(String, Result<(), String>)> {
+        let checks = match self.inner.readiness.read() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        checks.iter().map(|(n, c)| (n.clone(), c())).collect()
+    }
+}
