@@ -1,2 +1,49 @@
-//! tollgate-edi
+//! `tollgate-edi`: a byte-oriented, zero-copy scanner for X12 and UN/EDIFACT envelopes.
+//!
+//! The crate is split like `csv` / `csv-core`: [`segment::SegmentScanner`] walks the segments of
+//! an interchange over `&[u8]` without allocating, [`delimiters`] finds the delimiters of each
+//! interchange, and the envelope assembler turns the segment stream into the [`Interchange`]
+//! model, checking control numbers and declared counts as it goes. [`parse`] reads a whole file
+//! held in memory; [`reader::Reader`] streams from any `Read` with a bounded buffer.
+//!
+//! ```
+//! let file = b"ISA*00*          *00*          *ZZ*SENDER         *ZZ*RECEIVER       \
+//! *240101*1200*U*00401*000000001*0*P*>~GS*QM*S*R*20240101*1200*1*X*004010~\
+//! ST*214*0001~B10*1*2*SCAC~SE*3*0001~GE*1*1~IEA*1*000000001~";
+//! let parsed = tollgate_edi::parse(file);
+//! assert!(parsed.errors.is_empty());
+//! let ic = &parsed.interchanges[0];
+//! assert_eq!(ic.sender.to_string(), "ZZ:SENDER");
+//! assert_eq!(ic.transactions().count(), 1);
+//! assert!(ic.errors.is_empty());
+//! ```
 #![forbid(unsafe_code)]
+
+pub mod ack;
+pub mod delimiters;
+mod envelope;
+pub mod error;
+pub mod interchange;
+pub mod reader;
+pub mod records;
+pub mod segment;
+pub mod selfcheck;
+pub mod split;
+mod validate;
+
+pub use delimiters::Delimiters;
+pub use error::{EnvelopeError, ErrorKind, Level, ReadError};
+pub use interchange::{
+    ControlNumber, Counts, Group, Interchange, ParsedFile, PartyId, Standard, Transaction,
+};
+pub use reader::{Reader, ReaderOptions};
+pub use records::{RecordRule, count_records, transaction_records};
+pub use segment::{Segment, SegmentScanner, SegmentTag};
+
+/// Parses every interchange in `input` (a whole file in memory).
+///
+/// Never panics and never stops at an error: envelope errors are collected in each interchange,
+/// data that belongs to no interchange is reported in [`ParsedFile::errors`].
+pub fn parse(input: &[u8]) -> ParsedFile {
+    envelope::parse_all(input, &envelope::Options::full())
+}

@@ -1,0 +1,57 @@
+//! Consistency checks run by the fuzz target and by the test that replays its seed corpus:
+//! whatever the input, parsing must not panic, spans must lie inside the input, the streaming
+//! reader must agree with [`parse`](crate::parse), and acknowledgements and splits of clean
+//! interchanges must parse back cleanly.
+
+use crate::ack::{AckFormat, acknowledge};
+use crate::reader::{Reader, ReaderOptions};
+use crate::split::split;
+
+/// Runs every check on `data`; panics (deliberately, this is a test oracle) on a violation.
+pub fn check(data: &[u8]) {
+    let parsed = crate::parse(data);
+    for ic in &parsed.interchanges {
+        assert!(ic.span.start <= ic.span.end && ic.span.end <= data.len(), "interchange span");
+        assert_eq!(ic.counts.transactions as usize, ic.transactions().count());
+        for g in &ic.groups {
+            assert!(g.span.end <= data.len(), "group span");
+            for tx in &g.transactions {
+                assert!(tx.span.start >= ic.span.start && tx.span.end <= ic.span.end, "tx span");
+            }
+        }
+        let _ = crate::count_records(data, ic, &"segment:AT7".parse().unwrap_or_default());
+        for format in [AckFormat::Auto, AckFormat::Ta1, AckFormat::X999, AckFormat::Contrl] {
+            if let Some(ack) = acknowledge(data, ic, format, 7) {
+                let back = crate::parse(&ack);
+                assert_eq!(back.interchanges.len(), 1, "acknowledgement parses");
+                if ic.errors.is_empty() {
+                    assert!(!back.has_errors(), "acknowledgement of a clean interchange is clean");
+                }
+            }
+        }
+        if ic.errors.is_empty() && ic.complete {
+            let all: Vec<usize> = (0..ic.transactions().count()).collect();
+            let piece = split(data, ic, &all, "42");
+            let back = crate::parse(&piece);
+            assert_eq!(back.interchanges.len(), 1, "split parses");
+            assert!(!back.has_errors(), "split of a clean interchange is clean");
+            let a: Vec<_> = ic.transactions().map(|t| (&t.kind, &t.control_number)).collect();
+            let b: Vec<_> =
+                back.interchanges[0].transactions().map(|t| (&t.kind, &t.control_number)).collect();
+            assert_eq!(a, b, "split keeps the transactions");
+        }
+    }
+    for size in [1024, 4096] {
+        let opts =
+            ReaderOptions { buffer_size: size, max_errors: usize::MAX, ..Default::default() };
+        let mut reader = Reader::with_options(data, opts);
+        let streamed: Vec<_> = reader.by_ref().filter_map(Result::ok).collect();
+        assert_eq!(streamed.len(), parsed.interchanges.len(), "reader finds the same interchanges");
+        for (s, p) in streamed.iter().zip(&parsed.interchanges) {
+            assert_eq!(s.span, p.span);
+            assert_eq!(s.counts, p.counts);
+            assert_eq!(s.errors, p.errors);
+        }
+        assert_eq!(reader.file_errors(), parsed.errors.as_slice());
+    }
+}

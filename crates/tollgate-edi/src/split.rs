@@ -1,0 +1,126 @@
+//! Splitting: rebuilds one interchange into a new valid interchange holding a subset of its
+//! transactions, with a new control number and recomputed group and interchange counts. The
+//! gateway uses it to admit part of a batch. Transactions are copied byte for byte.
+
+use std::collections::BTreeSet;
+
+use crate::delimiters::Delimiters;
+use crate::interchange::{Interchange, Standard};
+use crate::segment::Split;
+
+/// One new interchange holding the transactions at indices `keep` of `ic.transactions()`
+/// (out-of-range indices are ignored), with interchange control number `control_number`
+/// (X12: left-padded with zeros to 9 digits). Groups without a kept transaction are left out.
+pub fn split(input: &[u8], ic: &Interchange, keep: &[usize], control_number: &str) -> Vec<u8> {
+    let keep: BTreeSet<usize> = keep.iter().copied().collect();
+    let d = ic.delimiters;
+    let mut out = Vec::new();
+    let cn = match ic.standard {
+        Standard::X12 => format!("{control_number:0>9}"),
+        Standard::Edifact => control_number.to_string(),
+    };
+    if let Some(una) = &ic.una
+        && let Some(bytes) = input.get(una.clone())
+    {
+        out.extend_from_slice(bytes);
+        out.push(b'\n');
+    }
+    let header_index = match ic.standard {
+        Standard::X12 => 13,
+        Standard::Edifact => 5,
+    };
+    let header = replace_element(segment_bytes(input, &ic.header_span, &d), &d, header_index, &cn);
+    push_segment(&mut out, &header, &d);
+    let mut index = 0usize;
+    let mut groups = 0u64;
+    let mut messages = 0u64;
+    for g in &ic.groups {
+        let kept: Vec<_> = g
+            .transactions
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| keep.contains(&(index + i)))
+            .map(|(_, t)| t)
+            .collect();
+        index += g.transactions.len();
+        if kept.is_empty() {
+            continue;
+        }
+        let explicit = !g.header_span.is_empty();
+        if explicit {
+            groups += 1;
+            let gs = segment_bytes(input, &g.header_span, &d);
+            push_segment(&mut out, &strip_line_breaks(gs), &d);
+        }
+        for tx in &kept {
+            if let Some(bytes) = input.get(tx.span.clone()) {
+                out.extend_from_slice(bytes);
+                if !matches!(d.terminator(), b"\n" | b"\r") {
+                    out.push(b'\n');
+                }
+                messages += 1;
+            }
+        }
+        if explicit {
+            let gcn = g.control_number.as_ref().map_or("", |c| c.as_str());
+            let trailer = match ic.standard {
+                Standard::X12 => "GE",
+                Standard::Edifact => "UNE",
+            };
+            let seg = join(trailer, &[&kept.len().to_string(), gcn], &d);
+            push_segment(&mut out, &seg, &d);
+        }
+    }
+    let (trailer, count) = match ic.standard {
+        Standard::X12 => ("IEA", groups),
+        Standard::Edifact if groups > 0 => ("UNZ", groups),
+        Standard::Edifact => ("UNZ", messages),
+    };
+    let seg = join(trailer, &[&count.to_string(), &cn], &d);
+    push_segment(&mut out, &seg, &d);
+    out
+}
+
+/// The bytes of a segment span without its terminator.
+fn segment_bytes<'a>(input: &'a [u8], span: &std::ops::Range<usize>, d: &Delimiters) -> &'a [u8] {
+    let bytes = input.get(span.clone()).unwrap_or(&[]);
+    bytes.strip_suffix(d.terminator()).unwrap_or(bytes)
+}
+
+fn strip_line_breaks(bytes: &[u8]) -> Vec<u8> {
+    bytes.iter().copied().filter(|b| *b != b'\r' && *b != b'\n').collect()
+}
+
+/// Replaces element `index` of a raw segment (line breaks of wrapped files removed).
+fn replace_element(bytes: &[u8], d: &Delimiters, index: usize, value: &str) -> Vec<u8> {
+    let clean = strip_line_breaks(bytes);
+    let mut out = Vec::with_capacity(clean.len() + 8);
+    for (i, el) in Split::new(&clean, d.element, d.release).enumerate() {
+        if i > 0 {
+            out.push(d.element);
+        }
+        if i == index {
+            out.extend_from_slice(value.as_bytes());
+        } else {
+            out.extend_from_slice(el);
+        }
+    }
+    out
+}
+
+fn join(tag: &str, elements: &[&str], d: &Delimiters) -> Vec<u8> {
+    let mut out = tag.as_bytes().to_vec();
+    for e in elements {
+        out.push(d.element);
+        out.extend_from_slice(e.as_bytes());
+    }
+    out
+}
+
+fn push_segment(out: &mut Vec<u8>, seg: &[u8], d: &Delimiters) {
+    out.extend_from_slice(seg);
+    out.extend_from_slice(d.terminator());
+    if !matches!(d.terminator(), b"\n" | b"\r") {
+        out.push(b'\n');
+    }
+}
