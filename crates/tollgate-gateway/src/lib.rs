@@ -1,2 +1,176 @@
-//! tollgate-gateway
+//! `tollgate-gateway`: the EDI gateway. It takes interchanges from landing directories and
+//! HTTP uploads, spools them durably, parses their envelopes, drops duplicates, meters each
+//! interchange against its partner's quota for its document type (weighted by record count),
+//! and delivers it, holds it until the window resets, or rejects it.
+//!
+//! ```text
+//! inbound (dir | POST /v1/interchanges) → spool → parse → dedup → meter → deliver | hold | reject
+//! ```
+//!
+//! [`Gateway::start`] runs it inside `tollgate serve`; [`Gateway::router`] serves the upload
+//! endpoint and the queue admin API; [`Gateway::shutdown`] stops intake and parks in-flight
+//! work on disk (it resumes on the next start).
 #![forbid(unsafe_code)]
+
+pub mod breaker;
+pub mod config;
+pub mod delivery;
+pub mod envelope;
+pub mod hold;
+pub mod inbound;
+pub mod item;
+pub mod meter;
+pub mod pipeline;
+pub mod queue;
+pub mod spool;
+pub mod telemetry;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::routing::{delete, get, post};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tollgate_quota::AnyStore;
+use tollgate_server::admin::AdminGuard;
+
+pub use config::{ConfigError, GatewayConfig, OnUnavailable, QuotaMode};
+pub use item::{Item, State};
+
+/// The gateway could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    /// A `[gateway]` key is invalid.
+    #[error("invalid gateway config: {0}")]
+    Config(#[from] ConfigError),
+    /// The spool (data dir) could not be opened.
+    #[error("gateway spool: {0}")]
+    Spool(#[from] spool::SpoolError),
+    /// A landing directory could not be created.
+    #[error("inbound directory: {0}")]
+    Inbound(std::io::Error),
+    /// The HTTP client could not be built.
+    #[error("http client: {0}")]
+    Http(#[from] reqwest::Error),
+}
+
+/// A running gateway.
+pub struct Gateway {
+    spool: Arc<spool::Spool>,
+    events: mpsc::UnboundedSender<pipeline::Event>,
+    guard: AdminGuard,
+    max_upload_bytes: u64,
+    stop: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Gateway {
+    /// Validates `config`, opens the spool in `data_dir`, resumes unfinished items and starts
+    /// polling the landing directories. `store` is the server's store (embedded metering).
+    pub async fn start(
+        config: GatewayConfig,
+        data_dir: &Path,
+        store: Arc<AnyStore>,
+        admin: AdminGuard,
+    ) -> Result<Gateway, GatewayError> {
+        let plan = config.plan()?;
+        inbound::ensure_dirs(&plan.inbound).map_err(GatewayError::Inbound)?;
+        std::fs::create_dir_all(data_dir).map_err(|e| spool::SpoolError::Io {
+            path: data_dir.display().to_string(),
+            source: e,
+        })?;
+        let dir = data_dir.to_path_buf();
+        let spool = tokio::task::spawn_blocking(move || spool::Spool::open(&dir))
+            .await
+            .map_err(|e| spool::SpoolError::Db(e.to_string()))??;
+        let spool = Arc::new(spool);
+        let meter = match &plan.remote {
+            Some(remote) => meter::Meter::remote(remote)?,
+            None => meter::Meter::embedded(store),
+        };
+        let deliverer = delivery::Deliverer::new(&plan.routes)?;
+        let (events, rx) = mpsc::unbounded_channel();
+        let (stop, stop_rx) = watch::channel(false);
+        let parts = Arc::new(pipeline::Parts {
+            plan: plan.clone(),
+            spool: spool.clone(),
+            meter,
+            deliverer,
+        });
+        let (pipe, pending) = {
+            let parts = parts.clone();
+            let events = events.clone();
+            tokio::task::spawn_blocking(move || pipeline::Pipeline::load(parts, events))
+                .await
+                .map_err(|e| spool::SpoolError::Db(e.to_string()))??
+        };
+        let mut tasks = vec![tokio::spawn(pipe.run(rx, pending, stop_rx.clone()))];
+        if !plan.inbound.is_empty() {
+            tasks.push(tokio::spawn(inbound::poll(
+                plan.inbound.clone(),
+                plan.poll,
+                plan.settle,
+                spool.clone(),
+                events.clone(),
+                stop_rx.clone(),
+            )));
+        }
+        {
+            // Dedup keys and delivered items older than dedup_days are dropped once a day.
+            let spool = spool.clone();
+            let horizon = plan.dedup;
+            let mut stop_rx = stop_rx;
+            tasks.push(tokio::spawn(async move {
+                loop {
+                    let before = item::now_ms() - i64::try_from(horizon.as_millis()).unwrap_or(0);
+                    let s = spool.clone();
+                    let _ = tokio::task::spawn_blocking(move || s.prune(before)).await;
+                    tokio::select! {
+                        _ = stop_rx.changed() => return,
+                        _ = tokio::time::sleep(std::time::Duration::from_secs(86_400)) => {}
+                    }
+                }
+            }));
+        }
+        tracing::info!(routes = plan.routes.len(), inbound = plan.inbound.len(), "gateway started");
+        Ok(Gateway {
+            spool,
+            events,
+            guard: admin,
+            max_upload_bytes: plan.max_upload_bytes,
+            stop,
+            tasks,
+        })
+    }
+
+    /// `POST /v1/interchanges` and the `/v1/queue` admin API, for the binary to merge.
+    pub fn router(&self) -> Router {
+        let upload = inbound::Upload {
+            spool: self.spool.clone(),
+            events: self.events.clone(),
+            max_bytes: self.max_upload_bytes,
+        };
+        let api = queue::QueueApi {
+            guard: self.guard.clone(),
+            spool: self.spool.clone(),
+            events: self.events.clone(),
+        };
+        Router::new()
+            .route("/v1/interchanges", post(inbound::upload).with_state(upload))
+            .route("/v1/queue", get(queue::list).with_state(api.clone()))
+            .route("/v1/queue/{id}/retry", post(queue::retry).with_state(api.clone()))
+            .route("/v1/queue/{id}/release", post(queue::release).with_state(api.clone()))
+            .route("/v1/queue/{id}", delete(queue::purge).with_state(api))
+    }
+
+    /// Stops intake and the pipeline. Admitted items not yet delivered stay admitted on disk
+    /// and are delivered after the next start.
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        for t in self.tasks {
+            let _ = t.await;
+        }
+        tracing::info!("gateway stopped");
+    }
+}

@@ -1,0 +1,178 @@
+//! Delivery: handing an admitted interchange, byte for byte, to its route's target.
+//!
+//! - `dir:` writes `.<id>.edi.tmp`, fsyncs it, renames it to `<id>.edi` and fsyncs the
+//!   directory. The name comes from the item id, so a redelivery after a crash replaces the
+//!   same file instead of adding a second one; readers never see a partial file.
+//! - `http(s)://` POSTs the bytes with `Tollgate-Interchange-Id`, `Tollgate-Partner` and
+//!   `Tollgate-Document`. 2xx is done; 5xx, a timeout or a connection error is retried with
+//!   capped exponential backoff; a 4xx (other than 408/429), or [`MAX_ATTEMPTS`], is dead.
+//! - At most `max_concurrency` deliveries are in flight per target (one semaphore each).
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+
+use crate::config::{Route, Target};
+use crate::spool::{sync_dir, write_synced};
+
+/// Attempts after which a retryable failure becomes dead.
+pub const MAX_ATTEMPTS: u32 = 10;
+/// The first retry delay; doubled per attempt up to [`MAX_BACKOFF`].
+pub const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+/// The longest retry delay.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
+/// How long one HTTP delivery may take.
+pub const HTTP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The outcome of one delivery attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Attempt {
+    /// The target has it.
+    Done,
+    /// Try again later (5xx, timeout, connection error, disk error).
+    Retry(String),
+    /// Never try again (4xx).
+    Refused(String),
+}
+
+/// The delay before retry number `attempts` (1-based).
+pub fn backoff(attempts: u32) -> Duration {
+    let exp = attempts.saturating_sub(1).min(20);
+    FIRST_BACKOFF.saturating_mul(1 << exp).min(MAX_BACKOFF)
+}
+
+/// What a delivery needs to know about the interchange.
+#[derive(Debug, Clone)]
+pub struct Parcel {
+    /// Item id: header value and file name.
+    pub id: String,
+    /// Partner name.
+    pub partner: String,
+    /// Document type.
+    pub document: String,
+    /// The interchange as received.
+    pub bytes: Vec<u8>,
+}
+
+/// Delivers to every route's target, with one concurrency cap per target.
+pub struct Deliverer {
+    client: reqwest::Client,
+    limits: HashMap<Target, Arc<Semaphore>>,
+}
+
+impl Deliverer {
+    /// One semaphore per distinct target (routes sharing a target share the smallest cap).
+    pub fn new(routes: &[Route]) -> Result<Self, reqwest::Error> {
+        let mut caps: HashMap<Target, usize> = HashMap::new();
+        for r in routes {
+            let c = caps.entry(r.target.clone()).or_insert(r.max_concurrency);
+            *c = (*c).min(r.max_concurrency);
+        }
+        let limits = caps.into_iter().map(|(t, c)| (t, Arc::new(Semaphore::new(c)))).collect();
+        let client = reqwest::Client::builder().timeout(HTTP_TIMEOUT).build()?;
+        Ok(Self { client, limits })
+    }
+
+    /// Makes one attempt to hand `parcel` to `target`, waiting for a concurrency slot first.
+    pub async fn deliver(&self, target: &Target, parcel: &Parcel) -> Attempt {
+        let _permit = match self.limits.get(target) {
+            Some(sem) => match sem.clone().acquire_owned().await {
+                Ok(p) => Some(p),
+                Err(_) => return Attempt::Retry("delivery is shutting down".into()),
+            },
+            None => None,
+        };
+        match target {
+            Target::Dir(dir) => {
+                let dir = dir.clone();
+                let id = parcel.id.clone();
+                let bytes = parcel.bytes.clone();
+                match tokio::task::spawn_blocking(move || write_into(&dir, &id, &bytes)).await {
+                    Ok(Ok(())) => Attempt::Done,
+                    Ok(Err(e)) => Attempt::Retry(e),
+                    Err(e) => Attempt::Retry(format!("delivery task failed: {e}")),
+                }
+            }
+            Target::Http(url) => self.post(url, parcel).await,
+        }
+    }
+
+    async fn post(&self, url: &str, parcel: &Parcel) -> Attempt {
+        let resp = self
+            .client
+            .post(url)
+            .header("content-type", "application/edi-x12")
+            .header("Tollgate-Interchange-Id", &parcel.id)
+            .header("Tollgate-Partner", header_safe(&parcel.partner))
+            .header("Tollgate-Document", header_safe(&parcel.document))
+            .body(parcel.bytes.clone())
+            .send()
+            .await;
+        match resp {
+            Ok(r) if r.status().is_success() => Attempt::Done,
+            Ok(r) => {
+                let status = r.status();
+                let body = r.text().await.unwrap_or_default();
+                let snippet: String = body.chars().take(200).collect();
+                let reason = format!("{url} answered {status}: {snippet}");
+                if status.is_client_error() && status.as_u16() != 408 && status.as_u16() != 429 {
+                    Attempt::Refused(reason)
+                } else {
+                    Attempt::Retry(reason)
+                }
+            }
+            Err(e) if e.is_timeout() => Attempt::Retry(format!("{url} timed out: {e}")),
+            Err(e) => Attempt::Retry(format!("{url}: {e}")),
+        }
+    }
+}
+
+/// Header values must be visible ASCII; anything else becomes `_`.
+fn header_safe(s: &str) -> String {
+    s.chars().map(|c| if c.is_ascii_graphic() || c == ' ' { c } else { '_' }).collect()
+}
+
+/// Temp file, fsync, rename, directory fsync.
+fn write_into(dir: &Path, id: &str, bytes: &[u8]) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let tmp = dir.join(format!(".{id}.edi.tmp"));
+    let dest = dir.join(format!("{id}.edi"));
+    write_synced(&tmp, bytes).map_err(|e| e.to_string())?;
+    std::fs::rename(&tmp, &dest).map_err(|e| format!("{}: {e}", dest.display()))?;
+    sync_dir(dir).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_and_caps() {
+        assert_eq!(backoff(1), Duration::from_millis(100));
+        assert_eq!(backoff(2), Duration::from_millis(200));
+        assert_eq!(backoff(4), Duration::from_millis(800));
+        assert_eq!(backoff(30), MAX_BACKOFF);
+    }
+
+    #[tokio::test]
+    async fn dir_delivery_is_atomic_and_named_by_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        let d = Deliverer::new(&[]).unwrap();
+        let p = Parcel {
+            id: "a-1".into(),
+            partner: "P".into(),
+            document: "214".into(),
+            bytes: b"ISA".to_vec(),
+        };
+        assert_eq!(d.deliver(&Target::Dir(out.clone()), &p).await, Attempt::Done);
+        assert_eq!(d.deliver(&Target::Dir(out.clone()), &p).await, Attempt::Done);
+        let names: Vec<_> =
+            std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("a-1.edi")]);
+        assert_eq!(std::fs::read(out.join("a-1.edi")).unwrap(), b"ISA");
+    }
+}

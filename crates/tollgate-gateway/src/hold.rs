@@ -1,0 +1,101 @@
+//! The hold queue: held items per metering id, oldest first, and when each group is next due.
+//!
+//! Invariants:
+//! - A group holds the ids of the `held` items of one metering id, in id order, which is
+//!   arrival order (ids begin with the receive time). Only the head of a group is re-metered
+//!   automatically; the others wait behind it, so a partner's documents keep their order.
+//! - While a group is non-empty, a new item for that metering id is held behind it without
+//!   being metered (see `pipeline`), so it cannot overtake.
+//! - The retry time of a group is its head's `next_attempt_at`; Retry-After gets a jitter of
+//!   up to 10 % (at most 5 s, at least 1 ms) so that many groups do not wake in lockstep.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+/// Held item ids grouped by metering id.
+#[derive(Debug, Default)]
+pub struct HoldQueue {
+    groups: BTreeMap<String, BTreeSet<String>>,
+}
+
+impl HoldQueue {
+    /// Adds a held item to its group.
+    pub fn insert(&mut self, metering_id: &str, item: &str) {
+        self.groups.entry(metering_id.to_owned()).or_default().insert(item.to_owned());
+    }
+
+    /// Removes an item (admitted, released, purged); drops the group when it empties.
+    pub fn remove(&mut self, metering_id: &str, item: &str) {
+        if let Some(g) = self.groups.get_mut(metering_id) {
+            g.remove(item);
+            if g.is_empty() {
+                self.groups.remove(metering_id);
+            }
+        }
+    }
+
+    /// The oldest held item of a group.
+    pub fn head(&self, metering_id: &str) -> Option<&str> {
+        self.groups.get(metering_id).and_then(|g| g.first()).map(String::as_str)
+    }
+
+    /// True when the metering id has held items (a new item must wait behind them).
+    pub fn is_holding(&self, metering_id: &str) -> bool {
+        self.groups.contains_key(metering_id)
+    }
+
+    /// Number of held items of one metering id.
+    pub fn depth(&self, metering_id: &str) -> usize {
+        self.groups.get(metering_id).map_or(0, BTreeSet::len)
+    }
+
+    /// Number of held items in all groups.
+    pub fn len(&self) -> usize {
+        self.groups.values().map(BTreeSet::len).sum()
+    }
+
+    /// True when nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.groups.is_empty()
+    }
+
+    /// `(metering id, head item id)` of every group.
+    pub fn heads(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.groups.iter().filter_map(|(m, g)| g.first().map(|h| (m.as_str(), h.as_str())))
+    }
+}
+
+/// Retry-After plus jitter: up to 10 % more, capped at 5 s, and at least 1 ms.
+pub fn jittered(retry_after: Duration) -> Duration {
+    let max_jitter = (retry_after / 10).min(Duration::from_secs(5));
+    let jitter_ms = rand::random_range(0..=max_jitter.as_millis().max(1) as u64);
+    retry_after + Duration::from_millis(jitter_ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_keep_arrival_order() {
+        let mut q = HoldQueue::default();
+        q.insert("R:A", "0002");
+        q.insert("R:A", "0001");
+        q.insert("R:B", "0003");
+        assert_eq!(q.head("R:A"), Some("0001"));
+        assert_eq!(q.len(), 3);
+        q.remove("R:A", "0001");
+        assert_eq!(q.head("R:A"), Some("0002"));
+        q.remove("R:A", "0002");
+        assert!(!q.is_holding("R:A"));
+        assert_eq!(q.heads().collect::<Vec<_>>(), vec![("R:B", "0003")]);
+    }
+
+    #[test]
+    fn jitter_stays_within_ten_percent() {
+        for _ in 0..100 {
+            let d = jittered(Duration::from_secs(10));
+            assert!(d >= Duration::from_secs(10) && d <= Duration::from_secs(11));
+        }
+    }
+}

@@ -1,0 +1,249 @@
+//! Inbound: files taken from landing directories, and uploads to `POST /v1/interchanges`.
+//!
+//! Invariants:
+//! - A landing file is taken only once it has been unchanged (size and mtime) for `settle_ms`,
+//!   and never while its name starts with `.` or ends in `.tmp` / `.part` (an upload still in
+//!   progress).
+//! - A landing file is removed, and an upload answered 202, only after [`Spool::receive`] has
+//!   made the bytes durable and recorded them. A crash before that leaves the landing file in
+//!   place (taken again) or the upload unanswered (the sender retries).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header::CONTENT_LENGTH};
+use axum::response::{IntoResponse, Response};
+use tokio::sync::{mpsc, watch};
+use tollgate_server::problem::Problem;
+
+use crate::envelope;
+use crate::pipeline::Event;
+use crate::spool::Spool;
+
+/// Files taken per spool transaction at most.
+const MAX_FILES_PER_BATCH: usize = 256;
+
+/// True for names of files still being written by the sender.
+pub fn in_progress(name: &str) -> bool {
+    name.starts_with('.') || name.ends_with(".tmp") || name.ends_with(".part")
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Seen {
+    len: u64,
+    modified: Option<SystemTime>,
+    since: Instant,
+}
+
+/// Polls the landing directories until `stop` turns true.
+pub async fn poll(
+    dirs: Vec<PathBuf>,
+    poll: std::time::Duration,
+    settle: std::time::Duration,
+    spool: Arc<Spool>,
+    events: mpsc::UnboundedSender<Event>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut seen: HashMap<PathBuf, Seen> = HashMap::new();
+    loop {
+        let ready = scan(&dirs, settle, &mut seen);
+        for chunk in ready.chunks(MAX_FILES_PER_BATCH) {
+            if *stop.borrow() {
+                return;
+            }
+            let chunk = chunk.to_vec();
+            let spool = spool.clone();
+            let taken = tokio::task::spawn_blocking(move || take(&spool, chunk)).await;
+            match taken {
+                Ok(Ok((records, taken_paths))) => {
+                    for p in &taken_paths {
+                        seen.remove(p);
+                    }
+                    if !records.is_empty() {
+                        let _ = events.send(Event::Received(records));
+                    }
+                }
+                Ok(Err(e)) => tracing::error!(error = %e, "spooling inbound files failed"),
+                Err(e) => tracing::error!(error = %e, "spooling task failed"),
+            }
+        }
+        tokio::select! {
+            _ = stop.changed() => return,
+            _ = tokio::time::sleep(poll) => {}
+        }
+    }
+}
+
+/// Lists settled files; remembers the others' size and mtime.
+fn scan(
+    dirs: &[PathBuf],
+    settle: std::time::Duration,
+    seen: &mut HashMap<PathBuf, Seen>,
+) -> Vec<PathBuf> {
+    let now = Instant::now();
+    let mut ready = Vec::new();
+    let mut present = std::collections::HashSet::new();
+    for dir in dirs {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if in_progress(name) {
+                continue;
+            }
+            let Ok(meta) = entry.metadata() else { continue };
+            if !meta.is_file() {
+                continue;
+            }
+            let path = entry.path();
+            present.insert(path.clone());
+            let cur = Seen { len: meta.len(), modified: meta.modified().ok(), since: now };
+            let e = seen.entry(path.clone()).or_insert(cur);
+            if e.len != cur.len || e.modified != cur.modified {
+                *e = cur;
+            }
+            if now.duration_since(e.since) >= settle {
+                ready.push(path);
+            }
+        }
+    }
+    seen.retain(|p, _| present.contains(p));
+    ready.sort();
+    ready
+}
+
+type Taken = (Vec<crate::spool::FileRecord>, Vec<PathBuf>);
+
+/// Reads the files, spools them durably, then removes them from the landing directory.
+fn take(spool: &Spool, paths: Vec<PathBuf>) -> Result<Taken, crate::spool::SpoolError> {
+    let mut files = Vec::new();
+    let mut taken = Vec::new();
+    for p in paths {
+        match std::fs::read(&p) {
+            Ok(bytes) => {
+                files.push((bytes, p.display().to_string()));
+                taken.push(p);
+            }
+            Err(e) => tracing::warn!(path = %p.display(), error = %e, "cannot read inbound file"),
+        }
+    }
+    let refs: Vec<(&[u8], String)> = files.iter().map(|(b, o)| (b.as_slice(), o.clone())).collect();
+    let records = spool.receive(&refs)?;
+    // Durable and recorded: now the landing files may go.
+    for p in &taken {
+        if let Err(e) = std::fs::remove_file(p) {
+            tracing::error!(path = %p.display(), error = %e, "cannot remove a spooled inbound file");
+        }
+    }
+    if let Some(dir) = taken.first().and_then(|p| p.parent()) {
+        let _ = crate::spool::sync_dir(dir);
+    }
+    Ok((records, taken))
+}
+
+/// What the upload handler needs.
+#[derive(Clone)]
+pub struct Upload {
+    /// The spool.
+    pub spool: Arc<Spool>,
+    /// The pipeline's inbox.
+    pub events: mpsc::UnboundedSender<Event>,
+    /// `max_upload_bytes`.
+    pub max_bytes: u64,
+}
+
+fn too_large(max: u64, got: Option<u64>) -> Response {
+    let detail = match got {
+        Some(n) => format!("the body has {n} bytes; max_upload_bytes is {max}"),
+        None => format!("the body is larger than max_upload_bytes ({max})"),
+    };
+    Problem::new(StatusCode::PAYLOAD_TOO_LARGE, "upload-too-large", "Upload too large")
+        .detail(detail)
+        .with("max_upload_bytes", max)
+        .into_response()
+}
+
+/// `POST /v1/interchanges`: spool the body durably, answer 202 `{"id", "state"}`.
+pub async fn upload(State(up): State<Upload>, headers: HeaderMap, body: Body) -> Response {
+    let declared = headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if let Some(n) = declared.filter(|&n| n > up.max_bytes) {
+        return too_large(up.max_bytes, Some(n));
+    }
+    let limit = usize::try_from(up.max_bytes).unwrap_or(usize::MAX);
+    let bytes = match axum::body::to_bytes(body, limit).await {
+        Ok(b) => b,
+        Err(_) => return too_large(up.max_bytes, None),
+    };
+    let scan = envelope::scan(&bytes);
+    if scan.envelopes.is_empty() {
+        let detail = scan.error.unwrap_or_else(|| "no X12 or EDIFACT interchange found".into());
+        return Problem::new(StatusCode::BAD_REQUEST, "not-edi", "Not an EDI interchange")
+            .detail(detail)
+            .with("bytes", bytes.len())
+            .into_response();
+    }
+    let spool = up.spool.clone();
+    let res =
+        tokio::task::spawn_blocking(move || spool.receive(&[(&bytes[..], "upload".to_owned())]))
+            .await;
+    match res {
+        Ok(Ok(mut records)) if !records.is_empty() => {
+            let rec = records.remove(0);
+            let id = rec.id.clone();
+            let _ = up.events.send(Event::Received(vec![rec]));
+            (StatusCode::ACCEPTED, Json(serde_json::json!({"id": id, "state": "received"})))
+                .into_response()
+        }
+        Ok(Ok(_)) => spool_failed("nothing was recorded".into()),
+        Ok(Err(e)) => spool_failed(e.to_string()),
+        Err(e) => spool_failed(e.to_string()),
+    }
+}
+
+fn spool_failed(detail: String) -> Response {
+    tracing::error!(error = %detail, "spooling an upload failed");
+    Problem::new(StatusCode::SERVICE_UNAVAILABLE, "spool-unavailable", "Spool unavailable")
+        .detail(detail)
+        .into_response()
+}
+
+/// Creates the landing directories so that senders can write into them.
+pub fn ensure_dirs(dirs: &[PathBuf]) -> std::io::Result<()> {
+    dirs.iter().try_for_each(|d: &PathBuf| std::fs::create_dir_all(Path::new(d)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_in_progress_are_left_alone() {
+        assert!(in_progress(".x.edi"));
+        assert!(in_progress("x.edi.tmp"));
+        assert!(in_progress("x.part"));
+        assert!(!in_progress("x.edi"));
+    }
+
+    #[test]
+    fn files_settle_before_they_are_taken() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.edi"), b"x").unwrap();
+        std::fs::write(dir.path().join("b.part"), b"x").unwrap();
+        let mut seen = HashMap::new();
+        let dirs = vec![dir.path().to_path_buf()];
+        let settle = std::time::Duration::from_millis(50);
+        assert!(scan(&dirs, settle, &mut seen).is_empty());
+        std::thread::sleep(std::time::Duration::from_millis(60));
+        assert_eq!(scan(&dirs, settle, &mut seen), vec![dir.path().join("a.edi")]);
+    }
+}

@@ -1,0 +1,138 @@
+//! A queue item: one interchange on its way through the gateway, and the states it moves through.
+//!
+//! ```text
+//!  received ──▶ delivered
+//!     │  ▲ └──▶ rejected | duplicate | dead
+//!     ▼  │
+//!    held ──▶ dead
+//! ```
+//! `received` covers both "waiting to be metered" and "admitted, waiting for delivery"
+//! ([`Item::admitted`]). `delivered`, `rejected`, `duplicate` and `dead` are terminal; only an
+//! operator (retry, release) moves an item out of them.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// Where an item is in the pipeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum State {
+    /// Spooled; being metered, or admitted and being delivered.
+    Received,
+    /// Over quota (or quota service down with `on_unavailable = "hold"`): retried later.
+    Held,
+    /// Delivered to the route's target.
+    Delivered,
+    /// Malformed, or no route for its document.
+    Rejected,
+    /// The same (sender, receiver, control number) was already received within `dedup_days`.
+    Duplicate,
+    /// Can never go through on its own: delivery refused (4xx), too many attempts, or a batch
+    /// larger than the limit without `split`.
+    Dead,
+}
+
+impl State {
+    /// The lowercase name used in the admin API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Received => "received",
+            Self::Held => "held",
+            Self::Delivered => "delivered",
+            Self::Rejected => "rejected",
+            Self::Duplicate => "duplicate",
+            Self::Dead => "dead",
+        }
+    }
+
+    /// True for states the pipeline never leaves by itself.
+    pub fn is_terminal(self) -> bool {
+        !matches!(self, Self::Received | Self::Held)
+    }
+
+    /// Every state, for metrics.
+    pub const ALL: [State; 6] =
+        [Self::Received, Self::Held, Self::Delivered, Self::Rejected, Self::Duplicate, Self::Dead];
+}
+
+impl fmt::Display for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for State {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL.into_iter().find(|st| st.as_str() == s).ok_or_else(|| {
+            format!("unknown state {s:?}: expected received, held, delivered, rejected, duplicate or dead")
+        })
+    }
+}
+
+/// One interchange in the queue. Stored as JSON in the spool database; also the admin API's
+/// row (with the private fields skipped there).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Item {
+    /// Stable id: the `Tollgate-Interchange-Id` header and the delivered file's name.
+    /// Ids sort by arrival (they start with the receive time).
+    pub id: String,
+    /// Current state.
+    pub state: State,
+    /// In `received`: metered (or released) and waiting for delivery.
+    pub admitted: bool,
+    /// The spool file holding the bytes.
+    pub file: String,
+    /// Byte range of the interchange in the spool file.
+    pub start: u64,
+    /// End of the byte range (exclusive).
+    pub end: u64,
+    /// Partner name, or raw `QUAL:ID` for an unknown sender.
+    pub partner: String,
+    /// Sender `QUAL:ID`.
+    pub sender: String,
+    /// Receiver `QUAL:ID`.
+    pub receiver: String,
+    /// Interchange control number.
+    pub control_number: String,
+    /// Document type (first transaction's ST01 / UNH message type).
+    pub document: String,
+    /// Route name, when one matched.
+    pub route: Option<String>,
+    /// The counter this item is metered against, when routed.
+    pub metering_id: Option<String>,
+    /// Units it consumes.
+    pub weight: u64,
+    /// Receive time, Unix milliseconds.
+    pub received_at: i64,
+    /// When the pipeline next looks at it (held: re-meter; received: delivery retry), Unix ms.
+    pub next_attempt_at: Option<i64>,
+    /// Metering (held) or delivery attempts so far.
+    pub attempts: u32,
+    /// Why it is where it is (rejected, dead, held, duplicate).
+    pub reason: Option<String>,
+}
+
+impl Item {
+    /// The number of bytes of the interchange.
+    pub fn len(&self) -> u64 {
+        self.end.saturating_sub(self.start)
+    }
+
+    /// True for an empty byte range (never produced by the pipeline).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Unix milliseconds now.
+pub(crate) fn now_ms() -> i64 {
+    jiff::Timestamp::now().as_millisecond()
+}
+
+/// Unix milliseconds as RFC 3339.
+pub(crate) fn rfc3339(ms: i64) -> String {
+    jiff::Timestamp::from_millisecond(ms).map(|t| t.to_string()).unwrap_or_default()
+}

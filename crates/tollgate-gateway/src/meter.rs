@@ -1,0 +1,161 @@
+//! Metering: asking the quota engine (in-process) or a quota service (remote) whether an
+//! interchange of a given weight may pass.
+//!
+//! `embedded` checks the `Arc<AnyStore>` the server also uses, so the gateway's counters are
+//! the ones `/v1/counters` lists and resets. `remote` sends `GET` with the seed headers
+//! (`metering-id`, `quota-limit`, `quota-interval`, `quota-timeunit`, `message-weight`) to any
+//! compatible service. A timeout, a connection error or a 5xx is [`Verdict::Unavailable`]: the
+//! pipeline applies `on_unavailable`. A [`Breaker`] stops paying the timeout during an outage,
+//! and the outage is logged once when it starts and once when it ends.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use tollgate_quota::{AnyStore, MeteringId, Outcome, QuotaSpec, Store};
+
+use crate::breaker::Breaker;
+use crate::config::RemoteQuota;
+
+/// The answer to one metering call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Counted; go on.
+    Admitted,
+    /// Over quota; the window frees enough after this long.
+    Exceeded {
+        /// Time until the weight fits.
+        retry_after: Duration,
+    },
+    /// The weight is larger than the limit: it will never fit as a whole.
+    TooHeavy,
+    /// The quota service could not answer (or the breaker is open); nothing was counted.
+    Unavailable {
+        /// What went wrong, for the item's reason.
+        reason: String,
+    },
+}
+
+enum Backend {
+    Embedded(Arc<AnyStore>),
+    Remote { client: reqwest::Client, url: String },
+}
+
+/// Meters interchanges against the embedded store or a remote quota service.
+pub struct Meter {
+    backend: Backend,
+    breaker: Breaker,
+    outage: AtomicBool,
+}
+
+/// The first cool-down of the breaker in front of a remote quota service.
+const BREAKER_COOL_DOWN: Duration = Duration::from_secs(1);
+
+impl Meter {
+    /// Meters against the store shared with the server.
+    pub fn embedded(store: Arc<AnyStore>) -> Self {
+        Self::with(Backend::Embedded(store))
+    }
+
+    /// Meters against a remote quota service.
+    pub fn remote(remote: &RemoteQuota) -> Result<Self, reqwest::Error> {
+        let client = reqwest::Client::builder()
+            .timeout(remote.timeout)
+            .connect_timeout(remote.timeout)
+            .build()?;
+        Ok(Self::with(Backend::Remote { client, url: remote.url.clone() }))
+    }
+
+    fn with(backend: Backend) -> Self {
+        Self { backend, breaker: Breaker::new(BREAKER_COOL_DOWN), outage: AtomicBool::new(false) }
+    }
+
+    /// The breaker (for metrics and tests).
+    pub fn breaker(&self) -> &Breaker {
+        &self.breaker
+    }
+
+    /// Checks `weight` units for `id` against `spec`.
+    pub async fn check(&self, id: &MeteringId, spec: &QuotaSpec, weight: u64) -> Verdict {
+        if !self.breaker.allow() {
+            return Verdict::Unavailable { reason: "quota service circuit breaker open".into() };
+        }
+        let verdict = match &self.backend {
+            Backend::Embedded(store) => match store.check(id, spec, weight).await {
+                Ok(d) => from_outcome(d.outcome, d.retry_after),
+                Err(e) => Verdict::Unavailable { reason: e.to_string() },
+            },
+            Backend::Remote { client, url } => remote_check(client, url, id, spec, weight).await,
+        };
+        if let Verdict::Unavailable { reason } = &verdict {
+            metrics::counter!("tollgate_gateway_quota_errors_total").increment(1);
+            if self.breaker.failure() {
+                metrics::counter!("tollgate_gateway_breaker_opened_total").increment(1);
+                tracing::warn!("quota service circuit breaker opened");
+            }
+            if !self.outage.swap(true, Ordering::Relaxed) {
+                tracing::warn!(%reason, "quota service unavailable; applying on_unavailable until it answers again");
+            }
+        } else {
+            self.breaker.success();
+            if self.outage.swap(false, Ordering::Relaxed) {
+                tracing::info!("quota service answers again");
+            }
+        }
+        verdict
+    }
+}
+
+fn from_outcome(outcome: Outcome, retry_after: Option<Duration>) -> Verdict {
+    match outcome {
+        Outcome::Allowed => Verdict::Admitted,
+        Outcome::Exceeded => {
+            Verdict::Exceeded { retry_after: retry_after.unwrap_or(Duration::from_secs(1)) }
+        }
+        Outcome::WeightExceedsLimit => Verdict::TooHeavy,
+    }
+}
+
+async fn remote_check(
+    client: &reqwest::Client,
+    url: &str,
+    id: &MeteringId,
+    spec: &QuotaSpec,
+    weight: u64,
+) -> Verdict {
+    let resp = client
+        .get(url)
+        .header("metering-id", id.as_str())
+        .header("quota-limit", spec.limit.to_string())
+        .header("quota-interval", spec.interval.to_string())
+        .header("quota-timeunit", spec.unit.as_str())
+        .header("message-weight", weight.to_string())
+        .send()
+        .await;
+    let resp = match resp {
+        Ok(r) => r,
+        Err(e) if e.is_timeout() => {
+            return Verdict::Unavailable { reason: format!("quota service timed out: {e}") };
+        }
+        Err(e) => return Verdict::Unavailable { reason: format!("quota service: {e}") },
+    };
+    let status = resp.status();
+    if status.is_success() {
+        return Verdict::Admitted;
+    }
+    if status.as_u16() == 429 {
+        let retry_after = resp
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        let body = resp.text().await.unwrap_or_default();
+        return match retry_after {
+            _ if body.contains("weight-exceeds-limit") => Verdict::TooHeavy,
+            Some(d) => Verdict::Exceeded { retry_after: d },
+            None => Verdict::Exceeded { retry_after: Duration::from_secs(1) },
+        };
+    }
+    Verdict::Unavailable { reason: format!("quota service answered {status}") }
+}

@@ -1,0 +1,925 @@
+//! The pipeline: one task that owns every live item and moves it from state to state.
+//!
+//! `received file → parse → per interchange: dedup → route → meter → deliver | hold | reject`.
+//!
+//! Invariants:
+//! - **One writer.** Only this task changes item state. Inbound, uploads, deliveries and the
+//!   admin API send it [`Event`]s; it applies a batch of them, commits one spool transaction,
+//!   and only then starts deliveries and answers the admin API. A delivery therefore never
+//!   starts for a state that is not on disk, and "delivered" is written only after the target
+//!   has the bytes (at least once).
+//! - **Nothing is lost on restart.** On start it reloads every `received` and `held` item and
+//!   every file not yet split into items: admitted items are delivered, the others metered.
+//! - **Order per metering id.** See [`crate::hold`].
+//! - **A duplicate consumes no quota**: dedup runs before metering, and only interchanges that
+//!   passed parsing record their key.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinSet;
+use tollgate_quota::MeteringId;
+
+use crate::config::{OnUnavailable, Plan, Route};
+use crate::delivery::{Attempt, Deliverer, MAX_ATTEMPTS, Parcel, backoff};
+use crate::envelope;
+use crate::hold::{HoldQueue, jittered};
+use crate::item::{Item, State, now_ms, rfc3339};
+use crate::meter::{Meter, Verdict};
+use crate::spool::{Change, FileRecord, Spool, SpoolError};
+use crate::telemetry::{self, Event as Metric};
+
+/// How often the hold queue is looked at when nothing else wakes the pipeline.
+const IDLE_TICK: Duration = Duration::from_millis(250);
+/// How long a held item waits when the quota service is unavailable and `on_unavailable = "hold"`.
+const UNAVAILABLE_RETRY: Duration = Duration::from_secs(1);
+/// Events applied in one spool transaction at most.
+const MAX_BATCH: usize = 512;
+
+/// What the admin API may ask of the pipeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdminOp {
+    /// Re-meter now (held or dead items).
+    Retry,
+    /// Deliver without metering.
+    Release,
+    /// Remove from the queue and the spool.
+    Purge,
+}
+
+/// Why an admin operation was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AdminError {
+    /// No item with that id.
+    NotFound,
+    /// The item's state does not allow the operation; the text says why.
+    Conflict(String),
+    /// The spool failed.
+    Spool(String),
+}
+
+/// Something for the pipeline to act on.
+pub enum Event {
+    /// Files made durable by inbound or upload.
+    Received(Vec<FileRecord>),
+    /// The result of one delivery attempt.
+    Delivery {
+        /// Item id.
+        id: String,
+        /// What happened.
+        attempt: Attempt,
+    },
+    /// An operator request; the answer is the item after the operation (`None` when purged).
+    Admin {
+        /// Item id.
+        id: String,
+        /// The operation.
+        op: AdminOp,
+        /// Where the answer goes.
+        reply: oneshot::Sender<Result<Option<Item>, AdminError>>,
+    },
+}
+
+/// The parts the pipeline works with, shared with its delivery tasks.
+pub struct Parts {
+    /// The validated configuration.
+    pub plan: Plan,
+    /// Files and item state.
+    pub spool: Arc<Spool>,
+    /// Quota checks.
+    pub meter: Meter,
+    /// Delivery targets.
+    pub deliverer: Deliverer,
+}
+
+/// The pipeline task's state.
+pub struct Pipeline {
+    parts: Arc<Parts>,
+    events: mpsc::UnboundedSender<Event>,
+    live: HashMap<String, Item>,
+    held: HoldQueue,
+    /// Items whose delivery task is running (or sleeping until its retry time).
+    in_flight: HashSet<String>,
+    /// Spool file → items still referring to it that are not delivered.
+    file_refs: HashMap<String, usize>,
+    deliveries: JoinSet<()>,
+}
+
+type Reply = (oneshot::Sender<Result<Option<Item>, AdminError>>, Result<Option<Item>, AdminError>);
+
+/// What one batch changes, and what to do once it is committed.
+#[derive(Default)]
+struct Batch {
+    change: Change,
+    dispatch: Vec<String>,
+    replies: Vec<Reply>,
+    drop_files: Vec<String>,
+}
+
+impl Batch {
+    fn put(&mut self, item: &Item) {
+        self.change.put.push(item.clone());
+    }
+}
+
+impl Pipeline {
+    /// Loads the live items from the spool and returns the pipeline, ready to [`Pipeline::run`].
+    pub fn load(
+        parts: Arc<Parts>,
+        events: mpsc::UnboundedSender<Event>,
+    ) -> Result<(Self, Vec<FileRecord>), SpoolError> {
+        let mut p = Pipeline {
+            parts,
+            events,
+            live: HashMap::new(),
+            held: HoldQueue::default(),
+            in_flight: HashSet::new(),
+            file_refs: HashMap::new(),
+            deliveries: JoinSet::new(),
+        };
+        for item in p.parts.spool.items(None)? {
+            if item.state != State::Delivered {
+                *p.file_refs.entry(item.file.clone()).or_default() += 1;
+            }
+            if item.state.is_terminal() {
+                continue;
+            }
+            if item.state == State::Held {
+                if let Some(m) = &item.metering_id {
+                    p.held.insert(m, &item.id);
+                }
+            }
+            p.live.insert(item.id.clone(), item);
+        }
+        let pending = p.parts.spool.pending_files()?;
+        Ok((p, pending))
+    }
+
+    /// Runs until `stop` turns true; then stops taking events and aborts delivery tasks
+    /// (their items stay admitted on disk and are delivered after the next start).
+    pub async fn run(
+        mut self,
+        mut rx: mpsc::UnboundedReceiver<Event>,
+        pending: Vec<FileRecord>,
+        mut stop: watch::Receiver<bool>,
+    ) {
+        // Resume: files not yet split, items admitted but not delivered, items not metered.
+        let mut batch = Batch::default();
+        if !pending.is_empty() {
+            self.take_files(pending, &mut batch).await;
+        }
+        let mut resume: Vec<String> = self
+            .live
+            .values()
+            .filter(|i| i.state == State::Received)
+            .map(|i| i.id.clone())
+            .collect();
+        resume.sort();
+        for id in resume {
+            if self.live.get(&id).is_some_and(|i| i.admitted) {
+                batch.dispatch.push(id);
+            } else {
+                self.meter_new(&id, &mut batch).await;
+            }
+        }
+        self.finish(batch).await;
+
+        loop {
+            let wake = self.next_hold_due().unwrap_or(Instant::now() + IDLE_TICK);
+            tokio::select! {
+                biased;
+                _ = stop.changed() => break,
+                ev = rx.recv() => {
+                    let Some(ev) = ev else { break };
+                    let mut events = vec![ev];
+                    while events.len() < MAX_BATCH {
+                        match rx.try_recv() {
+                            Ok(e) => events.push(e),
+                            Err(_) => break,
+                        }
+                    }
+                    let mut batch = Batch::default();
+                    self.apply(events, &mut batch).await;
+                    self.finish(batch).await;
+                }
+                _ = tokio::time::sleep_until(wake.into()) => {
+                    let mut batch = Batch::default();
+                    self.retry_held(&mut batch).await;
+                    self.finish(batch).await;
+                }
+                Some(_) = self.deliveries.join_next(), if !self.deliveries.is_empty() => {}
+            }
+        }
+        self.deliveries.abort_all();
+        while self.deliveries.join_next().await.is_some() {}
+    }
+
+    async fn apply(&mut self, events: Vec<Event>, batch: &mut Batch) {
+        let mut files = Vec::new();
+        for ev in events {
+            match ev {
+                Event::Received(recs) => files.extend(recs),
+                Event::Delivery { id, attempt } => self.delivered(&id, attempt, batch),
+                Event::Admin { id, op, reply } => {
+                    let result = self.admin(&id, op, batch).await;
+                    batch.replies.push((reply, result));
+                }
+            }
+        }
+        if !files.is_empty() {
+            self.take_files(files, batch).await;
+        }
+    }
+
+    /// Commits the batch, then starts deliveries, answers the admin API, drops spool files.
+    async fn finish(&mut self, batch: Batch) {
+        let Batch { change, dispatch, replies, drop_files } = batch;
+        if !change.is_empty() {
+            let spool = self.parts.spool.clone();
+            let res = tokio::task::spawn_blocking(move || spool.commit(&change)).await;
+            let err = match res {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => Some(e.to_string()),
+                Err(e) => Some(e.to_string()),
+            };
+            if let Some(e) = err {
+                // State stays in memory; the next change of each item writes it again.
+                tracing::error!(error = %e, "spool commit failed");
+                for (reply, _) in replies {
+                    let _ = reply.send(Err(AdminError::Spool(e.clone())));
+                }
+                return;
+            }
+        }
+        for id in dispatch {
+            self.dispatch(&id);
+        }
+        for (reply, result) in replies {
+            let _ = reply.send(result);
+        }
+        for f in drop_files {
+            self.parts.spool.remove_file(&f);
+        }
+        telemetry::queue_depth("held", self.held.len());
+        telemetry::queue_depth("received", self.live.len() - self.held.len());
+    }
+
+    fn next_hold_due(&self) -> Option<Instant> {
+        let now_ms = now_ms();
+        let now = Instant::now();
+        self.held
+            .heads()
+            .filter_map(|(_, h)| self.live.get(h).and_then(|i| i.next_attempt_at))
+            .min()
+            .map(|at| now + Duration::from_millis(u64::try_from(at - now_ms).unwrap_or(0)))
+    }
+
+    // ---- receiving ------------------------------------------------------------------------
+
+    /// Splits received files into items: parse, dedup, route; then meters the routed ones.
+    async fn take_files(&mut self, files: Vec<FileRecord>, batch: &mut Batch) {
+        let parts = self.parts.clone();
+        let prepared = tokio::task::spawn_blocking(move || {
+            let mut seen = HashSet::new();
+            files.into_iter().map(|f| prepare(&parts, f, &mut seen)).collect::<Vec<_>>()
+        })
+        .await
+        .unwrap_or_default();
+        for (file, items, dedup) in prepared {
+            batch.change.remove_files.push(file.id.clone());
+            batch.change.dedup.extend(dedup);
+            for item in items {
+                *self.file_refs.entry(item.file.clone()).or_default() += 1;
+                telemetry::count(Metric::Received, &item);
+                match item.state {
+                    State::Rejected => telemetry::count(Metric::Rejected, &item),
+                    State::Duplicate => telemetry::count(Metric::Duplicate, &item),
+                    _ => {}
+                }
+                batch.put(&item);
+                if item.state == State::Received {
+                    let id = item.id.clone();
+                    self.live.insert(id.clone(), item);
+                    self.meter_new(&id, batch).await;
+                }
+            }
+        }
+    }
+
+    // ---- metering -------------------------------------------------------------------------
+
+    /// Meters a new (or resumed) item, unless its metering id has held items to wait behind.
+    async fn meter_new(&mut self, id: &str, batch: &mut Batch) {
+        let Some(item) = self.live.get(id) else { return };
+        let Some(m) = item.metering_id.clone() else { return };
+        if self.held.is_holding(&m) {
+            let head_at =
+                self.held.head(&m).and_then(|h| self.live.get(h)).and_then(|h| h.next_attempt_at);
+            if let Some(item) = self.live.get_mut(id) {
+                item.state = State::Held;
+                item.next_attempt_at = head_at;
+                item.reason = Some(format!("waiting behind earlier held interchanges of {m}"));
+                telemetry::count(Metric::Held, item);
+                batch.put(item);
+            }
+            self.held.insert(&m, id);
+            self.update_held_gauge(id, &m);
+            return;
+        }
+        self.meter(id, batch).await;
+    }
+
+    /// Meters the item now and moves it to admitted, held or dead.
+    /// Returns true when the item (or a part of it) was admitted.
+    async fn meter(&mut self, id: &str, batch: &mut Batch) -> bool {
+        let Some(item) = self.live.get(id).cloned() else { return false };
+        let Some((route, mid)) = self.route_of(&item) else {
+            return false;
+        };
+        let verdict = self.parts.meter.check(&mid, &route.spec, item.weight).await;
+        match verdict {
+            Verdict::Admitted => {
+                self.admit(id, None, batch);
+                true
+            }
+            Verdict::Exceeded { retry_after } if route.split => {
+                self.split(item, &route, &mid, Some(retry_after), batch).await
+            }
+            Verdict::TooHeavy if route.split => self.split(item, &route, &mid, None, batch).await,
+            Verdict::Exceeded { retry_after } => {
+                let reason = format!(
+                    "over quota: {mid} allows {} per {} {}; weight {}",
+                    route.spec.limit, route.spec.interval, route.spec.unit, item.weight
+                );
+                self.hold(id, retry_after, reason, batch);
+                false
+            }
+            Verdict::TooHeavy => {
+                let reason = format!(
+                    "weight {} exceeds the limit {} of {mid}: it can never be admitted whole \
+                     (set split = true on route {} or raise the limit)",
+                    item.weight, route.spec.limit, route.name
+                );
+                self.kill(id, reason, batch);
+                false
+            }
+            Verdict::Unavailable { reason } => match self.parts.plan.on_unavailable {
+                OnUnavailable::Deliver => {
+                    if let Some(i) = self.live.get(id) {
+                        telemetry::count(Metric::FailOpen, i);
+                    }
+                    self.admit(id, Some(format!("delivered without metering: {reason}")), batch);
+                    true
+                }
+                OnUnavailable::Hold => {
+                    self.hold(id, UNAVAILABLE_RETRY, format!("quota unavailable: {reason}"), batch);
+                    false
+                }
+            },
+        }
+    }
+
+    /// Admits the transactions that fit, one by one in order; the rest stays held.
+    /// `retry_after` is known when the whole interchange was over quota.
+    async fn split(
+        &mut self,
+        item: Item,
+        route: &Route,
+        mid: &MeteringId,
+        retry_after: Option<Duration>,
+        batch: &mut Batch,
+    ) -> bool {
+        let parts = self.parts.clone();
+        let (file, start, end) = (item.file.clone(), item.start, item.end);
+        let rule = route.weight.clone();
+        let read = tokio::task::spawn_blocking(move || {
+            parts.spool.read(&file, start, end).map(|b| {
+                let w = envelope::transaction_weights(&b, &rule);
+                (b, w)
+            })
+        })
+        .await;
+        let (bytes, weights) = match read {
+            Ok(Ok(x)) => x,
+            Ok(Err(e)) => return self.hold_err(&item.id, e.to_string(), batch),
+            Err(e) => return self.hold_err(&item.id, e.to_string(), batch),
+        };
+        let mut keep = Vec::new();
+        let mut wait = retry_after;
+        for (i, w) in weights.iter().enumerate() {
+            match self.parts.meter.check(mid, &route.spec, *w).await {
+                Verdict::Admitted => keep.push(i),
+                Verdict::Exceeded { retry_after } => {
+                    wait = Some(retry_after);
+                    break;
+                }
+                Verdict::TooHeavy if keep.is_empty() => {
+                    let reason = format!(
+                        "transaction {} alone weighs {w}, more than the limit {} of {mid}",
+                        i + 1,
+                        route.spec.limit
+                    );
+                    self.kill(&item.id, reason, batch);
+                    return false;
+                }
+                Verdict::TooHeavy => break,
+                Verdict::Unavailable { reason } => {
+                    wait = Some(UNAVAILABLE_RETRY);
+                    if keep.is_empty() {
+                        self.hold(
+                            &item.id,
+                            UNAVAILABLE_RETRY,
+                            format!("quota unavailable: {reason}"),
+                            batch,
+                        );
+                        return false;
+                    }
+                    break;
+                }
+            }
+        }
+        let wait = wait.unwrap_or(Duration::from_secs(1));
+        if keep.is_empty() {
+            let reason = format!("over quota: {mid}; no transaction fits yet");
+            self.hold(&item.id, wait, reason, batch);
+            return false;
+        }
+        if keep.len() == weights.len() {
+            self.admit(&item.id, None, batch);
+            return true;
+        }
+        let rest: Vec<usize> = (keep.len()..weights.len()).collect();
+        let parts = self.parts.clone();
+        let (keep2, rest2) = (keep.clone(), rest.clone());
+        let written = tokio::task::spawn_blocking(move || -> Result<_, String> {
+            let c1 = parts.spool.next_control_number().map_err(|e| e.to_string())?;
+            let c2 = parts.spool.next_control_number().map_err(|e| e.to_string())?;
+            let a = envelope::split(&bytes, &keep2, c1).ok_or("split failed")?;
+            let r = envelope::split(&bytes, &rest2, c2).ok_or("split failed")?;
+            let fa = parts.spool.store_part(&a).map_err(|e| e.to_string())?;
+            let fr = parts.spool.store_part(&r).map_err(|e| e.to_string())?;
+            Ok((c1, fa, a.len() as u64, fr, r.len() as u64))
+        })
+        .await;
+        let (c1, fa, alen, fr, rlen) = match written {
+            Ok(Ok(x)) => x,
+            Ok(Err(e)) => return self.hold_err(&item.id, e, batch),
+            Err(e) => return self.hold_err(&item.id, e.to_string(), batch),
+        };
+        let admitted_weight: u64 = keep.iter().map(|&i| weights[i]).sum();
+        let part = Item {
+            id: format!("{}-s{c1:09}", item.id),
+            state: State::Received,
+            admitted: true,
+            file: fa.clone(),
+            start: 0,
+            end: alen,
+            weight: admitted_weight,
+            next_attempt_at: None,
+            attempts: 0,
+            reason: Some(format!(
+                "transactions 1-{} of {} split off {}",
+                keep.len(),
+                weights.len(),
+                item.id
+            )),
+            ..item.clone()
+        };
+        *self.file_refs.entry(fa).or_default() += 1;
+        *self.file_refs.entry(fr.clone()).or_default() += 1;
+        self.release_file(&item.file, batch);
+        batch.put(&part);
+        batch.dispatch.push(part.id.clone());
+        self.live.insert(part.id.clone(), part.clone());
+        if let Some(rem) = self.live.get_mut(&item.id) {
+            rem.file = fr;
+            rem.start = 0;
+            rem.end = rlen;
+            rem.weight = item.weight.saturating_sub(admitted_weight);
+        }
+        let reason = format!(
+            "split: {} of {} transactions delivered as {}; the rest is over quota for {mid}",
+            keep.len(),
+            weights.len(),
+            part.id
+        );
+        self.hold(&item.id, wait, reason, batch);
+        true
+    }
+
+    fn hold_err(&mut self, id: &str, e: String, batch: &mut Batch) -> bool {
+        tracing::error!(item = id, error = %e, "split failed; holding");
+        self.hold(id, UNAVAILABLE_RETRY, format!("split failed: {e}"), batch);
+        false
+    }
+
+    fn route_of(&self, item: &Item) -> Option<(Route, MeteringId)> {
+        let route = item
+            .route
+            .as_ref()
+            .and_then(|r| self.parts.plan.routes.iter().find(|x| &x.name == r))?;
+        let mid = item
+            .metering_id
+            .as_ref()
+            .and_then(|m| MeteringId::new(m).ok())
+            .unwrap_or_else(|| route.metering_id(&item.partner));
+        Some((route.clone(), mid))
+    }
+
+    fn admit(&mut self, id: &str, reason: Option<String>, batch: &mut Batch) {
+        let Some(item) = self.live.get_mut(id) else { return };
+        if item.state == State::Held {
+            if let Some(m) = &item.metering_id {
+                self.held.remove(m, id);
+            }
+        }
+        item.state = State::Received;
+        item.admitted = true;
+        item.next_attempt_at = None;
+        item.attempts = 0;
+        item.reason = reason;
+        batch.put(item);
+        batch.dispatch.push(id.to_owned());
+        if let Some(m) = item.metering_id.clone() {
+            self.update_held_gauge(id, &m);
+        }
+    }
+
+    fn hold(&mut self, id: &str, retry_after: Duration, reason: String, batch: &mut Batch) {
+        let Some(item) = self.live.get_mut(id) else { return };
+        let at =
+            now_ms() + i64::try_from(jittered(retry_after).as_millis()).unwrap_or(i64::MAX / 2);
+        if item.state != State::Held {
+            telemetry::count(Metric::Held, item);
+        } else {
+            item.attempts += 1;
+        }
+        item.state = State::Held;
+        item.admitted = false;
+        item.next_attempt_at = Some(at);
+        item.reason = Some(reason);
+        batch.put(item);
+        if let Some(m) = item.metering_id.clone() {
+            self.held.insert(&m, id);
+            self.update_held_gauge(id, &m);
+        }
+    }
+
+    fn kill(&mut self, id: &str, reason: String, batch: &mut Batch) {
+        let Some(mut item) = self.live.remove(id) else { return };
+        if let Some(m) = &item.metering_id {
+            self.held.remove(m, id);
+        }
+        tracing::warn!(item = id, %reason, "dead");
+        item.state = State::Dead;
+        item.admitted = false;
+        item.next_attempt_at = None;
+        item.reason = Some(reason);
+        telemetry::count(Metric::Dead, &item);
+        batch.put(&item);
+        if let Some(m) = item.metering_id.clone() {
+            telemetry::held_depth(&item, self.held.depth(&m));
+        }
+    }
+
+    fn update_held_gauge(&self, id: &str, m: &str) {
+        if let Some(item) = self.live.get(id) {
+            telemetry::held_depth(item, self.held.depth(m));
+        }
+    }
+
+    /// Re-meters the head of every group that is due; an admitted head lets the next one try.
+    async fn retry_held(&mut self, batch: &mut Batch) {
+        let now = now_ms();
+        let due: Vec<String> = self
+            .held
+            .heads()
+            .filter(|(_, h)| {
+                self.live.get(*h).and_then(|i| i.next_attempt_at).is_none_or(|at| at <= now)
+            })
+            .map(|(m, _)| m.to_owned())
+            .collect();
+        for m in due {
+            // Bounded: each admitted head leaves the group; a held one ends the loop.
+            while let Some(head) = self.held.head(&m).map(str::to_owned) {
+                if !self.meter(&head, batch).await {
+                    // Still held (or dead): the rest of the group waits for the new time.
+                    if self.held.head(&m) == Some(head.as_str()) {
+                        break;
+                    }
+                }
+                if batch.change.put.len() >= MAX_BATCH {
+                    return;
+                }
+            }
+        }
+    }
+
+    // ---- delivery -------------------------------------------------------------------------
+
+    fn dispatch(&mut self, id: &str) {
+        let Some(item) = self.live.get(id) else { return };
+        if !self.in_flight.insert(id.to_owned()) {
+            return;
+        }
+        let Some((route, _)) = self.route_of(item) else {
+            self.in_flight.remove(id);
+            return;
+        };
+        let delay = item
+            .next_attempt_at
+            .map(|at| Duration::from_millis(u64::try_from(at - now_ms()).unwrap_or(0)))
+            .unwrap_or_default();
+        let parts = self.parts.clone();
+        let events = self.events.clone();
+        let (id, file, start, end) = (item.id.clone(), item.file.clone(), item.start, item.end);
+        let (partner, document) = (item.partner.clone(), item.document.clone());
+        self.deliveries.spawn(async move {
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            let p2 = parts.clone();
+            let bytes = tokio::task::spawn_blocking(move || p2.spool.read(&file, start, end)).await;
+            let attempt = match bytes {
+                Ok(Ok(bytes)) => {
+                    let parcel = Parcel { id: id.clone(), partner, document, bytes };
+                    parts.deliverer.deliver(&route.target, &parcel).await
+                }
+                Ok(Err(e)) => Attempt::Retry(format!("reading the spool: {e}")),
+                Err(e) => Attempt::Retry(format!("reading the spool: {e}")),
+            };
+            let _ = events.send(Event::Delivery { id, attempt });
+        });
+    }
+
+    fn delivered(&mut self, id: &str, attempt: Attempt, batch: &mut Batch) {
+        self.in_flight.remove(id);
+        let Some(item) = self.live.get_mut(id) else { return }; // purged meanwhile
+        if !(item.state == State::Received && item.admitted) {
+            return; // changed by an operator meanwhile
+        }
+        item.attempts += 1;
+        match attempt {
+            Attempt::Done => {
+                let Some(mut item) = self.live.remove(id) else { return };
+                item.state = State::Delivered;
+                item.next_attempt_at = None;
+                let latency =
+                    Duration::from_millis(u64::try_from(now_ms() - item.received_at).unwrap_or(0));
+                telemetry::count(Metric::Delivered, &item);
+                telemetry::delivery_latency(&item, latency);
+                batch.put(&item);
+                self.release_file(&item.file, batch);
+            }
+            Attempt::Retry(reason) if item.attempts < MAX_ATTEMPTS => {
+                let wait = backoff(item.attempts);
+                item.next_attempt_at =
+                    Some(now_ms() + i64::try_from(wait.as_millis()).unwrap_or(i64::MAX / 2));
+                tracing::warn!(item = id, attempts = item.attempts, %reason, "delivery failed; retrying");
+                item.reason = Some(reason);
+                batch.put(item);
+                batch.dispatch.push(id.to_owned());
+            }
+            Attempt::Retry(reason) => {
+                let n = item.attempts;
+                self.kill(id, format!("gave up after {n} delivery attempts: {reason}"), batch);
+            }
+            Attempt::Refused(reason) => {
+                self.kill(id, format!("delivery refused: {reason}"), batch);
+            }
+        }
+    }
+
+    /// One item no longer needs its spool file; the file goes once no item needs it.
+    fn release_file(&mut self, file: &str, batch: &mut Batch) {
+        if let Some(n) = self.file_refs.get_mut(file) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.file_refs.remove(file);
+                batch.drop_files.push(file.to_owned());
+            }
+        }
+    }
+
+    // ---- admin ----------------------------------------------------------------------------
+
+    async fn admin(
+        &mut self,
+        id: &str,
+        op: AdminOp,
+        batch: &mut Batch,
+    ) -> Result<Option<Item>, AdminError> {
+        let item = match self.live.get(id) {
+            Some(i) => i.clone(),
+            None => {
+                let spool = self.parts.spool.clone();
+                let key = id.to_owned();
+                tokio::task::spawn_blocking(move || spool.item(&key))
+                    .await
+                    .map_err(|e| AdminError::Spool(e.to_string()))?
+                    .map_err(|e| AdminError::Spool(e.to_string()))?
+                    .ok_or(AdminError::NotFound)?
+            }
+        };
+        match op {
+            AdminOp::Purge => {
+                if let Some(m) = &item.metering_id {
+                    self.held.remove(m, id);
+                }
+                self.live.remove(id);
+                batch.change.delete.push(id.to_owned());
+                if item.state != State::Delivered {
+                    self.release_file(&item.file, batch);
+                }
+                Ok(None)
+            }
+            AdminOp::Retry | AdminOp::Release => {
+                let allowed = match op {
+                    AdminOp::Retry => matches!(item.state, State::Held | State::Dead),
+                    _ => matches!(
+                        item.state,
+                        State::Held | State::Dead | State::Duplicate | State::Rejected
+                    ),
+                };
+                if !allowed {
+                    let verb = if op == AdminOp::Retry { "retried" } else { "released" };
+                    return Err(AdminError::Conflict(format!(
+                        "item {id} is {}: it cannot be {verb}",
+                        item.state
+                    )));
+                }
+                if self.route_of(&item).is_none() {
+                    return Err(AdminError::Conflict(format!(
+                        "item {id} has no route (document {:?}): nowhere to deliver it",
+                        item.document
+                    )));
+                }
+                if !self.live.contains_key(id) {
+                    let mut revived = item.clone();
+                    revived.state = State::Received;
+                    revived.admitted = false;
+                    revived.attempts = 0;
+                    self.live.insert(id.to_owned(), revived);
+                }
+                if op == AdminOp::Release {
+                    self.admit(id, Some("released by an operator".into()), batch);
+                } else {
+                    if let Some(m) = &item.metering_id {
+                        self.held.remove(m, id);
+                    }
+                    if let Some(i) = self.live.get_mut(id) {
+                        i.state = State::Received;
+                        i.admitted = false;
+                    }
+                    self.meter(id, batch).await;
+                }
+                Ok(self
+                    .live
+                    .get(id)
+                    .cloned()
+                    .or_else(|| batch.change.put.iter().rev().find(|i| i.id == id).cloned()))
+            }
+        }
+    }
+}
+
+/// Reads, parses and sorts one received file into items (blocking: runs off the runtime).
+fn prepare(
+    parts: &Parts,
+    file: FileRecord,
+    seen: &mut HashSet<String>,
+) -> (FileRecord, Vec<Item>, Vec<(String, i64)>) {
+    let plan = &parts.plan;
+    let bytes = match parts.spool.read_all(&file.id) {
+        Ok(b) => b,
+        Err(e) => {
+            tracing::error!(file = %file.id, error = %e, "spooled file unreadable");
+            let item = rejected_item(&file, 0, format!("spool file unreadable: {e}"));
+            return (file, vec![item], Vec::new());
+        }
+    };
+    let scan = envelope::scan(&bytes);
+    if scan.envelopes.is_empty() {
+        let reason = scan.error.unwrap_or_else(|| "no interchange found".to_owned());
+        let item = rejected_item(&file, bytes.len() as u64, format!("not EDI: {reason}"));
+        return (file, vec![item], Vec::new());
+    }
+    let since = now_ms() - i64::try_from(plan.dedup.as_millis()).unwrap_or(i64::MAX / 2);
+    let single = scan.envelopes.len() == 1;
+    let mut items = Vec::new();
+    let mut dedup = Vec::new();
+    for (n, env) in scan.envelopes.iter().enumerate() {
+        let id = if single { file.id.clone() } else { format!("{}-{}", file.id, n + 1) };
+        let partner = plan.partner_name(&env.sender);
+        let route = plan.route_for(&env.document);
+        let slice = bytes.get(env.span.clone()).unwrap_or_default();
+        let weight = route.map_or(0, |r| envelope::weight(slice, &r.weight));
+        let mut item = Item {
+            id,
+            state: State::Received,
+            admitted: false,
+            file: file.id.clone(),
+            start: env.span.start as u64,
+            end: env.span.end as u64,
+            partner: partner.clone(),
+            sender: env.sender.clone(),
+            receiver: env.receiver.clone(),
+            control_number: env.control_number.clone(),
+            document: env.document.clone(),
+            route: route.map(|r| r.name.clone()),
+            metering_id: route.map(|r| r.metering_id(&partner).to_string()),
+            weight,
+            received_at: file.received_at,
+            next_attempt_at: None,
+            attempts: 0,
+            reason: None,
+        };
+        let key = format!("{}|{}|{}", env.sender, env.receiver, env.control_number);
+        if let Some(err) = &env.error {
+            item.state = State::Rejected;
+            item.reason = Some(err.clone());
+            write_ack(parts, &item, slice);
+        } else if seen.contains(&key)
+            || parts.spool.seen_since(&key, since).ok().flatten().is_some()
+        {
+            item.state = State::Duplicate;
+            item.reason = Some(format!(
+                "duplicate of interchange {} from {} to {} received within {} days",
+                env.control_number,
+                env.sender,
+                env.receiver,
+                plan.dedup.as_secs() / 86_400
+            ));
+        } else if route.is_none() {
+            let doc = if env.document.is_empty() { "(none)" } else { env.document.as_str() };
+            item.state = State::Rejected;
+            item.reason = Some(format!("no route for document {doc}"));
+        } else {
+            seen.insert(key.clone());
+            dedup.push((key, file.received_at));
+        }
+        if item.state.is_terminal() {
+            tracing::info!(item = %item.id, state = %item.state, reason = item.reason.as_deref().unwrap_or(""), "not delivered");
+        }
+        items.push(item);
+    }
+    (file, items, dedup)
+}
+
+fn rejected_item(file: &FileRecord, len: u64, reason: String) -> Item {
+    Item {
+        id: file.id.clone(),
+        state: State::Rejected,
+        admitted: false,
+        file: file.id.clone(),
+        start: 0,
+        end: len,
+        partner: String::new(),
+        sender: String::new(),
+        receiver: String::new(),
+        control_number: String::new(),
+        document: String::new(),
+        route: None,
+        metering_id: None,
+        weight: 0,
+        received_at: file.received_at,
+        next_attempt_at: None,
+        attempts: 0,
+        reason: Some(reason),
+    }
+}
+
+/// Writes the parser's acknowledgement of a rejected interchange into the acks directory.
+fn write_ack(parts: &Parts, item: &Item, interchange: &[u8]) {
+    let Some(dir) = &parts.plan.acks else { return };
+    let Ok(control) = parts.spool.next_control_number() else { return };
+    let Some(ack) = envelope::acknowledge(interchange, control) else { return };
+    let res = std::fs::create_dir_all(dir).and_then(|()| {
+        let tmp = dir.join(format!(".{}.ack.tmp", item.id));
+        std::fs::write(&tmp, &ack)?;
+        std::fs::File::open(&tmp)?.sync_all()?;
+        std::fs::rename(&tmp, dir.join(format!("{}.ack", item.id)))
+    });
+    if let Err(e) = res {
+        tracing::error!(dir = %dir.display(), error = %e, "writing an acknowledgement failed");
+    }
+}
+
+/// The admin API's view of an item.
+pub fn row(item: &Item) -> serde_json::Value {
+    serde_json::json!({
+        "id": item.id,
+        "state": item.state.as_str(),
+        "partner": item.partner,
+        "document": item.document,
+        "route": item.route,
+        "metering_id": item.metering_id,
+        "weight": item.weight,
+        "received_at": rfc3339(item.received_at),
+        "next_attempt_at": item.next_attempt_at.map(rfc3339),
+        "attempts": item.attempts,
+        "reason": item.reason,
+    })
+}

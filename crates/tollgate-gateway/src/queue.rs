@@ -1,0 +1,128 @@
+//! The hold queue's admin API, behind the server's [`AdminGuard`].
+//!
+//! - `GET /v1/queue?state=held|dead|rejected|duplicate|delivered|received` (all when omitted)
+//! - `POST /v1/queue/{id}/retry` re-meters now (held or dead items)
+//! - `POST /v1/queue/{id}/release` delivers without metering
+//! - `DELETE /v1/queue/{id}` purges the item and its spooled bytes
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use tokio::sync::{mpsc, oneshot};
+use tollgate_server::admin::AdminGuard;
+use tollgate_server::problem::Problem;
+
+use crate::item::State as ItemState;
+use crate::pipeline::{AdminError, AdminOp, Event, row};
+use crate::spool::Spool;
+
+/// What the queue handlers need.
+#[derive(Clone)]
+pub struct QueueApi {
+    /// Who may call.
+    pub guard: AdminGuard,
+    /// Where items are listed from.
+    pub spool: Arc<Spool>,
+    /// The pipeline's inbox (retry, release, purge go through it).
+    pub events: mpsc::UnboundedSender<Event>,
+}
+
+/// `?state=`.
+#[derive(Debug, Deserialize)]
+pub struct ListQuery {
+    /// A state name.
+    pub state: Option<String>,
+}
+
+/// `GET /v1/queue`.
+pub async fn list(
+    State(api): State<QueueApi>,
+    headers: HeaderMap,
+    Query(q): Query<ListQuery>,
+) -> Response {
+    if let Err(p) = api.guard.authorize(&headers) {
+        return p.into_response();
+    }
+    let state = match q.state.as_deref().filter(|s| !s.is_empty()).map(str::parse::<ItemState>) {
+        None => None,
+        Some(Ok(s)) => Some(s),
+        Some(Err(msg)) => {
+            return Problem::new(StatusCode::BAD_REQUEST, "invalid-query", "Invalid query")
+                .detail(msg)
+                .with("invalid_parameter", "state")
+                .with("value", q.state.unwrap_or_default())
+                .into_response();
+        }
+    };
+    let spool = api.spool.clone();
+    match tokio::task::spawn_blocking(move || spool.items(state)).await {
+        Ok(Ok(items)) => Json(items.iter().map(row).collect::<Vec<_>>()).into_response(),
+        Ok(Err(e)) => unavailable(e.to_string()),
+        Err(e) => unavailable(e.to_string()),
+    }
+}
+
+/// `POST /v1/queue/{id}/retry`.
+pub async fn retry(
+    State(api): State<QueueApi>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    operate(api, headers, id, AdminOp::Retry).await
+}
+
+/// `POST /v1/queue/{id}/release`.
+pub async fn release(
+    State(api): State<QueueApi>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    operate(api, headers, id, AdminOp::Release).await
+}
+
+/// `DELETE /v1/queue/{id}`.
+pub async fn purge(
+    State(api): State<QueueApi>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    operate(api, headers, id, AdminOp::Purge).await
+}
+
+async fn operate(api: QueueApi, headers: HeaderMap, id: String, op: AdminOp) -> Response {
+    if let Err(p) = api.guard.authorize(&headers) {
+        return p.into_response();
+    }
+    let (tx, rx) = oneshot::channel();
+    if api.events.send(Event::Admin { id: id.clone(), op, reply: tx }).is_err() {
+        return unavailable("the gateway is shutting down".into());
+    }
+    match rx.await {
+        Ok(Ok(Some(item))) => Json(row(&item)).into_response(),
+        Ok(Ok(None)) => StatusCode::NO_CONTENT.into_response(),
+        Ok(Err(AdminError::NotFound)) => {
+            Problem::new(StatusCode::NOT_FOUND, "queue-item-not-found", "No such queue item")
+                .detail(format!("no queue item {id}"))
+                .with("id", id)
+                .into_response()
+        }
+        Ok(Err(AdminError::Conflict(msg))) => {
+            Problem::new(StatusCode::CONFLICT, "queue-item-state", "Not possible in this state")
+                .detail(msg)
+                .with("id", id)
+                .into_response()
+        }
+        Ok(Err(AdminError::Spool(msg))) => unavailable(msg),
+        Err(_) => unavailable("the gateway is shutting down".into()),
+    }
+}
+
+fn unavailable(detail: String) -> Response {
+    Problem::new(StatusCode::SERVICE_UNAVAILABLE, "gateway-unavailable", "Gateway unavailable")
+        .detail(detail)
+        .into_response()
+}

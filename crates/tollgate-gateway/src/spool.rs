@@ -1,0 +1,402 @@
+//! The spool: received bytes on disk and every item's state in a redb database.
+//!
+//! Layout in the data dir: `spool/<file-id>.edi` (the bytes exactly as received) and
+//! `gateway.redb` (tables `files`, `items`, `dedup`, `meta`).
+//!
+//! Invariants, and the code that keeps them:
+//! - **A file is durable before it is acknowledged.** [`Spool::receive`] writes each file,
+//!   fsyncs it, fsyncs the `spool/` directory, and only then commits its `files` row
+//!   (durability `Immediate`). The caller removes the inbound file or answers 202 after
+//!   `receive` returns, never before.
+//! - **A `files` row means "received, not yet split into items".** [`Spool::commit`] removes the
+//!   row in the same transaction that inserts the file's items, so a crash leaves either the
+//!   row (the file is parsed again; item ids are derived from the file id, so the outcome is
+//!   the same items) or the items, never neither.
+//! - **Every state change is one transaction.** An item's row is replaced whole; there is no
+//!   moment at which an item is in two states or none.
+//! - **Spool files outlive their items.** A spool file is deleted only after the commit that
+//!   makes its last item `delivered` (or purges it). A spool file with no row at all (a crash
+//!   between the write and the commit) is deleted by [`Spool::open`]: its inbound file was not
+//!   removed and its upload was not answered, so it is received again.
+
+use std::collections::HashSet;
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
+use serde::{Deserialize, Serialize};
+
+use crate::item::{Item, State, now_ms};
+
+const FILES: TableDefinition<&str, &[u8]> = TableDefinition::new("files");
+const ITEMS: TableDefinition<&str, &[u8]> = TableDefinition::new("items");
+const DEDUP: TableDefinition<&str, i64> = TableDefinition::new("dedup");
+const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+
+/// The spool could not read or write.
+#[derive(Debug, thiserror::Error)]
+pub enum SpoolError {
+    /// A file operation failed; the message names the path.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: String,
+        /// The cause.
+        source: io::Error,
+    },
+    /// The state database failed.
+    #[error("spool database: {0}")]
+    Db(String),
+    /// A row could not be decoded (written by an incompatible version).
+    #[error("spool database row {key}: {message}")]
+    Corrupt {
+        /// The row's key.
+        key: String,
+        /// The decoding error.
+        message: String,
+    },
+}
+
+fn db_err(e: impl std::fmt::Display) -> SpoolError {
+    SpoolError::Db(e.to_string())
+}
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> SpoolError + '_ {
+    move |source| SpoolError::Io { path: path.display().to_string(), source }
+}
+
+/// A received file not yet split into items.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileRecord {
+    /// The file id (also the spool file's stem).
+    pub id: String,
+    /// Where it came from: the inbound path, or `upload`.
+    pub origin: String,
+    /// Receive time, Unix milliseconds.
+    pub received_at: i64,
+}
+
+/// One atomic change to the spool database.
+#[derive(Debug, Default)]
+pub struct Change {
+    /// `files` rows to remove (their items are in `put`).
+    pub remove_files: Vec<String>,
+    /// Items to insert or replace.
+    pub put: Vec<Item>,
+    /// Items to remove (purge).
+    pub delete: Vec<String>,
+    /// Dedup keys first seen now: key → Unix ms.
+    pub dedup: Vec<(String, i64)>,
+}
+
+impl Change {
+    /// True when there is nothing to write.
+    pub fn is_empty(&self) -> bool {
+        self.remove_files.is_empty()
+            && self.put.is_empty()
+            && self.delete.is_empty()
+            && self.dedup.is_empty()
+    }
+}
+
+/// Received bytes on disk and item state in redb. Methods block (file and database fsync):
+/// call them from `spawn_blocking` in async code.
+pub struct Spool {
+    dir: PathBuf,
+    db: Database,
+    seq: AtomicU64,
+}
+
+impl Spool {
+    /// Opens (or creates) the spool in `data_dir` and removes spool files no row refers to.
+    pub fn open(data_dir: &Path) -> Result<Spool, SpoolError> {
+        let dir = data_dir.join("spool");
+        fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+        let db_path = data_dir.join("gateway.redb");
+        let db = Database::create(&db_path).map_err(db_err)?;
+        {
+            let tx = db.begin_write().map_err(db_err)?;
+            tx.open_table(FILES).map_err(db_err)?;
+            tx.open_table(ITEMS).map_err(db_err)?;
+            tx.open_table(DEDUP).map_err(db_err)?;
+            tx.open_table(META).map_err(db_err)?;
+            tx.commit().map_err(db_err)?;
+        }
+        let spool = Spool { dir, db, seq: AtomicU64::new(0) };
+        spool.remove_orphans()?;
+        Ok(spool)
+    }
+
+    fn remove_orphans(&self) -> Result<(), SpoolError> {
+        let mut referenced: HashSet<String> =
+            self.pending_files()?.into_iter().map(|f| f.id).collect();
+        referenced.extend(self.items(None)?.into_iter().map(|i| i.file));
+        let entries = fs::read_dir(&self.dir).map_err(io_err(&self.dir))?;
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let stem = name.strip_suffix(".edi").unwrap_or(&name);
+            if !referenced.contains(stem) {
+                tracing::info!(file = %name, "removing spool file left by an interrupted receive");
+                let _ = fs::remove_file(entry.path());
+            }
+        }
+        Ok(())
+    }
+
+    /// A new file id: receive time in Unix ms, then a sequence number; ids sort by arrival.
+    pub fn new_file_id(&self) -> String {
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed) % 1_000_000;
+        format!("{:013}-{seq:06}", now_ms())
+    }
+
+    /// The path of a spool file.
+    pub fn path(&self, file: &str) -> PathBuf {
+        self.dir.join(format!("{file}.edi"))
+    }
+
+    /// Makes `files` durable and records them as received, in one database transaction.
+    /// Returns the records in input order. After this returns, the caller may remove the
+    /// inbound files or answer 202.
+    pub fn receive(&self, files: &[(&[u8], String)]) -> Result<Vec<FileRecord>, SpoolError> {
+        let now = now_ms();
+        let mut records = Vec::with_capacity(files.len());
+        for (bytes, origin) in files {
+            let id = self.new_file_id();
+            let path = self.path(&id);
+            write_synced(&path, bytes)?;
+            records.push(FileRecord { id, origin: origin.clone(), received_at: now });
+        }
+        sync_dir(&self.dir)?;
+        let mut tx = self.db.begin_write().map_err(db_err)?;
+        tx.set_durability(Durability::Immediate).map_err(db_err)?;
+        {
+            let mut t = tx.open_table(FILES).map_err(db_err)?;
+            for r in &records {
+                let v = serde_json::to_vec(r).map_err(db_err)?;
+                t.insert(r.id.as_str(), v.as_slice()).map_err(db_err)?;
+            }
+        }
+        tx.commit().map_err(db_err)?;
+        Ok(records)
+    }
+
+    /// Writes a new spool file (the parts of a split interchange) durably; returns its id.
+    pub fn store_part(&self, bytes: &[u8]) -> Result<String, SpoolError> {
+        let id = self.new_file_id();
+        write_synced(&self.path(&id), bytes)?;
+        sync_dir(&self.dir)?;
+        Ok(id)
+    }
+
+    /// Files received but not yet split into items, oldest first.
+    pub fn pending_files(&self) -> Result<Vec<FileRecord>, SpoolError> {
+        let tx = self.db.begin_read().map_err(db_err)?;
+        let t = tx.open_table(FILES).map_err(db_err)?;
+        let mut out = Vec::new();
+        for row in t.iter().map_err(db_err)? {
+            let (k, v) = row.map_err(db_err)?;
+            out.push(decode(k.value(), v.value())?);
+        }
+        Ok(out)
+    }
+
+    /// Items, all or those in `state`, in id (arrival) order.
+    pub fn items(&self, state: Option<State>) -> Result<Vec<Item>, SpoolError> {
+        let tx = self.db.begin_read().map_err(db_err)?;
+        let t = tx.open_table(ITEMS).map_err(db_err)?;
+        let mut out = Vec::new();
+        for row in t.iter().map_err(db_err)? {
+            let (k, v) = row.map_err(db_err)?;
+            let item: Item = decode(k.value(), v.value())?;
+            if state.is_none_or(|s| s == item.state) {
+                out.push(item);
+            }
+        }
+        Ok(out)
+    }
+
+    /// One item by id.
+    pub fn item(&self, id: &str) -> Result<Option<Item>, SpoolError> {
+        let tx = self.db.begin_read().map_err(db_err)?;
+        let t = tx.open_table(ITEMS).map_err(db_err)?;
+        match t.get(id).map_err(db_err)? {
+            Some(v) => Ok(Some(decode(id, v.value())?)),
+            None => Ok(None),
+        }
+    }
+
+    /// When the dedup key was first seen, if at or after `since_ms`.
+    pub fn seen_since(&self, key: &str, since_ms: i64) -> Result<Option<i64>, SpoolError> {
+        let tx = self.db.begin_read().map_err(db_err)?;
+        let t = tx.open_table(DEDUP).map_err(db_err)?;
+        Ok(t.get(key).map_err(db_err)?.map(|v| v.value()).filter(|&at| at >= since_ms))
+    }
+
+    /// Applies `change` in one durable transaction.
+    pub fn commit(&self, change: &Change) -> Result<(), SpoolError> {
+        if change.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.db.begin_write().map_err(db_err)?;
+        tx.set_durability(Durability::Immediate).map_err(db_err)?;
+        {
+            let mut files = tx.open_table(FILES).map_err(db_err)?;
+            for f in &change.remove_files {
+                files.remove(f.as_str()).map_err(db_err)?;
+            }
+            let mut items = tx.open_table(ITEMS).map_err(db_err)?;
+            for id in &change.delete {
+                items.remove(id.as_str()).map_err(db_err)?;
+            }
+            for item in &change.put {
+                let v = serde_json::to_vec(item).map_err(db_err)?;
+                items.insert(item.id.as_str(), v.as_slice()).map_err(db_err)?;
+            }
+            let mut dedup = tx.open_table(DEDUP).map_err(db_err)?;
+            for (k, at) in &change.dedup {
+                dedup.insert(k.as_str(), *at).map_err(db_err)?;
+            }
+        }
+        tx.commit().map_err(db_err)
+    }
+
+    /// Drops dedup keys first seen before `before_ms`, and delivered items received before it.
+    pub fn prune(&self, before_ms: i64) -> Result<usize, SpoolError> {
+        let tx = self.db.begin_write().map_err(db_err)?;
+        let mut n = 0;
+        {
+            let mut dedup = tx.open_table(DEDUP).map_err(db_err)?;
+            n += dedup.extract_if(|_, at| at < before_ms).map_err(db_err)?.count();
+            let mut items = tx.open_table(ITEMS).map_err(db_err)?;
+            n += items
+                .extract_if(|_, v| {
+                    serde_json::from_slice::<Item>(v)
+                        .is_ok_and(|i| i.state == State::Delivered && i.received_at < before_ms)
+                })
+                .map_err(db_err)?
+                .count();
+        }
+        tx.commit().map_err(db_err)?;
+        Ok(n)
+    }
+
+    /// The next control number for split parts and acknowledgements (persistent, 1..=999999999).
+    pub fn next_control_number(&self) -> Result<u64, SpoolError> {
+        let tx = self.db.begin_write().map_err(db_err)?;
+        let n;
+        {
+            let mut meta = tx.open_table(META).map_err(db_err)?;
+            let cur = meta.get("control").map_err(db_err)?.map(|v| v.value()).unwrap_or(0);
+            n = cur % 999_999_999 + 1;
+            meta.insert("control", n).map_err(db_err)?;
+        }
+        tx.commit().map_err(db_err)?;
+        Ok(n)
+    }
+
+    /// Reads `start..end` of a spool file.
+    pub fn read(&self, file: &str, start: u64, end: u64) -> Result<Vec<u8>, SpoolError> {
+        let path = self.path(file);
+        let bytes = fs::read(&path).map_err(io_err(&path))?;
+        let (s, e) = (
+            usize::try_from(start).unwrap_or(usize::MAX),
+            usize::try_from(end).unwrap_or(usize::MAX),
+        );
+        bytes.get(s..e).map(<[u8]>::to_vec).ok_or_else(|| SpoolError::Io {
+            path: path.display().to_string(),
+            source: io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("range {s}..{e} past the end ({} bytes)", bytes.len()),
+            ),
+        })
+    }
+
+    /// Reads a whole spool file.
+    pub fn read_all(&self, file: &str) -> Result<Vec<u8>, SpoolError> {
+        let path = self.path(file);
+        fs::read(&path).map_err(io_err(&path))
+    }
+
+    /// Deletes a spool file whose items are all delivered or purged (see the module invariants).
+    pub fn remove_file(&self, file: &str) {
+        let _ = fs::remove_file(self.path(file));
+    }
+}
+
+fn decode<T: serde::de::DeserializeOwned>(key: &str, v: &[u8]) -> Result<T, SpoolError> {
+    serde_json::from_slice(v)
+        .map_err(|e| SpoolError::Corrupt { key: key.to_owned(), message: e.to_string() })
+}
+
+/// Writes `bytes` to `path` and fsyncs the file (not the directory).
+pub(crate) fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), SpoolError> {
+    let mut f = File::create(path).map_err(io_err(path))?;
+    f.write_all(bytes).map_err(io_err(path))?;
+    f.sync_all().map_err(io_err(path))
+}
+
+/// Fsyncs a directory, so that the names created or renamed in it survive a crash.
+pub(crate) fn sync_dir(dir: &Path) -> Result<(), SpoolError> {
+    File::open(dir).and_then(|d| d.sync_all()).map_err(io_err(dir))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(id: &str, file: &str, state: State) -> Item {
+        Item {
+            id: id.into(),
+            state,
+            admitted: false,
+            file: file.into(),
+            start: 0,
+            end: 3,
+            partner: "P".into(),
+            sender: "ZZ:A".into(),
+            receiver: "ZZ:B".into(),
+            control_number: "1".into(),
+            document: "214".into(),
+            route: None,
+            metering_id: None,
+            weight: 1,
+            received_at: now_ms(),
+            next_attempt_at: None,
+            attempts: 0,
+            reason: None,
+        }
+    }
+
+    #[test]
+    fn receive_commit_and_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let spool = Spool::open(dir.path()).unwrap();
+        let recs = spool.receive(&[(b"abc", "x".into()), (b"def", "y".into())]).unwrap();
+        assert_eq!(spool.pending_files().unwrap().len(), 2);
+        assert_eq!(spool.read(&recs[1].id, 1, 3).unwrap(), b"ef");
+        assert!(spool.read(&recs[1].id, 1, 9).is_err());
+        let change = Change {
+            remove_files: vec![recs[0].id.clone()],
+            put: vec![item(&recs[0].id, &recs[0].id, State::Held)],
+            dedup: vec![("k".into(), 5)],
+            ..Change::default()
+        };
+        spool.commit(&change).unwrap();
+        drop(spool);
+        // An orphan spool file (written, never recorded) is removed on open.
+        fs::write(dir.path().join("spool/orphan.edi"), b"zz").unwrap();
+        let spool = Spool::open(dir.path()).unwrap();
+        assert!(!dir.path().join("spool/orphan.edi").exists());
+        assert_eq!(spool.pending_files().unwrap().len(), 1);
+        assert_eq!(spool.items(Some(State::Held)).unwrap().len(), 1);
+        assert_eq!(spool.items(Some(State::Dead)).unwrap().len(), 0);
+        assert_eq!(spool.seen_since("k", 0).unwrap(), Some(5));
+        assert_eq!(spool.seen_since("k", 6).unwrap(), None);
+        assert_eq!(spool.next_control_number().unwrap(), 1);
+        assert_eq!(spool.next_control_number().unwrap(), 2);
+        assert_eq!(spool.prune(10).unwrap(), 1);
+        assert_eq!(spool.seen_since("k", 0).unwrap(), None);
+    }
+}

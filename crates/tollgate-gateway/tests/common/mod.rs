@@ -1,0 +1,188 @@
+//! Shared test parts: X12 214 builders, a gateway on a free port, a recording HTTP backend.
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::{any, post};
+use tollgate_gateway::{Gateway, GatewayConfig};
+use tollgate_quota::AnyStore;
+use tollgate_quota::store::MemoryStore;
+use tollgate_server::admin::AdminGuard;
+
+/// One valid X12 004010 interchange from `ZZ:<sender>` holding `txs` 214 transactions, each
+/// with `events` AT7 segments.
+pub fn x12_214(sender: &str, control: u32, txs: usize, events: usize) -> Vec<u8> {
+    let mut s = format!(
+        "ISA*00*          *00*          *ZZ*{sender:<15}*ZZ*RECEIVER       *240101*1200*U*00401*{control:09}*0*P*>~\n"
+    );
+    s.push_str(&format!("GS*QM*{sender}*RECEIVER*20240101*1200*{control}*X*004010~\n"));
+    for t in 1..=txs {
+        s.push_str(&format!("ST*214*{t:04}~\nB10*REF{t}*SHIP{t}*SCAC~\n"));
+        for _ in 0..events {
+            s.push_str("AT7*X1*NS***20240101*1200~\n");
+        }
+        s.push_str(&format!("SE*{}*{t:04}~\n", events + 3));
+    }
+    s.push_str(&format!("GE*{txs}*{control}~\nIEA*1*{control:09}~"));
+    s.into_bytes()
+}
+
+/// The same with another document type (e.g. an 810 invoice).
+pub fn x12_doc(sender: &str, control: u32, doc: &str) -> Vec<u8> {
+    let s = String::from_utf8(x12_214(sender, control, 1, 1)).unwrap();
+    s.replace("ST*214*", &format!("ST*{doc}*")).into_bytes()
+}
+
+/// What the backend saw.
+#[derive(Debug, Clone)]
+pub struct Received {
+    pub id: String,
+    pub partner: String,
+    pub document: String,
+    pub body: Vec<u8>,
+}
+
+/// An HTTP backend on a free port that answers with the statuses in `script`, then 200.
+pub struct Backend {
+    pub addr: SocketAddr,
+    pub seen: Arc<Mutex<Vec<Received>>>,
+    pub hits: Arc<Mutex<u32>>,
+}
+
+impl Backend {
+    pub async fn start(script: Vec<u16>) -> Backend {
+        let seen: Arc<Mutex<Vec<Received>>> = Arc::default();
+        let hits: Arc<Mutex<u32>> = Arc::default();
+        let script = Arc::new(Mutex::new(script.into_iter()));
+        let (s2, h2) = (seen.clone(), hits.clone());
+        let app = axum::Router::new().route(
+            "/edi",
+            post(move |headers: HeaderMap, body: Bytes| {
+                let (seen, hits, script) = (s2.clone(), h2.clone(), script.clone());
+                async move {
+                    *hits.lock().unwrap() += 1;
+                    let status = script.lock().unwrap().next().unwrap_or(200);
+                    if status == 200 {
+                        let h = |n: &str| {
+                            headers
+                                .get(n)
+                                .map(|v| v.to_str().unwrap().to_owned())
+                                .unwrap_or_default()
+                        };
+                        seen.lock().unwrap().push(Received {
+                            id: h("tollgate-interchange-id"),
+                            partner: h("tollgate-partner"),
+                            document: h("tollgate-document"),
+                            body: body.to_vec(),
+                        });
+                    }
+                    StatusCode::from_u16(status).unwrap()
+                }
+            }),
+        );
+        let addr = serve(app).await;
+        Backend { addr, seen, hits }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}/edi", self.addr)
+    }
+
+    pub fn received(&self) -> Vec<Received> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+/// A quota service stand-in answering every check with `status` after `delay`, counting hits.
+pub async fn quota_service(status: u16, delay: Duration) -> (SocketAddr, Arc<Mutex<u32>>) {
+    let hits: Arc<Mutex<u32>> = Arc::default();
+    let h2 = hits.clone();
+    let app = axum::Router::new().route(
+        "/v1/quota",
+        any(move || {
+            let hits = h2.clone();
+            async move {
+                *hits.lock().unwrap() += 1;
+                tokio::time::sleep(delay).await;
+                StatusCode::from_u16(status).unwrap()
+            }
+        }),
+    );
+    (serve(app).await, hits)
+}
+
+/// Serves `app` on a free loopback port.
+pub async fn serve(app: axum::Router) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        axum::serve(listener, app).await.unwrap();
+    });
+    addr
+}
+
+/// A gateway with its admin/upload API on a free port.
+pub struct Running {
+    pub gateway: Gateway,
+    pub addr: SocketAddr,
+    pub store: Arc<AnyStore>,
+    pub client: reqwest::Client,
+}
+
+impl Running {
+    pub async fn start(toml_text: &str, data: &Path, store: Arc<AnyStore>) -> Running {
+        let config: GatewayConfig = toml::from_str(toml_text).unwrap();
+        let gateway =
+            Gateway::start(config, data, store.clone(), AdminGuard::new(None, true)).await.unwrap();
+        let addr = serve(gateway.router()).await;
+        Running { gateway, addr, store, client: reqwest::Client::new() }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    pub async fn upload(&self, body: Vec<u8>) -> (u16, serde_json::Value) {
+        let r = self.client.post(self.url("/v1/interchanges")).body(body).send().await.unwrap();
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(serde_json::Value::Null))
+    }
+
+    pub async fn queue(&self, state: &str) -> Vec<serde_json::Value> {
+        let r =
+            self.client.get(self.url(&format!("/v1/queue?state={state}"))).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        r.json().await.unwrap()
+    }
+
+    /// Polls the queue until `n` items are in `state` (or fails after 10 s).
+    pub async fn wait_for(&self, state: &str, n: usize) -> Vec<serde_json::Value> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let items = self.queue(state).await;
+            if items.len() >= n {
+                return items;
+            }
+            assert!(Instant::now() < deadline, "timed out waiting for {n} {state}: have {items:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+pub fn memory_store() -> Arc<AnyStore> {
+    Arc::new(AnyStore::Memory(MemoryStore::new()))
+}
+
+/// Polls until `f` is true (or fails after 10 s).
+pub async fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
