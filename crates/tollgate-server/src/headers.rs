@@ -99,7 +99,7 @@ impl QuotaRequest {
                         QUOTA_TIMEUNIT,
                         Some(v),
                         format!(
-                            "unknown time unit {v:?}: expected second, minute, hour, day, week \
+                            "quota-timeunit {v:?} is not a time unit: expected second, minute, hour, day, week \
                              or month (singular or plural)"
                         ),
                     )
@@ -112,7 +112,7 @@ impl QuotaRequest {
                     invalid_header(
                         QUOTA_WINDOW,
                         Some(v),
-                        format!("unknown window {v:?}: expected calendar, flexi or rolling"),
+                        format!("quota-window {v:?} is not a window: expected calendar, flexi or rolling"),
                     )
                 })
             })

@@ -321,4 +321,31 @@ mod tests {
         let month = QuotaSpec::new(1, 1, TimeUnit::Month).unwrap();
         assert_eq!(window_seconds(&d, &month), 30 * 86_400);
     }
+
+    fn request() -> QuotaRequest {
+        let mut h = HeaderMap::new();
+        h.insert("metering-id", HeaderValue::from_static("S:C"));
+        h.insert("message-weight", HeaderValue::from_static("3"));
+        QuotaRequest::from_headers(&h).unwrap()
+    }
+
+    #[test]
+    fn store_failure_allow_mode_answers_200_degraded() {
+        let e = StoreError::Unavailable("connection refused".into());
+        let r = store_failed(StoreUnavailable::Allow, &request(), &spec(), &e).unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        assert_eq!(r.headers()["tollgate-degraded"], "store-unavailable");
+    }
+
+    #[test]
+    fn store_failure_deny_and_local_answer_503_with_retry_after() {
+        for mode in [StoreUnavailable::Deny, StoreUnavailable::Local] {
+            let e = StoreError::Timeout(Duration::from_millis(50));
+            let (outcome, p) = store_failed(mode, &request(), &spec(), &e).unwrap_err();
+            assert_eq!(outcome, DecisionOutcome::StoreError);
+            let r = p.into_response();
+            assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+            assert_eq!(r.headers()[RETRY_AFTER], "1");
+        }
+    }
 }
