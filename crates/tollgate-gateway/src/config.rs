@@ -412,6 +412,8 @@ impl GatewayConfig {
                 .map_err(|e| ConfigError::new(k("interval"), r.interval.to_string(), e))?;
             let weight: WeightRule =
                 r.weight.parse().map_err(|e| ConfigError::new(k("weight"), &r.weight, e))?;
+            crate::envelope::record_rule(&weight)
+                .map_err(|e| ConfigError::new(k("weight"), &r.weight, e))?;
             let target = parse_target(&r.deliver)
                 .map_err(|m| ConfigError::new(k("deliver"), &r.deliver, m))?;
             let template = check_template(&r.metering_id, &r.name)

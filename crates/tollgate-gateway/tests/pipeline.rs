@@ -292,3 +292,37 @@ async fn remote_quota_429_holds_and_200_delivers() {
     assert_eq!(*hits.lock().unwrap(), 1, "the second waits behind the first without a check");
     gw.gateway.shutdown().await;
 }
+
+#[tokio::test]
+async fn malformed_interchanges_keep_the_parser_reason_and_get_an_ack() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let acks = dir.path().join("acks");
+    let extra = format!("acks = \"{}\"", acks.display());
+    let cfg = config(
+        dir.path().join("in").to_str().unwrap(),
+        &format!("dir:{}", out.display()),
+        100,
+        &extra,
+    );
+    let gw = Running::start(&cfg, &dir.path().join("data"), memory_store()).await;
+    // Two interchanges in one file: the first is fine, the second's IEA02 does not match ISA13.
+    let mut file = x12_214("CARRIERA", 1, 1, 1);
+    let bad = String::from_utf8(x12_214("CARRIERA", 2, 1, 1))
+        .unwrap()
+        .replace("IEA*1*000000002", "IEA*1*000000003");
+    file.extend_from_slice(bad.as_bytes());
+    let (status, body) = gw.upload(file).await;
+    assert_eq!(status, 202);
+    let id = body["id"].as_str().unwrap();
+    let delivered = gw.wait_for("delivered", 1).await;
+    assert_eq!(delivered[0]["id"], format!("{id}-1"));
+    let rejected = gw.wait_for("rejected", 1).await;
+    assert_eq!(rejected[0]["id"], format!("{id}-2"));
+    let reason = rejected[0]["reason"].as_str().unwrap();
+    assert!(reason.contains("000000003"), "the parser's reason names the value: {reason}");
+    let ack = std::fs::read_to_string(acks.join(format!("{id}-2.ack"))).unwrap();
+    assert!(ack.starts_with("ISA"), "{ack}");
+    assert!(ack.contains("TA1") || ack.contains("ST*997") || ack.contains("ST*999"), "{ack}");
+    gw.gateway.shutdown().await;
+}
