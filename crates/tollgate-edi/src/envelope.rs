@@ -646,8 +646,12 @@ impl Builder {
             None => errors.push((
                 ErrorKind::MissingTrailer,
                 format!(
-                    "{} `{}` ({}) has no {}: `{}` found first",
-                    names.header, open.tx.control_number, open.tx.kind, names.trailer, at.tag
+                    "{} `{}` ({}) has no {}: {}",
+                    names.header,
+                    open.tx.control_number,
+                    open.tx.kind,
+                    names.trailer,
+                    found_first(at)
                 ),
             )),
         }
@@ -694,8 +698,11 @@ impl Builder {
                 None => errors.push((
                     ErrorKind::MissingTrailer,
                     format!(
-                        "{} `{}` has no {}: `{}` found first",
-                        names.header, control, names.trailer, at.tag
+                        "{} `{}` has no {}: {}",
+                        names.header,
+                        control,
+                        names.trailer,
+                        found_first(at)
                     ),
                 )),
             }
@@ -819,6 +826,15 @@ impl Builder {
         let idx = self.segment_index;
         self.error(opts, Level::Interchange, ErrorKind::MissingTrailer, msg, idx, at.offset);
         self.ic
+    }
+}
+
+/// Says what came instead of a trailer: a segment, or the end of the input.
+fn found_first(at: &Segment<'_>) -> String {
+    if at.bytes.is_empty() {
+        "the input ends first".to_string()
+    } else {
+        format!("`{}` found first", at.tag)
     }
 }
 
