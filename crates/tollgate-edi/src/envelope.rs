@@ -790,7 +790,8 @@ impl Builder {
         }
     }
 
-    fn finish(self) -> Interchange {
+    fn finish(mut self) -> Interchange {
+        self.ic.counts.segments = self.segment_index as u64;
         self.ic
     }
 
@@ -825,7 +826,7 @@ impl Builder {
         );
         let idx = self.segment_index;
         self.error(opts, Level::Interchange, ErrorKind::MissingTrailer, msg, idx, at.offset);
-        self.ic
+        self.finish()
     }
 }
 
