@@ -1,8 +1,16 @@
 //! The `tollgate` command: the quota service, the EDI gateway and the tools around them.
+//!
+//! Each subcommand lives in its own module: `serve` runs the service, `check` asks it one
+//! question, `counters` administers live counters, `edi` and `queue` work on EDI files and the
+//! gateway's hold queue. Usage errors exit with code 2 (clap's convention).
 #![forbid(unsafe_code)]
 
+mod check;
+mod config;
+mod counters;
 mod edi;
 mod queue;
+mod serve;
 
 use std::process::ExitCode;
 
@@ -18,6 +26,12 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the quota service (and the EDI gateway when the config has a [gateway] section).
+    Serve(serve::ServeArgs),
+    /// Ask a running service one quota question; exit 0 allowed, 3 exceeded, 1 error.
+    Check(check::CheckArgs),
+    /// List or reset live counters through the admin API.
+    Counters(counters::CountersArgs),
     /// Read, acknowledge and split X12 / EDIFACT interchanges.
     Edi(edi::EdiArgs),
     /// List, retry, release or purge the gateway's held and dead interchanges.
@@ -26,8 +40,20 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    init_logging();
     match cli.command {
+        Command::Serve(args) => serve::run(args),
+        Command::Check(args) => check::run(args),
+        Command::Counters(args) => counters::run(args),
         Command::Edi(args) => edi::run(args),
         Command::Queue(args) => queue::run(args),
     }
+}
+
+/// Logs go to stderr (stdout carries answers and the `listening on` line); `RUST_LOG` filters.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ =
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
 }

@@ -1,0 +1,274 @@
+//! `tollgate serve`: runs the quota service (and, when configured, the EDI gateway).
+//!
+//! Start-up: read the config file (exit 2 with `FILE:LINE:COL: message` when it is bad),
+//! resolve each setting (flag, then file, then default), open the store, bind, and print
+//! `listening on http://ADDR` once requests can be served. SIGTERM or SIGINT stop accepting,
+//! let in-flight requests finish, then flush the store, so a graceful stop loses nothing.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use tollgate_quota::store::{Durability, EmbeddedOptions, EmbeddedStore, MemoryStore};
+use tollgate_quota::{AnyStore, Store};
+use tollgate_server::admin::AdminGuard;
+use tollgate_server::client::ClientKeys;
+use tollgate_server::config::{DurabilityMode, StoreKind, StoreSection};
+use tollgate_server::policy::{Policies, PolicySet};
+use tollgate_server::{AppState, router};
+
+use crate::config::{ConfigFile, embedded_file};
+
+/// The address used when neither a flag nor the file gives one.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+/// The data directory used when neither a flag nor the file gives one.
+pub const DEFAULT_DATA: &str = "./tollgate-data";
+/// How often the policy file is polled in case file-system events are missed.
+const POLICY_POLL: Duration = Duration::from_secs(2);
+
+/// Arguments of `tollgate serve`.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Config file (TOML); its [[policy]] tables are reloaded when it changes.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Address to listen on [default: 127.0.0.1:8080].
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<SocketAddr>,
+    /// Data directory; the embedded store's file lives inside it [default: ./tollgate-data].
+    #[arg(long, value_name = "DIR")]
+    data: Option<PathBuf>,
+    /// Counter store: memory, embedded or a redis:// URL [default: embedded].
+    #[arg(long, value_name = "STORE", value_parser = parse_store_flag)]
+    store: Option<StoreFlag>,
+}
+
+/// The `--store` flag.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum StoreFlag {
+    Memory,
+    Embedded,
+    Redis(String),
+}
+
+fn parse_store_flag(s: &str) -> Result<StoreFlag, String> {
+    match s {
+        "memory" => Ok(StoreFlag::Memory),
+        "embedded" => Ok(StoreFlag::Embedded),
+        url if url.starts_with("redis://") || url.starts_with("rediss://") => {
+            Ok(StoreFlag::Redis(url.to_owned()))
+        }
+        other => Err(format!("{other:?}: expected memory, embedded or a redis:// URL")),
+    }
+}
+
+/// Every setting resolved from flags, file and defaults.
+#[derive(Debug)]
+struct Settings {
+    listen: SocketAddr,
+    data: PathBuf,
+    store: StoreFlag,
+    store_section: StoreSection,
+    admin_token: Option<String>,
+}
+
+impl Settings {
+    fn resolve(args: &ServeArgs, file: &ConfigFile) -> anyhow::Result<Self> {
+        let listen = match args.listen.or(file.server.listen) {
+            Some(a) => a,
+            None => DEFAULT_LISTEN.parse().context("default listen address")?,
+        };
+        let data =
+            args.data.clone().or_else(|| file.server.data.clone()).unwrap_or(DEFAULT_DATA.into());
+        let store = match &args.store {
+            Some(s) => s.clone(),
+            None => match file.store.kind {
+                Some(StoreKind::Memory) => StoreFlag::Memory,
+                Some(StoreKind::Redis) => {
+                    StoreFlag::Redis(file.store.url.clone().unwrap_or_default())
+                }
+                Some(StoreKind::Embedded) | None => StoreFlag::Embedded,
+            },
+        };
+        let admin_token = std::env::var("TOLLGATE_ADMIN_TOKEN")
+            .ok()
+            .filter(|t| !t.is_empty())
+            .or_else(|| file.server.admin_token.clone());
+        Ok(Self { listen, data, store, store_section: file.store.clone(), admin_token })
+    }
+}
+
+/// Runs `tollgate serve` to completion and returns the process exit code.
+pub fn run(args: ServeArgs) -> ExitCode {
+    let file = match &args.config {
+        Some(path) => match ConfigFile::load(path) {
+            Ok(f) => f,
+            Err(e) => {
+                eprintln!("{e}");
+                return ExitCode::from(2);
+            }
+        },
+        None => ConfigFile::default(),
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(serve(args, file)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+async fn serve(args: ServeArgs, file: ConfigFile) -> anyhow::Result<()> {
+    let settings = Settings::resolve(&args, &file)?;
+    let store = Arc::new(open_store(&settings)?);
+
+    let policies = match &args.config {
+        Some(path) => Policies::with_file(PolicySet::new(file.policy.clone()), path),
+        None => Policies::fixed(PolicySet::default()),
+    };
+    let _watcher = policies.watch(POLICY_POLL);
+
+    let listener = tokio::net::TcpListener::bind(settings.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", settings.listen))?;
+    let addr = listener.local_addr().context("listener address")?;
+    let admin = AdminGuard::new(settings.admin_token.as_deref(), addr.ip().is_loopback());
+    if settings.admin_token.is_none() && !addr.ip().is_loopback() {
+        tracing::warn!("no admin token configured: the admin API is refused on {addr}");
+    }
+    let state = AppState::builder(Arc::clone(&store), policies, admin)
+        .clients(ClientKeys::new(&file.client))
+        .on_store_error(settings.store_section.store_unavailable)
+        .build();
+    #[allow(unused_mut)]
+    let mut app = router(state);
+
+    // GATEWAY HOOK: when `file.gateway` is present, start
+    // `tollgate_gateway::Gateway::start(config, &settings.data, Arc::clone(&store), admin)`,
+    // `app = app.merge(gateway.router())`, and call `gateway.shutdown().await` after
+    // `serve` returns and before the store is flushed.
+    if file.gateway.is_some() {
+        tracing::warn!("[gateway] is configured but this build does not start the gateway yet");
+    }
+
+    tracing::info!(%addr, store = store.kind(), "tollgate serving");
+    println!("listening on http://{addr}");
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+
+    tollgate_server::serve(listener, app, shutdown_signal()).await.context("serving HTTP")?;
+
+    tracing::info!("shutting down: flushing the store");
+    store.flush().await.context("flushing the store")?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+fn open_store(s: &Settings) -> anyhow::Result<AnyStore> {
+    match &s.store {
+        StoreFlag::Memory => Ok(AnyStore::Memory(MemoryStore::new())),
+        StoreFlag::Embedded => {
+            std::fs::create_dir_all(&s.data).with_context(|| {
+                format!("cannot create the data directory {}", s.data.display())
+            })?;
+            let path = embedded_file(&s.data);
+            let opts = EmbeddedOptions {
+                path: path.clone(),
+                flush_interval: Duration::from_millis(s.store_section.flush_interval_ms.max(1)),
+                durability: match s.store_section.durability {
+                    DurabilityMode::Buffered => Durability::Buffered,
+                    DurabilityMode::Strict => Durability::Strict,
+                },
+            };
+            let store = EmbeddedStore::open(opts)
+                .with_context(|| format!("cannot open the embedded store {}", path.display()))?;
+            Ok(AnyStore::Embedded(store))
+        }
+        // REDIS HOOK: build `RedisStore::connect(RedisOptions { url, key_prefix, timeout,
+        // on_unavailable })` here once the redis store exists.
+        StoreFlag::Redis(url) => bail!("the redis store ({url}) is not available in this build"),
+    }
+}
+
+/// Completes on SIGTERM or SIGINT (Ctrl-C).
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            tracing::warn!(error = %e, "cannot listen for SIGINT");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => tracing::info!("SIGINT received"),
+        () = term => tracing::info!("SIGTERM received"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn args(listen: Option<&str>, store: Option<&str>) -> ServeArgs {
+        ServeArgs {
+            config: None,
+            listen: listen.map(|l| l.parse().unwrap()),
+            data: None,
+            store: store.map(|s| parse_store_flag(s).unwrap()),
+        }
+    }
+
+    #[test]
+    fn flags_beat_file_which_beats_defaults() {
+        let file = ConfigFile::parse(
+            Path::new("t.toml"),
+            "[server]\nlisten = \"127.0.0.1:9001\"\ndata = \"/var/x\"\n[store]\nkind = \"memory\"\n",
+        )
+        .unwrap();
+        let s = Settings::resolve(&args(None, None), &file).unwrap();
+        assert_eq!(s.listen.to_string(), "127.0.0.1:9001");
+        assert_eq!(s.data, PathBuf::from("/var/x"));
+        assert_eq!(s.store, StoreFlag::Memory);
+        let s = Settings::resolve(&args(Some("127.0.0.1:9002"), Some("embedded")), &file).unwrap();
+        assert_eq!(s.listen.to_string(), "127.0.0.1:9002");
+        assert_eq!(s.store, StoreFlag::Embedded);
+        let s = Settings::resolve(&args(None, None), &ConfigFile::default()).unwrap();
+        assert_eq!(s.listen.to_string(), DEFAULT_LISTEN);
+        assert_eq!(s.data, PathBuf::from(DEFAULT_DATA));
+        assert_eq!(s.store, StoreFlag::Embedded);
+    }
+
+    #[test]
+    fn store_flag_values() {
+        assert_eq!(
+            parse_store_flag("redis://h:6379/"),
+            Ok(StoreFlag::Redis("redis://h:6379/".into()))
+        );
+        assert!(parse_store_flag("postgres://x").is_err());
+    }
+}

@@ -1,0 +1,262 @@
+//! The real `tollgate` binary: `serve` start-up and shutdown, bad configs, `check` exit codes
+//! and `counters list|reset`, each as a child process talking HTTP on a free loopback port.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_tollgate");
+
+/// A running `tollgate serve`; killed when dropped.
+struct Serve {
+    child: Child,
+    url: String,
+}
+
+impl Serve {
+    fn start(args: &[&str], envs: &[(&str, &str)]) -> Self {
+        let mut cmd = Command::new(BIN);
+        cmd.arg("serve")
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .env_remove("TOLLGATE_ADMIN_TOKEN")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        for (k, v) in envs {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if let Some(url) = line.strip_prefix("listening on ") {
+                    let _ = tx.send(url.to_owned());
+                }
+            }
+        });
+        let url = rx.recv_timeout(Duration::from_secs(20)).expect("no `listening on` line");
+        assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+        Self { child, url }
+    }
+
+    fn terminate(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        let ok = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        assert!(ok.success());
+        wait_with_deadline(&mut self.child, Duration::from_secs(15))
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn wait_with_deadline(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(std::time::Instant::now() < deadline, "process did not exit in time");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn tollgate(args: &[&str]) -> Output {
+    Command::new(BIN).args(args).env_remove("TOLLGATE_ADMIN_TOKEN").output().unwrap()
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().unwrap_or(-1)
+}
+
+fn stdout_json(o: &Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stdout)))
+}
+
+#[test]
+fn check_exit_codes_allowed_exceeded_usage_error() {
+    let s = Serve::start(&["--store", "memory"], &[]);
+    let args = |w: &'static str| {
+        ["check", "--url", &s.url, "--id", "Cli:1", "--limit", "2", "--unit", "day", "--weight", w]
+            .map(str::to_owned)
+    };
+    let a = args("1");
+    let o = tollgate(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(code(&o), 0, "{o:?}");
+    let j = stdout_json(&o);
+    assert_eq!(j["allowed"], true);
+    assert_eq!(j["used"], 1);
+
+    let o = tollgate(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(code(&o), 0);
+    let o = tollgate(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(code(&o), 3, "exceeded");
+    assert_eq!(stdout_json(&o)["allowed"], false);
+
+    // A value the service refuses (400) is a usage error.
+    let o = tollgate(&[
+        "check",
+        "--url",
+        &s.url,
+        "--id",
+        "Cli:1",
+        "--limit",
+        "2",
+        "--unit",
+        "fortnight",
+    ]);
+    assert_eq!(code(&o), 2);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("quota-timeunit"));
+    // So is a bad command line.
+    let o = tollgate(&["check", "--url", &s.url]);
+    assert_eq!(code(&o), 2);
+    let o = tollgate(&["check", "--url", &s.url, "--id", "x", "--limit", "-3"]);
+    assert_eq!(code(&o), 2);
+    drop(s);
+
+    // Nobody listening: an error.
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", free.local_addr().unwrap());
+    drop(free);
+    let o = tollgate(&["check", "--url", &url, "--id", "x", "--limit", "1", "--unit", "day"]);
+    assert_eq!(code(&o), 1);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("cannot reach"));
+}
+
+#[test]
+fn check_exit_code_1_on_a_5xx() {
+    // A tiny HTTP server answering 503 to anything.
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    std::thread::spawn(move || {
+        if let Ok((mut c, _)) = l.accept() {
+            use std::io::{Read, Write};
+            let mut buf = [0u8; 4096];
+            let _ = c.read(&mut buf);
+            let _ = c.write_all(
+                b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/problem+json\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}",
+            );
+        }
+    });
+    let o = tollgate(&["check", "--url", &url, "--id", "x", "--limit", "1", "--unit", "day"]);
+    assert_eq!(code(&o), 1, "{o:?}");
+}
+
+#[test]
+fn bad_config_exits_2_with_file_line_and_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bad.toml");
+    std::fs::write(
+        &file,
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n[[policy]]\nmatch = \"A:*\"\nunit = \"fortnight\"\n",
+    )
+    .unwrap();
+    let o = Command::new(BIN)
+        .args(["serve", "--store", "memory", "--config"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 2);
+    let err = String::from_utf8_lossy(&o.stderr);
+    let want = format!("{}:6:8: ", file.display());
+    assert!(err.contains(&want), "want {want} in {err}");
+    assert!(err.contains("fortnight"), "{err}");
+
+    // Unknown keys are refused too.
+    std::fs::write(&file, "[server]\nlisten = \"127.0.0.1:0\"\nport = 80\n").unwrap();
+    let o = Command::new(BIN).args(["serve", "--config"]).arg(&file).output().unwrap();
+    assert_eq!(code(&o), 2);
+    assert!(String::from_utf8_lossy(&o.stderr).contains(&format!("{}:3:1: ", file.display())));
+
+    // A missing file as well.
+    let o = Command::new(BIN)
+        .args(["serve", "--config"])
+        .arg(dir.path().join("absent.toml"))
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 2);
+}
+
+#[test]
+fn flags_beat_the_file_and_policies_come_from_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("t.toml");
+    std::fs::write(
+        &file,
+        "[server]\nlisten = \"127.0.0.1:1\"\n[store]\nkind = \"embedded\"\n[[policy]]\nmatch = \"F:*\"\nlimit = 1\nunit = \"day\"\n",
+    )
+    .unwrap();
+    // --listen (set by Serve::start) beats the file's port 1; --store memory beats embedded.
+    let s = Serve::start(&["--store", "memory", "--config", file.to_str().unwrap()], &[]);
+    let ready: serde_json::Value =
+        serde_json::from_str(&get(&format!("{}/readyz", s.url))).unwrap();
+    assert_eq!(ready["store"], "memory");
+    assert_eq!(ready["policies"]["count"], 1);
+    let o = tollgate(&["check", "--url", &s.url, "--id", "F:1"]);
+    assert_eq!(code(&o), 0, "{o:?}");
+    let o = tollgate(&["check", "--url", &s.url, "--id", "F:1"]);
+    assert_eq!(code(&o), 3);
+    assert!(!dir.path().join("tollgate-data").exists());
+}
+
+#[test]
+fn counters_list_and_reset_with_token() {
+    let s = Serve::start(&["--store", "memory"], &[("TOLLGATE_ADMIN_TOKEN", "t0ken")]);
+    for id in ["Cnt:a", "Cnt:b", "Other:c"] {
+        let o = tollgate(&["check", "--url", &s.url, "--id", id, "--limit", "1", "--unit", "hour"]);
+        assert_eq!(code(&o), 0);
+    }
+    // Without the token: refused.
+    let o = tollgate(&["counters", "list", "--url", &s.url]);
+    assert_eq!(code(&o), 1);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("401"));
+
+    let o = tollgate(&[
+        "counters", "list", "--url", &s.url, "--token", "t0ken", "--prefix", "Cnt:", "--json",
+    ]);
+    assert_eq!(code(&o), 0, "{o:?}");
+    let j = stdout_json(&o);
+    assert_eq!(j["count"], 2);
+    let o = Command::new(BIN)
+        .args(["counters", "list", "--url", &s.url])
+        .env("TOLLGATE_ADMIN_TOKEN", "t0ken")
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 0);
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(table.contains("Other:c") && table.contains("3 counter(s)"), "{table}");
+
+    let o = tollgate(&["counters", "reset", "Cnt:a", "--url", &s.url, "--token", "t0ken"]);
+    assert_eq!(code(&o), 0, "{o:?}");
+    assert!(String::from_utf8_lossy(&o.stdout).contains("1 counter(s) reset"));
+    let o =
+        tollgate(&["check", "--url", &s.url, "--id", "Cnt:a", "--limit", "1", "--unit", "hour"]);
+    assert_eq!(code(&o), 0, "the reset counter admits again");
+}
+
+#[test]
+fn sigterm_shuts_down_gracefully() {
+    let s = Serve::start(&["--store", "memory"], &[]);
+    let status = s.terminate();
+    assert_eq!(status.code(), Some(0));
+}
+
+/// A plain GET returning the body (the std library has no HTTP client; keep it tiny).
+fn get(url: &str) -> String {
+    let rest = url.strip_prefix("http://").unwrap();
+    let (host, path) = rest.split_once('/').map(|(h, p)| (h, format!("/{p}"))).unwrap();
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(host).unwrap();
+    write!(c, "GET {path} HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n\r\n").unwrap();
+    let mut s = String::new();
+    c.read_to_string(&mut s).unwrap();
+    s.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default()
+}
