@@ -47,6 +47,8 @@ const SWEEP_EVERY_US: i64 = 1_000_000;
 pub struct Counters {
     shards: Box<[Mutex<Shard>]>,
     hasher: DefaultHashBuilder,
+    /// Keys dropped by sweeps, kept for a store that must delete them from disk too.
+    evicted: Option<Mutex<Vec<(String, CounterShape)>>>,
 }
 
 impl Default for Counters {
@@ -139,15 +141,6 @@ struct Verdict {
     reset_at: i64,
 }
 
-/// One counter as persisted by the embedded store: its key and its state.
-#[allow(dead_code)] // used by the embedded store's write-behind
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Snapshot {
-    pub(crate) id: String,
-    pub(crate) shape: CounterShape,
-    pub(crate) counter: Counter,
-}
-
 fn lock(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
     // A panic while holding the lock cannot leave a counter half-updated in a way that breaks
     // exactness (all updates are single assignments after the decision), so carry on.
@@ -160,6 +153,20 @@ impl Counters {
         Self {
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
             hasher: DefaultHashBuilder::default(),
+            evicted: None,
+        }
+    }
+
+    /// No counters yet; sweeps remember the keys they drop (see [`Counters::take_evicted`]).
+    pub(crate) fn with_eviction_log() -> Self {
+        Self { evicted: Some(Mutex::new(Vec::new())), ..Self::new() }
+    }
+
+    /// The keys dropped by sweeps since the last call (always empty without the log).
+    pub(crate) fn take_evicted(&self) -> Vec<(String, CounterShape)> {
+        match &self.evicted {
+            Some(log) => std::mem::take(&mut *log.lock().unwrap_or_else(PoisonError::into_inner)),
+            None => Vec::new(),
         }
     }
 
@@ -186,7 +193,7 @@ impl Counters {
         let verdict = {
             let mut shard = lock(self.shard(hash));
             if now_us >= shard.next_sweep_us {
-                shard.sweep(now_us, &self.hasher);
+                shard.sweep(now_us, &self.hasher, self.evicted.as_ref());
             }
             let entry = match shard.table.entry(
                 hash,
@@ -255,7 +262,7 @@ impl Counters {
     /// Drops the counters that hold nothing at `now`; returns how many were dropped.
     pub fn evict_expired(&self, now: Timestamp) -> usize {
         let now_us = now.as_microsecond();
-        self.shards.iter().map(|s| lock(s).sweep(now_us, &self.hasher)).sum()
+        self.shards.iter().map(|s| lock(s).sweep(now_us, &self.hasher, self.evicted.as_ref())).sum()
     }
 
     /// How many counters are held (live or not yet swept).
@@ -269,7 +276,6 @@ impl Counters {
     }
 
     /// The state of one counter, for writing it behind.
-    #[allow(dead_code)]
     pub(crate) fn snapshot(&self, id: &str, shape: &CounterShape) -> Option<Counter> {
         let key = ShapeKey::of(shape);
         let hash = self.hash(id, &key);
@@ -277,13 +283,22 @@ impl Counters {
         shard.table.find(hash, |e| e.shape == key && *e.id == *id).map(|e| e.counter.clone())
     }
 
-    /// Puts back a counter read from disk, replacing any in memory.
-    #[allow(dead_code)]
-    pub(crate) fn restore(&self, snap: Snapshot) {
-        let key = ShapeKey::of(&snap.shape);
-        let hash = self.hash(&snap.id, &key);
+    /// Puts back a counter read from disk, replacing any in memory; returns false (and keeps
+    /// nothing) when the counter holds nothing any more at `now`.
+    pub(crate) fn restore(
+        &self,
+        id: &str,
+        shape: &CounterShape,
+        counter: Counter,
+        now: Timestamp,
+    ) -> bool {
+        if counter.is_dead(shape, now.as_microsecond()) {
+            return false;
+        }
+        let key = ShapeKey::of(shape);
+        let hash = self.hash(id, &key);
         let mut shard = lock(self.shard(hash));
-        let entry = Entry { id: snap.id.into_boxed_str(), shape: key, counter: snap.counter };
+        let entry = Entry { id: id.into(), shape: key, counter };
         match shard.table.entry(
             hash,
             |e| e.shape == key && e.id == entry.id,
@@ -294,15 +309,31 @@ impl Counters {
                 v.insert(entry);
             }
         }
+        true
     }
 }
 
 impl Shard {
     /// Drops dead entries and gives memory back when the table is mostly empty.
-    fn sweep(&mut self, now_us: i64, hasher: &DefaultHashBuilder) -> usize {
+    fn sweep(
+        &mut self,
+        now_us: i64,
+        hasher: &DefaultHashBuilder,
+        log: Option<&Mutex<Vec<(String, CounterShape)>>>,
+    ) -> usize {
         self.next_sweep_us = now_us.saturating_add(SWEEP_EVERY_US);
         let before = self.table.len();
-        self.table.retain(|e| !e.counter.is_dead(&e.shape.shape(), now_us));
+        let mut dropped = Vec::new();
+        self.table.retain(|e| {
+            let dead = e.counter.is_dead(&e.shape.shape(), now_us);
+            if dead && log.is_some() {
+                dropped.push((e.id.to_string(), e.shape.shape()));
+            }
+            !dead
+        });
+        if let (Some(log), false) = (log, dropped.is_empty()) {
+            log.lock().unwrap_or_else(PoisonError::into_inner).append(&mut dropped);
+        }
         let after = self.table.len();
         if self.table.capacity() > 64 && self.table.capacity() / 4 > after {
             self.table.shrink_to(after, |e| hasher.hash_one((&*e.id, &e.shape)));

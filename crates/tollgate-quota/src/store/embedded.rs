@@ -1,11 +1,49 @@
 //! Counters in memory, written behind to one redb file.
+//!
+//! Decisions are made by the shared [`Counters`] core, exactly as in the memory store. Every
+//! check that changed a counter puts its key on a queue; one flusher thread writes the current
+//! state of every queued counter in one redb transaction per flush interval (group commit).
+//!
+//! # Invariants
+//!
+//! * **A commit holds at least every increment queued before it.** A check updates memory first
+//!   and queues its key (with a sequence number) second; the flusher takes the queue first and
+//!   reads each counter's state second, under the shard lock. So the state written is never older
+//!   than any increment whose key was taken, and publishing "committed up to sequence S" after
+//!   the commit is truthful.
+//! * **Strict durability** answers only once "committed" has reached the check's own sequence
+//!   number; buffered checks answer at once and reach the disk within one flush interval.
+//! * **Disk never holds more than memory** for a key: the flusher writes memory's state (or
+//!   deletes the row when memory has dropped the counter), never a sum.
+//! * **Resets are ordered before later increments**: a reset drops the counters in memory, then
+//!   queues the id; the flusher deletes the id's rows before writing the queued keys, whose state
+//!   is read after the reset.
+//! * **What loads is live.** On open, rows whose counters hold nothing any more (expired windows
+//!   past their carried totals) are deleted, not loaded; sweeps in memory queue the keys they drop
+//!   so their rows are deleted too. The file is bounded by live counters, like memory.
+//! * A crash loses at most the increments queued since the last commit: at most one flush
+//!   interval of buffered checks, none of the strict ones that were answered.
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
-use crate::decision::Decision;
-use crate::spec::{MeteringId, QuotaSpec};
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use tokio::sync::watch;
+
+use crate::clock::{Clock, SystemClock};
+use crate::counter::{Bucket, Counter, Counters};
+use crate::decision::{Decision, Outcome};
+use crate::spec::{CounterShape, MeteringId, QuotaSpec, TimeUnit, WindowKind};
 use crate::store::{CounterInfo, Store, StoreError};
+
+/// Counter rows: key = id, 0x00, shape; value = the counter state (see [`encode_counter`]).
+const COUNTERS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("counters");
+
+/// How often the flusher sweeps expired counters out of memory (and so out of the file).
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
 /// When a check's increment is on disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -27,32 +65,472 @@ pub struct EmbeddedOptions {
     pub durability: Durability,
 }
 
+impl EmbeddedOptions {
+    /// Options for `path` with the defaults: 100 ms flush interval, buffered.
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self {
+            path: path.into(),
+            flush_interval: Duration::from_millis(100),
+            durability: Durability::Buffered,
+        }
+    }
+}
+
 /// Decisions in memory, increments written behind to redb with group commit.
-pub struct EmbeddedStore {}
+///
+/// Dropping the store stops the flusher after a last commit, like [`Store::flush`].
+pub struct EmbeddedStore {
+    shared: Arc<Shared>,
+    committed: watch::Receiver<u64>,
+    flusher: Option<JoinHandle<()>>,
+}
+
+/// What the store and its flusher thread share.
+struct Shared {
+    clock: Arc<dyn Clock>,
+    counters: Counters,
+    db: Database,
+    durability: Durability,
+    flush_interval: Duration,
+    queue: Mutex<Queue>,
+    wake: Condvar,
+    committed: watch::Sender<u64>,
+    /// The last commit error, cleared by the next successful commit.
+    failure: Mutex<Option<String>>,
+    stop: AtomicBool,
+}
+
+/// Work for the flusher.
+#[derive(Default)]
+struct Queue {
+    /// Keys whose counters changed, in order (duplicates allowed).
+    dirty: Vec<(MeteringId, CounterShape)>,
+    /// Ids reset since the last commit.
+    resets: Vec<MeteringId>,
+    /// The sequence number of the latest queued item.
+    seq: u64,
+    /// Somebody waits for the next commit: do not wait for the interval.
+    urgent: bool,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn io(context: &str) -> impl Fn(redb::Error) -> StoreError + '_ {
+    move |e| StoreError::Io(format!("{context}: {e}"))
+}
 
 impl EmbeddedStore {
     /// Opens (or creates) the store file and loads the live counters.
-    pub fn open(_opts: EmbeddedOptions) -> Result<Self, StoreError> {
-        Err(StoreError::Io("embedded store not built yet".into()))
+    pub fn open(opts: EmbeddedOptions) -> Result<Self, StoreError> {
+        Self::open_with_clock(opts, Arc::new(SystemClock))
+    }
+
+    /// Like [`EmbeddedStore::open`], reading time from `clock`.
+    pub fn open_with_clock(
+        opts: EmbeddedOptions,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, StoreError> {
+        if let Some(dir) = opts.path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| StoreError::Io(format!("creating {}: {e}", dir.display())))?;
+        }
+        let db = Database::create(&opts.path)
+            .map_err(|e| StoreError::Io(format!("opening {}: {e}", opts.path.display())))?;
+        let counters = Counters::with_eviction_log();
+        load(&db, &counters, clock.now()).map_err(io("loading counters"))?;
+        let (committed, receiver) = watch::channel(0);
+        let shared = Arc::new(Shared {
+            clock,
+            counters,
+            db,
+            durability: opts.durability,
+            flush_interval: opts.flush_interval.max(Duration::from_millis(1)),
+            queue: Mutex::new(Queue::default()),
+            wake: Condvar::new(),
+            committed,
+            failure: Mutex::new(None),
+            stop: AtomicBool::new(false),
+        });
+        let flusher = {
+            let shared = Arc::clone(&shared);
+            std::thread::Builder::new()
+                .name("tollgate-flush".into())
+                .spawn(move || shared.run_flusher())
+                .map_err(|e| StoreError::Io(format!("starting the flusher: {e}")))?
+        };
+        Ok(Self { shared, committed: receiver, flusher: Some(flusher) })
+    }
+
+    /// How many counters are held in memory.
+    pub fn len(&self) -> usize {
+        self.shared.counters.len()
+    }
+
+    /// True when no counter is held.
+    pub fn is_empty(&self) -> bool {
+        self.shared.counters.is_empty()
+    }
+
+    /// The last write error, if the latest commit failed.
+    pub fn last_error(&self) -> Option<String> {
+        lock(&self.shared.failure).clone()
+    }
+
+    /// Queues work and returns its sequence number.
+    fn enqueue(&self, f: impl FnOnce(&mut Queue), urgent: bool) -> u64 {
+        let mut q = lock(&self.shared.queue);
+        f(&mut q);
+        q.seq += 1;
+        if urgent {
+            q.urgent = true;
+            self.shared.wake.notify_one();
+        }
+        q.seq
+    }
+
+    /// Waits until the commit holding `seq` is done.
+    async fn committed(&self, seq: u64) -> Result<(), StoreError> {
+        let mut rx = self.committed.clone();
+        let waited = rx.wait_for(|c| *c >= seq).await.map(|_| ());
+        if waited.is_err() {
+            return Err(StoreError::Io("the flusher has stopped".into()));
+        }
+        match lock(&self.shared.failure).clone() {
+            Some(e) => Err(StoreError::Io(e)),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for EmbeddedStore {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        {
+            let _q = lock(&self.shared.queue);
+            self.shared.wake.notify_one();
+        }
+        if let Some(handle) = self.flusher.take() {
+            let _ = handle.join();
+        }
     }
 }
 
 impl Store for EmbeddedStore {
     async fn check(
         &self,
-        _id: &MeteringId,
-        _spec: &QuotaSpec,
-        _weight: u64,
+        id: &MeteringId,
+        spec: &QuotaSpec,
+        weight: u64,
     ) -> Result<Decision, StoreError> {
-        Err(StoreError::Unavailable("embedded store not built yet".into()))
+        let decision = self.shared.counters.check_at(id, spec, weight, self.shared.clock.now());
+        if decision.outcome == Outcome::Allowed && weight == 0 {
+            // A probe changed nothing worth writing.
+            return Ok(decision);
+        }
+        let strict = self.shared.durability == Durability::Strict;
+        let key = (id.clone(), spec.counter_shape());
+        let seq = self.enqueue(|q| q.dirty.push(key), strict);
+        if strict {
+            self.committed(seq).await?;
+        }
+        Ok(decision)
     }
-    async fn counters(&self, _prefix: &str) -> Result<Vec<CounterInfo>, StoreError> {
-        Ok(Vec::new())
+
+    async fn counters(&self, prefix: &str) -> Result<Vec<CounterInfo>, StoreError> {
+        Ok(self.shared.counters.counters_at(prefix, self.shared.clock.now()))
     }
-    async fn reset(&self, _id: &MeteringId) -> Result<u64, StoreError> {
-        Ok(0)
+
+    async fn reset(&self, id: &MeteringId) -> Result<u64, StoreError> {
+        let dropped = self.shared.counters.reset(id);
+        let seq = self.enqueue(|q| q.resets.push(id.clone()), true);
+        self.committed(seq).await?;
+        Ok(dropped)
     }
+
     async fn flush(&self) -> Result<(), StoreError> {
+        let seq = self.enqueue(|_| {}, true);
+        self.committed(seq).await
+    }
+}
+
+impl Shared {
+    fn run_flusher(&self) {
+        let mut next_sweep = Instant::now() + SWEEP_EVERY;
+        loop {
+            let (dirty, resets, seq, stopping) = {
+                let mut q = lock(&self.queue);
+                let deadline = Instant::now() + self.flush_interval;
+                while !q.urgent && !self.stop.load(Ordering::SeqCst) {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        break;
+                    }
+                    q = self.wake.wait_timeout(q, left).unwrap_or_else(PoisonError::into_inner).0;
+                }
+                q.urgent = false;
+                let stopping = self.stop.load(Ordering::SeqCst);
+                (std::mem::take(&mut q.dirty), std::mem::take(&mut q.resets), q.seq, stopping)
+            };
+            if Instant::now() >= next_sweep {
+                self.counters.evict_expired(self.clock.now());
+                next_sweep = Instant::now() + SWEEP_EVERY;
+            }
+            let evicted = self.counters.take_evicted();
+            if *self.committed.borrow() < seq || !evicted.is_empty() {
+                let result = self.commit(&dirty, &resets, &evicted);
+                match result {
+                    Ok(()) => *lock(&self.failure) = None,
+                    Err(e) => {
+                        tracing::error!(error = %e, "writing quota counters failed");
+                        *lock(&self.failure) = Some(e.to_string());
+                        // Try these keys again with the next batch.
+                        let mut q = lock(&self.queue);
+                        let mut retry = dirty;
+                        retry.append(&mut q.dirty);
+                        q.dirty = retry;
+                        let mut again = resets;
+                        again.append(&mut q.resets);
+                        q.resets = again;
+                    }
+                }
+                // Waiters learn of a failure through `failure`; they must not hang.
+                self.committed.send_replace(seq);
+            }
+            if stopping {
+                return;
+            }
+        }
+    }
+
+    /// Writes one batch in one transaction.
+    fn commit(
+        &self,
+        dirty: &[(MeteringId, CounterShape)],
+        resets: &[MeteringId],
+        evicted: &[(String, CounterShape)],
+    ) -> Result<(), redb::Error> {
+        let txn = self.db.begin_write()?;
+        {
+            let mut table = txn.open_table(COUNTERS)?;
+            for id in resets {
+                let lo = id_prefix(id.as_str(), 0);
+                let hi = id_prefix(id.as_str(), 1);
+                table.retain_in::<&[u8], _>(lo.as_slice()..hi.as_slice(), |_, _| false)?;
+            }
+            for (id, shape) in evicted {
+                if self.counters.snapshot(id, shape).is_none() {
+                    table.remove(encode_key(id, shape).as_slice())?;
+                }
+            }
+            let mut seen = std::collections::HashSet::with_capacity(dirty.len());
+            for (id, shape) in dirty {
+                if !seen.insert((id, shape)) {
+                    continue;
+                }
+                let key = encode_key(id.as_str(), shape);
+                match self.counters.snapshot(id.as_str(), shape) {
+                    Some(counter) => {
+                        table.insert(key.as_slice(), encode_counter(&counter).as_slice())?;
+                    }
+                    None => {
+                        table.remove(key.as_slice())?;
+                    }
+                }
+            }
+        }
+        txn.commit()?;
         Ok(())
+    }
+}
+
+/// Loads the live rows into `counters` and deletes the dead or unreadable ones.
+fn load(db: &Database, counters: &Counters, now: jiff::Timestamp) -> Result<(), redb::Error> {
+    let mut dead: Vec<Vec<u8>> = Vec::new();
+    {
+        let txn = db.begin_read()?;
+        let table = match txn.open_table(COUNTERS) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(()),
+            Err(e) => return Err(e.into()),
+        };
+        for row in table.iter()? {
+            let (k, v) = row?;
+            let decoded = decode_key(k.value()).zip(decode_counter(v.value()));
+            let live = match &decoded {
+                Some(((id, shape), counter)) => counters.restore(id, shape, counter.clone(), now),
+                None => {
+                    tracing::warn!(key = ?k.value(), "dropping an unreadable counter row");
+                    false
+                }
+            };
+            if !live {
+                dead.push(k.value().to_vec());
+            }
+        }
+    }
+    let txn = db.begin_write()?;
+    {
+        let mut table = txn.open_table(COUNTERS)?;
+        for k in &dead {
+            table.remove(k.as_slice())?;
+        }
+    }
+    txn.commit()?;
+    Ok(())
+}
+
+/// The bytes every key of `id` starts with (`end = 0`), or the first byte string after all of
+/// them (`end = 1`). Ids are visible ASCII, so 0x00 never occurs inside one.
+fn id_prefix(id: &str, end: u8) -> Vec<u8> {
+    let mut k = Vec::with_capacity(id.len() + 1);
+    k.extend_from_slice(id.as_bytes());
+    k.push(end);
+    k
+}
+
+/// Key: id, 0x00, interval (u32 BE), unit, window, has-start, start (i64 BE).
+fn encode_key(id: &str, shape: &CounterShape) -> Vec<u8> {
+    let mut k = id_prefix(id, 0);
+    k.extend_from_slice(&shape.interval.to_be_bytes());
+    k.push(unit_code(shape.unit));
+    k.push(window_code(shape.window));
+    k.push(u8::from(shape.start.is_some()));
+    k.extend_from_slice(&shape.start.unwrap_or(0).to_be_bytes());
+    k
+}
+
+fn decode_key(k: &[u8]) -> Option<(String, CounterShape)> {
+    let nul = k.iter().position(|&b| b == 0)?;
+    let id = std::str::from_utf8(&k[..nul]).ok()?;
+    let rest = &k[nul + 1..];
+    if rest.len() != 15 {
+        return None;
+    }
+    let interval = u32::from_be_bytes(rest[0..4].try_into().ok()?);
+    let unit = unit_from(rest[4])?;
+    let window = window_from(rest[5])?;
+    let start = i64::from_be_bytes(rest[7..15].try_into().ok()?);
+    let start = (rest[6] == 1).then_some(start);
+    MeteringId::new(id).ok()?;
+    Some((id.to_owned(), CounterShape { interval, unit, window, start }))
+}
+
+/// Format version of counter rows.
+const ROW_V1: u8 = 1;
+
+/// Value: version, used, exceed, total_exceed, mark (all 8 bytes LE), then per rolling
+/// sub-bucket: index, used, exceed.
+fn encode_counter(c: &Counter) -> Vec<u8> {
+    let buckets = c.buckets.as_deref().map_or(&[][..], |b| b.as_slice());
+    let mut v = Vec::with_capacity(33 + 24 * buckets.len());
+    v.push(ROW_V1);
+    v.extend_from_slice(&c.used.to_le_bytes());
+    v.extend_from_slice(&c.exceed.to_le_bytes());
+    v.extend_from_slice(&c.total_exceed.to_le_bytes());
+    v.extend_from_slice(&c.mark_us.to_le_bytes());
+    for b in buckets {
+        v.extend_from_slice(&b.index.to_le_bytes());
+        v.extend_from_slice(&b.used.to_le_bytes());
+        v.extend_from_slice(&b.exceed.to_le_bytes());
+    }
+    v
+}
+
+fn decode_counter(v: &[u8]) -> Option<Counter> {
+    let (&version, rest) = v.split_first()?;
+    if version != ROW_V1 || rest.len() < 32 || (rest.len() - 32) % 24 != 0 {
+        return None;
+    }
+    let word = |i: usize| -> Option<[u8; 8]> { rest.get(i * 8..i * 8 + 8)?.try_into().ok() };
+    let buckets: Vec<Bucket> = (0..(rest.len() - 32) / 24)
+        .map(|b| {
+            let at = 4 + b * 3;
+            Some(Bucket {
+                index: i64::from_le_bytes(word(at)?),
+                used: u64::from_le_bytes(word(at + 1)?),
+                exceed: u64::from_le_bytes(word(at + 2)?),
+            })
+        })
+        .collect::<Option<_>>()?;
+    Some(Counter {
+        used: u64::from_le_bytes(word(0)?),
+        exceed: u64::from_le_bytes(word(1)?),
+        total_exceed: u64::from_le_bytes(word(2)?),
+        mark_us: i64::from_le_bytes(word(3)?),
+        buckets: (!buckets.is_empty()).then(|| Box::new(buckets)),
+    })
+}
+
+fn unit_code(u: TimeUnit) -> u8 {
+    match u {
+        TimeUnit::Second => 0,
+        TimeUnit::Minute => 1,
+        TimeUnit::Hour => 2,
+        TimeUnit::Day => 3,
+        TimeUnit::Week => 4,
+        TimeUnit::Month => 5,
+    }
+}
+
+fn unit_from(b: u8) -> Option<TimeUnit> {
+    Some(match b {
+        0 => TimeUnit::Second,
+        1 => TimeUnit::Minute,
+        2 => TimeUnit::Hour,
+        3 => TimeUnit::Day,
+        4 => TimeUnit::Week,
+        5 => TimeUnit::Month,
+        _ => return None,
+    })
+}
+
+fn window_code(w: WindowKind) -> u8 {
+    match w {
+        WindowKind::Calendar => 0,
+        WindowKind::Flexi => 1,
+        WindowKind::Rolling => 2,
+    }
+}
+
+fn window_from(b: u8) -> Option<WindowKind> {
+    Some(match b {
+        0 => WindowKind::Calendar,
+        1 => WindowKind::Flexi,
+        2 => WindowKind::Rolling,
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_round_trip() {
+        let shape = CounterShape {
+            interval: 7,
+            unit: TimeUnit::Day,
+            window: WindowKind::Rolling,
+            start: Some(-5),
+        };
+        let k = encode_key("ShipmentStatus:CarrierXYZ", &shape);
+        assert_eq!(decode_key(&k), Some(("ShipmentStatus:CarrierXYZ".to_owned(), shape)));
+        let c = Counter {
+            used: 3,
+            exceed: 4,
+            total_exceed: 5,
+            mark_us: -6,
+            buckets: Some(Box::new(vec![Bucket { index: 9, used: 1, exceed: 2 }])),
+        };
+        assert_eq!(decode_counter(&encode_counter(&c)), Some(c));
+        assert_eq!(decode_counter(&[2, 0, 0]), None);
+        assert_eq!(decode_key(b"no-separator"), None);
+        // Another id's keys never fall inside an id's range.
+        let (lo, hi) = (id_prefix("ab", 0), id_prefix("ab", 1));
+        let other = encode_key("ab!", &shape);
+        assert!(!(lo.as_slice() <= other.as_slice() && other.as_slice() < hi.as_slice()));
+        assert!(lo.as_slice() <= k.as_slice() || !k.starts_with(b"ab\0"));
     }
 }
