@@ -74,6 +74,15 @@ enum Role {
     Other,
 }
 
+/// A cheap filter: `false` means the tag is certainly not an envelope segment.
+#[inline]
+fn maybe_envelope(standard: Standard, tag: SegmentTag) -> bool {
+    match standard {
+        Standard::X12 => matches!(tag.first(), b'S' | b'G' | b'I'),
+        Standard::Edifact => tag.first() == b'U' && tag.second() == b'N',
+    }
+}
+
 #[inline]
 fn role(standard: Standard, tag: SegmentTag) -> Role {
     match standard {
@@ -379,13 +388,34 @@ impl Builder {
         self.ic.errors.push(e);
     }
 
-    #[inline]
+    /// Feeds one segment. The common case, a body segment inside a transaction, is handled
+    /// here and inlined into the scan loop; everything else goes to `segment_slow`.
+    #[inline(always)]
     fn segment(&mut self, seg: &Segment<'_>, opts: &Options) -> Step {
+        // Invariant: `tx` is `None` while `expect_header` is set.
+        if let Some(open) = &mut self.tx
+            && !maybe_envelope(self.ic.standard, seg.tag)
+        {
+            open.tx.segments += 1;
+            open.tx.span.end = seg.end;
+            if opts.record_tag == Some(seg.tag) {
+                open.records += 1;
+            }
+            self.segment_index += 1;
+            self.ic.span.end = seg.end;
+            return Step::Continue;
+        }
+        self.segment_slow(seg, opts)
+    }
+
+    #[inline(never)]
+    fn segment_slow(&mut self, seg: &Segment<'_>, opts: &Options) -> Step {
         if !self.expect_header {
             // Hot path: a body segment inside a transaction.
             if let Some(open) = &mut self.tx {
-                let r = role(self.ic.standard, seg.tag);
-                if r == Role::Other {
+                if !maybe_envelope(self.ic.standard, seg.tag)
+                    || role(self.ic.standard, seg.tag) == Role::Other
+                {
                     open.tx.segments += 1;
                     open.tx.span.end = seg.end;
                     if opts.record_tag == Some(seg.tag) {
@@ -453,8 +483,8 @@ impl Builder {
                 };
                 self.tx = Some(OpenTx {
                     tx: Transaction {
-                        kind: kind.trim().to_string(),
-                        control_number: ControlNumber(control.trim().to_string()),
+                        kind: trimmed(kind),
+                        control_number: ControlNumber(trimmed(control)),
                         segments: 1,
                         message_version: version,
                         implementation,
@@ -852,5 +882,14 @@ fn empty_group(start: usize) -> Group {
         transaction_count: 0,
         span: start..start,
         header_span: start..start,
+    }
+}
+
+/// Trims surrounding whitespace, reusing the allocation when there is none.
+fn trimmed(s: String) -> String {
+    if s.starts_with(char::is_whitespace) || s.ends_with(char::is_whitespace) {
+        s.trim().to_string()
+    } else {
+        s
     }
 }

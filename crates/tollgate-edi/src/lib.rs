@@ -47,3 +47,14 @@ pub use segment::{Segment, SegmentScanner, SegmentTag};
 pub fn parse(input: &[u8]) -> ParsedFile {
     envelope::parse_all(input, &envelope::Options::full())
 }
+
+/// Scans `input` for envelopes and counts only: groups are kept but not their transactions,
+/// and [`Counts::records`] follows `rule`. This is the fast path used for metering.
+pub fn scan(input: &[u8], rule: &RecordRule) -> ParsedFile {
+    let record_tag = match rule {
+        RecordRule::Transactions => None,
+        RecordRule::Segment(tag) => Some(*tag),
+    };
+    let opts = envelope::Options { keep_transactions: false, record_tag, max_errors: 1000 };
+    envelope::parse_all(input, &opts)
+}

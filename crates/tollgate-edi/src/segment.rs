@@ -11,11 +11,18 @@ use crate::delimiters::Delimiters;
 /// A segment tag such as `ST`, `AT7` or `UNH` (up to 3 bytes).
 ///
 /// Invariant: `len <= 4`; `len == 4` marks a tag longer than 3 bytes (e.g. `ISAAC`), which is
-/// equal to no real tag.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+/// equal to no real tag. Unused bytes are zero, so equality is one 32-bit comparison.
+#[derive(Clone, Copy, Eq, Hash)]
 pub struct SegmentTag {
     bytes: [u8; 3],
     len: u8,
+}
+
+impl PartialEq for SegmentTag {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
 }
 
 impl SegmentTag {
@@ -36,6 +43,23 @@ impl SegmentTag {
             i += 1;
         }
         SegmentTag { bytes, len: if b.len() > 3 { 4 } else { b.len() as u8 } }
+    }
+
+    #[inline]
+    fn key(&self) -> u32 {
+        u32::from_le_bytes([self.bytes[0], self.bytes[1], self.bytes[2], self.len])
+    }
+
+    /// The first byte of the tag (0 for an empty tag).
+    #[inline]
+    pub fn first(&self) -> u8 {
+        self.bytes[0]
+    }
+
+    /// The second byte of the tag (0 for a shorter tag).
+    #[inline]
+    pub fn second(&self) -> u8 {
+        self.bytes[1]
     }
 
     /// The tag's bytes (at most 3; a longer tag shows its first 3).
@@ -146,6 +170,9 @@ impl<'a> Iterator for Split<'a> {
 
 /// Decodes a raw value: drops CR/LF (line wrapping) and release characters, lossy UTF-8.
 pub fn decode(raw: &[u8], d: &Delimiters) -> String {
+    if is_plain(raw, d) {
+        return String::from_utf8_lossy(raw).into_owned();
+    }
     let mut out = Vec::with_capacity(raw.len());
     let mut i = 0;
     while i < raw.len() {
@@ -163,9 +190,31 @@ pub fn decode(raw: &[u8], d: &Delimiters) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Reads the tag: bytes up to the first separator, CR/LF skipped.
+/// Whether a raw value holds neither line breaks nor release characters (decodes as is).
 #[inline]
+pub(crate) fn is_plain(raw: &[u8], d: &Delimiters) -> bool {
+    !raw.iter().any(|&b| b == b'\r' || b == b'\n' || Some(b) == d.release)
+}
+
+/// Reads the tag: bytes up to the first separator, CR/LF skipped.
+#[inline(always)]
 fn read_tag(bytes: &[u8], d: &Delimiters) -> SegmentTag {
+    let plain = |b: u8| b != b'\r' && b != b'\n' && b != d.component;
+    if bytes.len() < 4 {
+        return read_tag_slow(bytes, d);
+    }
+    // Fast path: a 2- or 3-byte tag followed by the element separator.
+    if bytes[2] == d.element && plain(bytes[0]) && plain(bytes[1]) {
+        return SegmentTag { bytes: [bytes[0], bytes[1], 0], len: 2 };
+    }
+    if bytes[3] == d.element && plain(bytes[0]) && plain(bytes[1]) && plain(bytes[2]) {
+        return SegmentTag { bytes: [bytes[0], bytes[1], bytes[2]], len: 3 };
+    }
+    read_tag_slow(bytes, d)
+}
+
+#[inline(never)]
+fn read_tag_slow(bytes: &[u8], d: &Delimiters) -> SegmentTag {
     let mut tag = [0u8; 3];
     let mut n = 0usize;
     for &b in bytes {

@@ -59,6 +59,13 @@ pub(crate) fn check_trailer(
     header_ref: &ControlNumber,
 ) -> Vec<(ErrorKind, String)> {
     let mut out = Vec::new();
+    let mut elements = seg.elements(d).skip(1);
+    let raw_count = elements.next().unwrap_or(b"");
+    let raw_ref = elements.next().unwrap_or(b"");
+    // Fast path: plain digits equal to the count and a reference equal byte for byte.
+    if parse_count(raw_count) == Some(actual) && raw_ref == header_ref.0.as_bytes() {
+        return out;
+    }
     let declared = seg.text(d, 1);
     let declared_trim = declared.trim();
     if declared_trim.parse::<u64>().ok() != Some(actual) {
@@ -84,6 +91,21 @@ pub(crate) fn check_trailer(
         ));
     }
     out
+}
+
+/// A count made of ASCII digits only, without allocating.
+fn parse_count(raw: &[u8]) -> Option<u64> {
+    if raw.is_empty() || raw.len() > 18 {
+        return None;
+    }
+    let mut n = 0u64;
+    for &b in raw {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        n = n * 10 + u64::from(b - b'0');
+    }
+    Some(n)
 }
 
 fn digits(s: &str, n: usize) -> bool {
