@@ -12,10 +12,16 @@ use crate::delimiters::Delimiters;
 ///
 /// Invariant: `len <= 4`; `len == 4` marks a tag longer than 3 bytes (e.g. `ISAAC`), which is
 /// equal to no real tag. Unused bytes are zero, so equality is one 32-bit comparison.
-#[derive(Clone, Copy, Eq, Hash)]
+#[derive(Clone, Copy, Eq)]
 pub struct SegmentTag {
     bytes: [u8; 3],
     len: u8,
+}
+
+impl std::hash::Hash for SegmentTag {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.key().hash(state);
+    }
 }
 
 impl PartialEq for SegmentTag {
