@@ -319,16 +319,21 @@ fn x12_transaction(w: &mut Writer, tx: &Transaction, errs: &[&EnvelopeError], v9
     }
     let (seg_tag, el_tag) = if v999 { ("IK3", "IK4") } else { ("AK3", "AK4") };
     let position = tx.segments.to_string();
-    for e in errs {
-        // Trailer element errors are reported at the SE segment: AK3/IK3 code 8 (segment has
-        // data element errors) and AK4/IK4 code 7 (invalid value) with the value received.
-        let (element, reference, value) = match &e.kind {
-            ErrorKind::CountMismatch { declared, .. } => ("1", "96", declared.clone()),
-            ErrorKind::ReferenceMismatch { trailer, .. } => ("2", "329", trailer.clone()),
-            _ => continue,
-        };
+    // Trailer element errors are reported at the SE segment: one AK3/IK3 with code 8 (segment
+    // has data element errors), then an AK4/IK4 with code 7 (invalid value) per element.
+    let elements: Vec<(&str, &str, String)> = errs
+        .iter()
+        .filter_map(|e| match &e.kind {
+            ErrorKind::CountMismatch { declared, .. } => Some(("1", "96", declared.clone())),
+            ErrorKind::ReferenceMismatch { trailer, .. } => Some(("2", "329", trailer.clone())),
+            _ => None,
+        })
+        .collect();
+    if !elements.is_empty() {
         w.seg(seg_tag, &[&["SE"], &[&position], &[], &["8"]]);
-        w.seg(el_tag, &[&[element], &[reference], &["7"], &[&value]]);
+        for (element, reference, value) in &elements {
+            w.seg(el_tag, &[&[element], &[reference], &["7"], &[value]]);
+        }
     }
     let mut ak5: Vec<String> = vec![if errs.is_empty() { "A" } else { "R" }.to_string()];
     ak5.extend(errs.iter().take(5).map(|e| e.standard_code().to_string()));

@@ -1,0 +1,211 @@
+//! Acknowledgements, splitting and streaming, on hand-written interchanges.
+
+use tollgate_edi::ack::{AckFormat, acknowledge};
+use tollgate_edi::split::split;
+use tollgate_edi::{Reader, ReaderOptions, Standard, parse};
+
+fn isa(version: &str, rep: char, cn: &str, ack: char) -> String {
+    format!(
+        "ISA*00*          *00*          *ZZ*CARRIER        *01*123456789      *240102*0930*{rep}*{version}*{cn}*{ack}*P*>~\n"
+    )
+}
+
+/// An interchange with one group of `n` 214s; `bad_se` gives transaction 2 a wrong SE01.
+fn x12(version: &str, gs_version: &str, n: usize, bad_se: bool) -> String {
+    let mut s = isa(version, '^', "000000321", '0');
+    s.push_str(&format!("GS*QM*CARRIERAPP*ERPAPP*20240102*0930*55*X*{gs_version}~\n"));
+    for i in 1..=n {
+        let count = if bad_se && i == 2 { 9 } else { 4 };
+        s.push_str(&format!(
+            "ST*214*{i:04}~\nB10*PRO{i}*S{i}*SCAC~\nAT7*X3*NS***20240102*0930~\nSE*{count}*{i:04}~\n"
+        ));
+    }
+    s.push_str(&format!("GE*{n}*55~\nIEA*1*000000321~\n"));
+    s
+}
+
+fn ack_text(file: &str, format: AckFormat, cn: u64) -> String {
+    let p = parse(file.as_bytes());
+    let ack = acknowledge(file.as_bytes(), &p.interchanges[0], format, cn).expect("an ack");
+    String::from_utf8(ack).unwrap()
+}
+
+fn segments(text: &str) -> Vec<&str> {
+    text.split('~').map(str::trim).filter(|s| !s.is_empty()).collect()
+}
+
+#[test]
+fn ack_997_for_004010_swaps_parties_and_reports_the_bad_transaction() {
+    let file = x12("00401", "004010", 3, true);
+    let text = ack_text(&file, AckFormat::Auto, 9001);
+    let segs = segments(&text);
+    assert!(
+        segs[0]
+            .starts_with("ISA*00*          *00*          *01*123456789      *ZZ*CARRIER        *")
+    );
+    assert!(segs[0].contains("*000009001*0*P*>"));
+    assert!(segs[1].starts_with("GS*FA*ERPAPP*CARRIERAPP*"));
+    assert!(segs[1].ends_with("*9001*X*004010"));
+    assert_eq!(segs[2], "ST*997*0001");
+    assert_eq!(segs[3], "AK1*QM*55");
+    assert_eq!(
+        &segs[4..12],
+        [
+            "AK2*214*0001",
+            "AK5*A",
+            "AK2*214*0002",
+            "AK3*SE*4**8",
+            "AK4*1*96*7*9",
+            "AK5*R*4",
+            "AK2*214*0003",
+            "AK5*A"
+        ]
+    );
+    assert_eq!(segs[12], "AK9*P*3*3*2");
+    assert_eq!(segs[13], format!("SE*{}*0001", 13 - 2 + 1));
+    assert_eq!(segs[14], "GE*1*9001");
+    assert_eq!(segs[15], "IEA*1*000009001");
+    // The acknowledgement is a valid interchange and is itself never acknowledged.
+    let back = parse(text.as_bytes());
+    assert!(!back.has_errors(), "{back:?}");
+    assert!(back.interchanges[0].is_acknowledgement());
+    assert_eq!(acknowledge(text.as_bytes(), &back.interchanges[0], AckFormat::Auto, 1), None);
+}
+
+#[test]
+fn ack_999_for_005010_uses_ik3_ik4_ik5() {
+    let file = x12("00501", "005010", 2, true);
+    let segs_owned = ack_text(&file, AckFormat::Auto, 5);
+    let segs = segments(&segs_owned);
+    assert_eq!(segs[2], "ST*999*0001*005010X231");
+    assert_eq!(segs[3], "AK1*QM*55*005010");
+    assert!(segs.contains(&"IK3*SE*4**8"));
+    assert!(segs.contains(&"IK4*1*96*7*9"));
+    assert!(segs.contains(&"IK5*R*4"));
+    assert!(segs.contains(&"IK5*A"));
+    assert!(segs.contains(&"AK9*P*2*2*1"));
+    // ISA11 carries the repetition separator of the original from 00501.
+    assert!(segs[0].contains("*^*00501*"));
+    assert!(!parse(segs_owned.as_bytes()).has_errors());
+}
+
+#[test]
+fn ta1_reports_interchange_errors_and_requests() {
+    // IEA02 differs from ISA13: TA1 code E with note 001.
+    let file = x12("00401", "004010", 1, false).replace("IEA*1*000000321", "IEA*1*000000322");
+    let text = ack_text(&file, AckFormat::Auto, 1);
+    assert!(segments(&text).contains(&"TA1*000000321*240102*0930*E*001"));
+    // A missing IEA is a rejection (023), and TA1 alone can be asked for.
+    let cut = x12("00401", "004010", 1, false).replace("IEA*1*000000321~\n", "");
+    let text = ack_text(&cut, AckFormat::Ta1, 1);
+    let segs = segments(&text);
+    assert_eq!(segs[1], "TA1*000000321*240102*0930*R*023");
+    assert_eq!(segs[2], "IEA*0*000000001");
+    // A clean interchange with ISA14 = 1 gets a positive TA1 and its 997.
+    let asked = x12("00401", "004010", 1, false).replace("*000000321*0*P", "*000000321*1*P");
+    let segs_owned = ack_text(&asked, AckFormat::Auto, 1);
+    let segs = segments(&segs_owned);
+    assert_eq!(segs[1], "TA1*000000321*240102*0930*A*000");
+    assert!(segs.contains(&"AK9*A*1*1*1"));
+}
+
+#[test]
+fn contrl_for_edifact() {
+    let file = "UNA:+.? '\nUNB+UNOC:3+SENDER:14+RECEIVER:14+240102:0930+IC7++++++1'\n\
+                UNH+M1+IFTSTA:D:01B:UN'\nSTS+1'\nUNT+3+M1'\nUNH+M2+IFTSTA:D:01B:UN'\nSTS+1'\nUNT+7+M2'\n\
+                UNZ+2+IC7'\n";
+    let text = ack_text(file, AckFormat::Auto, 77);
+    let segs: Vec<&str> =
+        text.split('\'').map(|s| s.trim_start_matches('\n')).filter(|s| !s.is_empty()).collect();
+    assert_eq!(segs[0], "UNA:+.? ");
+    assert!(segs[1].starts_with("UNB+UNOC:3+RECEIVER:14+SENDER:14+"));
+    assert!(segs[1].ends_with("+77++++++1"), "{}", segs[1]);
+    assert_eq!(segs[2], "UNH+1+CONTRL:D:3:UN");
+    assert_eq!(segs[3], "UCI+IC7+SENDER:14+RECEIVER:14+7");
+    assert_eq!(segs[4], "UCM+M1+IFTSTA:D:01B:UN+7");
+    assert_eq!(segs[5], "UCM+M2+IFTSTA:D:01B:UN+4+29");
+    assert_eq!(segs[6], "UNT+5+1");
+    assert_eq!(segs[7], "UNZ+1+77");
+    let back = parse(text.as_bytes());
+    assert!(!back.has_errors());
+    assert!(back.interchanges[0].is_acknowledgement());
+    // Formats of the other standard do not apply.
+    let p = parse(file.as_bytes());
+    assert_eq!(acknowledge(file.as_bytes(), &p.interchanges[0], AckFormat::X997, 1), None);
+}
+
+#[test]
+fn split_keeps_the_chosen_transactions_with_new_envelopes() {
+    let file = x12("00401", "004010", 3, false);
+    let p = parse(file.as_bytes());
+    let ic = &p.interchanges[0];
+    let piece = split(file.as_bytes(), ic, &[0, 2, 99], "777");
+    let text = String::from_utf8(piece.clone()).unwrap();
+    assert!(text.contains("*000000777*0*P*>~"));
+    assert!(text.contains("GE*2*55~"));
+    assert!(text.contains("IEA*1*000000777~"));
+    let back = parse(&piece);
+    assert!(!back.has_errors(), "{back:?}");
+    let b = &back.interchanges[0];
+    let ids: Vec<_> = b.transactions().map(|t| t.control_number.to_string()).collect();
+    assert_eq!(ids, ["0001", "0003"]);
+    assert_eq!(b.sender, ic.sender);
+    assert_eq!(b.control_number.as_str(), "000000777");
+}
+
+#[test]
+fn split_edifact_with_and_without_groups() {
+    let plain = "UNB+UNOA:3+S+R+240102:0930+1'UNH+1+INVOIC:D:96A:UN'BGM+380'UNT+3+1'\
+                 UNH+2+INVOIC:D:96A:UN'BGM+380'UNT+3+2'UNZ+2+1'";
+    let p = parse(plain.as_bytes());
+    let piece = split(plain.as_bytes(), &p.interchanges[0], &[1], "ABC");
+    let back = parse(&piece);
+    assert!(!back.has_errors(), "{back:?}");
+    assert_eq!(back.interchanges[0].control_number.as_str(), "ABC");
+    assert_eq!(back.interchanges[0].transactions().next().unwrap().control_number.as_str(), "2");
+    let grouped = "UNB+UNOA:3+S+R+240102:0930+1'UNG+INVOIC+S+R+240102:0930+G+UN+D:96A'\
+                   UNH+1+INVOIC:D:96A:UN'UNT+2+1'UNH+2+INVOIC:D:96A:UN'UNT+2+2'UNE+2+G'UNZ+1+1'";
+    let p = parse(grouped.as_bytes());
+    let piece = split(grouped.as_bytes(), &p.interchanges[0], &[0], "9");
+    let text = String::from_utf8(piece.clone()).unwrap();
+    assert!(text.contains("UNE+1+G'"));
+    assert!(text.contains("UNZ+1+9'"));
+    assert!(!parse(&piece).has_errors());
+}
+
+#[test]
+fn reader_counts_an_interchange_larger_than_its_buffer() {
+    let n = 3000;
+    let file = x12("00401", "004010", n, false);
+    assert!(file.len() > 100_000);
+    let opts = ReaderOptions {
+        buffer_size: 1024,
+        rule: "segment:AT7".parse().unwrap(),
+        ..Default::default()
+    };
+    let mut reader = Reader::with_options(file.as_bytes(), opts);
+    let ic = reader.next().unwrap().unwrap();
+    assert!(reader.next().is_none());
+    assert_eq!(reader.buffer_capacity(), 1024, "the buffer never grew");
+    assert_eq!(ic.standard, Standard::X12);
+    assert_eq!(ic.counts.transactions, n as u64);
+    assert_eq!(ic.counts.records, n as u64);
+    assert_eq!(ic.counts.segments, 4 * n as u64 + 4);
+    assert!(ic.errors.is_empty());
+    assert_eq!(ic.transactions().count(), 0, "transactions are not kept by default");
+    assert_eq!(ic.span, 0..file.len() - 1);
+}
+
+#[test]
+fn reader_reports_io_errors() {
+    struct Failing;
+    impl std::io::Read for Failing {
+        fn read(&mut self, _: &mut [u8]) -> std::io::Result<usize> {
+            Err(std::io::Error::other("disk on fire"))
+        }
+    }
+    let mut reader = Reader::new(Failing);
+    let err = reader.next().unwrap().unwrap_err();
+    assert!(err.to_string().contains("disk on fire"));
+    assert!(reader.next().is_none());
+}
