@@ -1,0 +1,194 @@
+//! `tollgate edi inspect|ack|split`, run as the real binary.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn corpus(rel: &str) -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/corpus")).join(rel)
+}
+
+fn tollgate(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tollgate")).args(args).output().expect("run tollgate")
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn json_lines(out: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect()
+}
+
+fn keys(v: &Value) -> Vec<&str> {
+    let mut k: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+    k.sort_unstable();
+    k
+}
+
+#[test]
+fn inspect_json_has_the_documented_shape_and_exit_1_on_envelope_errors() {
+    let f = corpus("x12/x12types-004010_310.edi");
+    let out = tollgate(&["edi", "inspect", "--json", path(&f)]);
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let docs = json_lines(&out);
+    assert_eq!(docs.len(), 1);
+    let doc = &docs[0];
+    assert_eq!(keys(doc), ["errors", "file", "interchanges"]);
+    assert_eq!(doc["file"], path(&f));
+    let ic = &doc["interchanges"][0];
+    assert_eq!(
+        keys(ic),
+        ["control_number", "errors", "groups", "receiver", "sender", "standard", "test", "version"]
+    );
+    assert_eq!(ic["standard"], "x12");
+    assert_eq!(ic["sender"], serde_json::json!({"qualifier": "ZZ", "id": "SOURCE"}));
+    assert_eq!(ic["receiver"], serde_json::json!({"qualifier": "02", "id": "TARGET"}));
+    assert_eq!(ic["control_number"], "000011566");
+    assert_eq!(ic["version"], "00401");
+    assert_eq!(ic["test"], false);
+    let g = &ic["groups"][0];
+    assert_eq!(keys(g), ["control_number", "functional_id", "transactions", "version"]);
+    assert_eq!(g["functional_id"], "IO");
+    let tx = &g["transactions"][0];
+    assert_eq!(keys(tx), ["control_number", "message_version", "segments", "type"]);
+    assert_eq!(tx["type"], "310");
+    assert_eq!(tx["segments"], 46);
+    assert_eq!(tx["message_version"], Value::Null);
+    let codes: Vec<&str> =
+        ic["errors"].as_array().unwrap().iter().map(|e| e["code"].as_str().unwrap()).collect();
+    assert_eq!(codes, ["AK5-4", "AK5-3", "AK9-4", "TA1-001"]);
+    assert_eq!(keys(&ic["errors"][0]), ["code", "message", "offset", "segment"]);
+    assert_eq!(ic["errors"][0]["segment"], 48);
+}
+
+#[test]
+fn inspect_several_files_clean_and_edifact() {
+    let a = corpus("x12/staedi-simple810.edi");
+    let b = corpus("edifact/staedi-invoic_d97b_una.edi");
+    let out = tollgate(&["edi", "inspect", "--json", path(&a), path(&b)]);
+    assert_eq!(out.status.code(), Some(0));
+    let docs = json_lines(&out);
+    assert_eq!(docs.len(), 2);
+    assert_eq!(
+        docs[0]["interchanges"][0]["groups"][0]["transactions"].as_array().unwrap().len(),
+        2
+    );
+    let tx = &docs[1]["interchanges"][0]["groups"][0]["transactions"][0];
+    assert_eq!(docs[1]["interchanges"][0]["standard"], "edifact");
+    assert_eq!(docs[1]["interchanges"][0]["groups"][0]["functional_id"], Value::Null);
+    assert_eq!(tx["type"], "INVOIC");
+    assert_eq!(tx["message_version"], "D:97B:UN");
+    // The human table names the parties and the documents.
+    let out = tollgate(&["edi", "inspect", path(&a)]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("ZZ:SENDERISA -> ZZ:RECEIVERISA"), "{text}");
+    assert!(text.contains("810"));
+}
+
+#[test]
+fn inspect_exit_2_for_unreadable_files_and_files_without_interchange() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.edi");
+    let out = tollgate(&["edi", "inspect", path(&missing)]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("missing.edi"));
+
+    let junk = dir.path().join("junk.txt");
+    std::fs::write(&junk, "hello, this is not EDI\n").unwrap();
+    let out = tollgate(&["edi", "inspect", "--json", path(&junk)]);
+    assert_eq!(out.status.code(), Some(2));
+    let docs = json_lines(&out);
+    assert_eq!(docs[0]["interchanges"].as_array().unwrap().len(), 0);
+    assert!(docs[0]["errors"][0]["message"].as_str().unwrap().contains("no interchange"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("not an X12 or EDIFACT file"), "{stderr}");
+
+    let out = tollgate(&["edi", "inspect"]);
+    assert_eq!(out.status.code(), Some(2), "usage error");
+}
+
+#[test]
+fn ack_writes_a_997_with_swapped_parties() {
+    let f = corpus("x12/nodex12-855.edi");
+    let out = tollgate(&["edi", "ack", "--control-number", "4711", path(&f)]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let parsed = tollgate_edi::parse(&out.stdout);
+    assert!(!parsed.has_errors(), "{parsed:?}");
+    let ic = &parsed.interchanges[0];
+    assert_eq!(ic.sender.to_string(), "ZZ:123MILL");
+    assert_eq!(ic.receiver.to_string(), "ZZ:1556150");
+    assert_eq!(ic.control_number.as_str(), "000004711");
+    let tx = ic.transactions().next().unwrap();
+    assert_eq!(tx.kind, "997");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("AK1*PR*5~"), "{text}");
+    assert!(text.contains("AK2*855*0005~"));
+    assert!(text.contains("AK9*A*1*1*1~"));
+}
+
+#[test]
+fn ack_formats_and_acknowledgements() {
+    let edifact = corpus("edifact/staedi-orders-with-group.edi");
+    let out = tollgate(&["edi", "ack", "--format", "contrl", path(&edifact)]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("UCM+1+ORDERS:D:96B:UN+4+29'"), "{text}");
+    // A 997 for EDIFACT does not apply.
+    let out = tollgate(&["edi", "ack", "--format", "997", path(&edifact)]);
+    assert_eq!(out.status.code(), Some(2));
+    // An acknowledgement is never acknowledged.
+    let ack = corpus("x12/staedi-simple997.edi");
+    let out = tollgate(&["edi", "ack", path(&ack)]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(out.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("itself an acknowledgement"));
+    // Unknown format: usage error.
+    let out = tollgate(&["edi", "ack", "--format", "998", path(&ack)]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn split_per_transaction_writes_valid_interchanges() {
+    let f = corpus("x12/staedi-invoice810_po850_dual.edi");
+    let dir = tempfile::tempdir().unwrap();
+    let out = tollgate(&[
+        "edi",
+        "split",
+        "--per-transaction",
+        "--out",
+        path(dir.path()),
+        "--control-number",
+        "100",
+        path(&f),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut files: Vec<_> =
+        std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    assert_eq!(files.len(), 3);
+    let mut seen = Vec::new();
+    for file in &files {
+        let parsed = tollgate_edi::parse(&std::fs::read(file).unwrap());
+        assert!(!parsed.has_errors(), "{}: {parsed:?}", file.display());
+        let ic = &parsed.interchanges[0];
+        assert_eq!(ic.transactions().count(), 1);
+        let tx = ic.transactions().next().unwrap();
+        seen.push((ic.control_number.to_string(), tx.kind.clone(), tx.control_number.to_string()));
+    }
+    assert_eq!(
+        seen,
+        [
+            ("000000100".to_string(), "810".to_string(), "000000001".to_string()),
+            ("000000101".to_string(), "810".to_string(), "000000002".to_string()),
+            ("000000102".to_string(), "850".to_string(), "000191240".to_string()),
+        ]
+    );
+    let out = tollgate(&["edi", "split", "--out", path(dir.path()), path(&f)]);
+    assert_eq!(out.status.code(), Some(2), "--per-transaction is required");
+}
