@@ -1,0 +1,104 @@
+//! One quota decision on the in-memory store, next to the `governor` crate's keyed limiter
+//! (DashMap state) on the same key pattern.
+//!
+//! Run: `cargo bench -p tollgate-quota --bench decision`. Both limiters are given limits they
+//! never reach, so every decision takes the admit path and updates its counter. With 2 threads
+//! the figure is wall time divided by all decisions of both threads (aggregate throughput).
+
+use std::future::Future;
+use std::hint::black_box;
+use std::num::NonZeroU32;
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use governor::{Quota, RateLimiter};
+use tollgate_quota::store::MemoryStore;
+use tollgate_quota::{MeteringId, QuotaSpec, Store, TimeUnit};
+
+fn ids(n: usize) -> Vec<MeteringId> {
+    (0..n).map(|i| MeteringId::new(&format!("ShipmentStatus:Carrier{i:06}")).unwrap()).collect()
+}
+
+/// Polls a future that never waits, without a runtime.
+fn poll_ready<F: Future>(f: F) -> F::Output {
+    let mut cx = Context::from_waker(Waker::noop());
+    match pin!(f).poll(&mut cx) {
+        Poll::Ready(v) => v,
+        Poll::Pending => unreachable!("the memory store never waits"),
+    }
+}
+
+/// Runs `per_thread(thread, iterations)` on `threads` threads and returns the wall time.
+fn on_threads(threads: usize, iters: u64, per_thread: impl Fn(usize, u64) + Sync) -> Duration {
+    let share = iters.div_ceil(threads as u64);
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let per_thread = &per_thread;
+            s.spawn(move || per_thread(t, share));
+        }
+    });
+    start.elapsed()
+}
+
+fn decision(c: &mut Criterion) {
+    let spec = QuotaSpec::new(u64::MAX / 2, 1, TimeUnit::Day).unwrap();
+    let quota = Quota::per_second(NonZeroU32::MAX);
+    let mut group = c.benchmark_group("decision");
+    group
+        .sample_size(30)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
+
+    for keys in [1usize, 100_000] {
+        let ids = ids(keys);
+        let store = MemoryStore::new();
+        let governor = RateLimiter::keyed(quota);
+        // Fill both maps first, so the 100,000-key runs measure lookups, not inserts.
+        for id in &ids {
+            store.check_now(id, &spec, 1);
+            let _ = governor.check_key(id);
+        }
+
+        for threads in [1usize, 2] {
+            let label = format!("{keys}keys/{threads}t");
+            group.bench_function(BenchmarkId::new("tollgate_memory", &label), |b| {
+                b.iter_custom(|iters| {
+                    on_threads(threads, iters, |t, n| {
+                        let mut i = t * 7_919;
+                        for _ in 0..n {
+                            i = (i + 1) % keys;
+                            black_box(store.check_now(&ids[i], &spec, 1));
+                        }
+                    })
+                })
+            });
+            group.bench_function(BenchmarkId::new("governor_keyed", &label), |b| {
+                b.iter_custom(|iters| {
+                    on_threads(threads, iters, |t, n| {
+                        let mut i = t * 7_919;
+                        for _ in 0..n {
+                            i = (i + 1) % keys;
+                            let _ = black_box(governor.check_key(&ids[i]));
+                        }
+                    })
+                })
+            });
+        }
+
+        let label = format!("{keys}keys/1t");
+        group.bench_function(BenchmarkId::new("tollgate_memory_async_trait", &label), |b| {
+            let mut i = 0;
+            b.iter(|| {
+                i = (i + 1) % keys;
+                black_box(poll_ready(store.check(&ids[i], &spec, 1)))
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, decision);
+criterion_main!(benches);
