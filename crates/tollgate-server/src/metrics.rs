@@ -74,6 +74,9 @@ impl DecisionOutcome {
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 
+/// How often buffered histogram samples are folded into their buckets.
+const UPKEEP_EVERY: Duration = Duration::from_secs(5);
+
 /// Installs the Prometheus recorder (once per process) and returns its handle. If another
 /// recorder was installed first, a detached handle is returned and `/metrics` stays empty.
 pub fn install() -> PrometheusHandle {
@@ -89,7 +92,23 @@ pub fn install() -> PrometheusHandle {
                 )
                 .unwrap_or_else(|_| PrometheusBuilder::new());
             match builder.install_recorder() {
-                Ok(handle) => handle,
+                Ok(handle) => {
+                    // Histograms buffer raw samples until drained; drain them even when nobody
+                    // scrapes, so memory stays bounded.
+                    let upkeep = handle.clone();
+                    let spawned = std::thread::Builder::new().name("metrics-upkeep".into()).spawn(
+                        move || {
+                            loop {
+                                std::thread::sleep(UPKEEP_EVERY);
+                                upkeep.run_upkeep();
+                            }
+                        },
+                    );
+                    if let Err(e) = spawned {
+                        tracing::warn!(error = %e, "cannot start the metrics upkeep thread");
+                    }
+                    handle
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, "a metrics recorder is already installed");
                     PrometheusBuilder::new().build_recorder().handle()

@@ -22,7 +22,7 @@
 
 use std::time::{Duration, Instant};
 
-use axum::extract::State;
+use axum::extract::{Request, State};
 use axum::http::header::{CONTENT_TYPE, HeaderName, HeaderValue, RETRY_AFTER};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -63,8 +63,9 @@ struct QuotaAnswer<'a> {
 }
 
 /// `GET /v1/quota`.
-pub async fn check(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    match decide(&state, &headers).await {
+pub async fn check(State(state): State<AppState>, request: Request) -> Response {
+    // The whole request rather than a `HeaderMap` extractor, which would clone every header.
+    match decide(&state, request.headers()).await {
         Ok(r) => r,
         Err((outcome, problem)) => {
             metrics::decision(outcome);
