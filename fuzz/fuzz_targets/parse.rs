@@ -3,6 +3,7 @@
 //!
 //! Run with `cargo +nightly fuzz run parse fuzz/seeds/parse` from the repository root.
 #![no_main]
+#![forbid(unsafe_code)]
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     tollgate_edi::selfcheck::check(data);

@@ -32,6 +32,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             file.flush()?;
             println!("{expected:?}");
         }
+        [flag, path] if flag == "--in-memory" => {
+            let data = std::fs::read(path)?;
+            let rule = "segment:AT7".parse()?;
+            for _ in 0..5 {
+                let started = Instant::now();
+                let parsed = tollgate_edi::scan(&data, &rule);
+                let secs = started.elapsed().as_secs_f64();
+                let records: u64 = parsed.interchanges.iter().map(|i| i.counts.records).sum();
+                println!(
+                    "in memory: interchanges {} AT7 {records} seconds {secs:.3} MB/s {:.0}",
+                    parsed.interchanges.len(),
+                    data.len() as f64 / secs / 1e6
+                );
+            }
+        }
         [path] => {
             let started = Instant::now();
             let file = std::fs::File::open(path)?;
@@ -56,7 +71,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             );
         }
         _ => {
-            eprintln!("usage: stream FILE | stream generate FILE MB");
+            eprintln!("usage: stream FILE | stream --in-memory FILE | stream generate FILE MB");
             std::process::exit(2);
         }
     }
