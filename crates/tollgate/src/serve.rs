@@ -162,12 +162,13 @@ async fn serve(args: ServeArgs, file: ConfigFile) -> anyhow::Result<()> {
         tracing::warn!("[gateway] is configured but this build does not start the gateway yet");
     }
 
+    let shutdown = shutdown_signal()?;
     tracing::info!(%addr, store = store.kind(), "tollgate serving");
     println!("listening on http://{addr}");
     use std::io::Write;
     let _ = std::io::stdout().flush();
 
-    tollgate_server::serve(listener, app, shutdown_signal()).await.context("serving HTTP")?;
+    tollgate_server::serve(listener, app, shutdown).await.context("serving HTTP")?;
 
     tracing::info!("shutting down: flushing the store");
     store.flush().await.context("flushing the store")?;
@@ -201,32 +202,30 @@ fn open_store(s: &Settings) -> anyhow::Result<AnyStore> {
     }
 }
 
-/// Completes on SIGTERM or SIGINT (Ctrl-C).
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        if let Err(e) = tokio::signal::ctrl_c().await {
-            tracing::warn!(error = %e, "cannot listen for SIGINT");
+/// A future completing on SIGTERM or SIGINT (Ctrl-C). The handlers are installed when this
+/// returns, before `listening on` is printed, so a signal sent right after start-up is never
+/// met by the default action (immediate death, no flush).
+#[cfg(unix)]
+fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()> + Send> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => tracing::info!("SIGTERM received"),
+            _ = int.recv() => tracing::info!("SIGINT received"),
+        }
+    })
+}
+
+/// A future completing on Ctrl-C.
+#[cfg(not(unix))]
+fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()> + Send> {
+    Ok(async {
+        if tokio::signal::ctrl_c().await.is_err() {
             std::future::pending::<()>().await;
         }
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => tracing::info!("SIGINT received"),
-        () = term => tracing::info!("SIGTERM received"),
-    }
+    })
 }
 
 #[cfg(test)]

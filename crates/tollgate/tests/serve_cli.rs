@@ -17,9 +17,11 @@ struct Serve {
 impl Serve {
     fn start(args: &[&str], envs: &[(&str, &str)]) -> Self {
         let mut cmd = Command::new(BIN);
-        cmd.arg("serve")
-            .args(["--listen", "127.0.0.1:0"])
-            .args(args)
+        cmd.arg("serve");
+        if !args.contains(&"--listen") {
+            cmd.args(["--listen", "127.0.0.1:0"]);
+        }
+        cmd.args(args)
             .env_remove("TOLLGATE_ADMIN_TOKEN")
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
@@ -38,7 +40,6 @@ impl Serve {
             }
         });
         let url = rx.recv_timeout(Duration::from_secs(20)).expect("no `listening on` line");
-        assert!(url.starts_with("http://127.0.0.1:"), "{url}");
         Self { child, url }
     }
 
@@ -240,6 +241,20 @@ fn counters_list_and_reset_with_token() {
     let o =
         tollgate(&["check", "--url", &s.url, "--id", "Cnt:a", "--limit", "1", "--unit", "hour"]);
     assert_eq!(code(&o), 0, "the reset counter admits again");
+}
+
+#[test]
+fn admin_without_token_is_refused_on_a_non_loopback_listener() {
+    let s = Serve::start(&["--store", "memory", "--listen", "0.0.0.0:0"], &[]);
+    let port = s.url.rsplit(':').next().unwrap().to_owned();
+    assert!(s.url.starts_with("http://0.0.0.0:"), "{}", s.url);
+    let url = format!("http://127.0.0.1:{port}");
+    let o = tollgate(&["counters", "list", "--url", &url]);
+    assert_eq!(code(&o), 1);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("403"), "{o:?}");
+    // The quota API itself stays open.
+    let o = tollgate(&["check", "--url", &url, "--id", "L:1", "--limit", "1", "--unit", "day"]);
+    assert_eq!(code(&o), 0);
 }
 
 #[test]
