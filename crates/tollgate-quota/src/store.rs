@@ -3,10 +3,11 @@
 //! Every store gives the same answers for the same sequence of checks (see the conformance
 //! suite in `tests/conformance.rs`); they differ in where the counters survive:
 //! [`memory::MemoryStore`] in this process only, [`embedded::EmbeddedStore`] in a redb file
-//! that outlives restarts and crashes.
+//! that outlives restarts and crashes, [`redis::RedisStore`] in Redis, shared by every instance.
 
 pub mod embedded;
 pub mod memory;
+pub mod redis;
 
 use std::future::Future;
 
@@ -17,6 +18,7 @@ use crate::spec::{MeteringId, QuotaSpec, TimeUnit, WindowKind};
 
 pub use embedded::{Durability, EmbeddedOptions, EmbeddedStore};
 pub use memory::MemoryStore;
+pub use redis::{OnUnavailable, RedisOptions, RedisStore, StoreHealth};
 
 /// A store failed to answer; the check did not count.
 #[derive(Debug, thiserror::Error)]
@@ -78,6 +80,7 @@ pub trait Store: Send + Sync + 'static {
 pub enum AnyStore {
     Memory(MemoryStore),
     Embedded(EmbeddedStore),
+    Redis(RedisStore),
 }
 
 impl AnyStore {
@@ -86,6 +89,16 @@ impl AnyStore {
         match self {
             Self::Memory(_) => "memory",
             Self::Embedded(_) => "embedded",
+            Self::Redis(_) => "redis",
+        }
+    }
+
+    /// Whether the store answers from where it should: for `/readyz` and metrics.
+    pub fn health(&self) -> StoreHealth {
+        match self {
+            Self::Memory(_) => StoreHealth::Ok,
+            Self::Embedded(s) => s.last_error().map_or(StoreHealth::Ok, StoreHealth::Degraded),
+            Self::Redis(s) => s.health(),
         }
     }
 }
@@ -95,6 +108,7 @@ macro_rules! dispatch {
         match $self {
             AnyStore::Memory($s) => $e,
             AnyStore::Embedded($s) => $e,
+            AnyStore::Redis($s) => $e,
         }
     };
 }

@@ -1,0 +1,483 @@
+//! Counters in Redis, shared exactly by every instance that points at the same server.
+//!
+//! One decision is one round trip: `EVALSHA` of `decide.lua` (re-loaded on `NOSCRIPT`), which
+//! reads Redis' own `TIME`, applies the admission rule and updates the counter atomically. The
+//! script is a port of the Rust core; `tests/conformance.rs` runs the same sequences through both.
+//!
+//! # Invariants
+//!
+//! * **Exactness across instances** comes from Redis running each script alone: no two
+//!   decisions on one counter interleave, whichever instance sent them.
+//! * **Every key of one identifier shares the hash tag `{id}`**, and the script is routed by its
+//!   one declared key, so all keys it touches live in one Redis Cluster slot.
+//! * **No request waits longer than the timeout.** Every call to Redis is bounded by
+//!   `RedisOptions::timeout`; what happens then is `OnUnavailable`'s choice.
+//! * **Local answers never pretend to be shared.** In `Local` mode a decision made in this
+//!   process's memory during an outage carries `degraded = true`; those local counts are not
+//!   merged into Redis when it comes back.
+//! * Expiry is garbage collection only: lapses are also checked against times stored in the
+//!   keys, so an answer never depends on when Redis got round to expiring a key.
+
+use std::str::FromStr;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use jiff::Timestamp;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+use crate::clock::Clock;
+use crate::decision::{Decision, Outcome};
+use crate::spec::{CounterShape, MeteringId, QuotaSpec, TimeUnit, WindowKind};
+use crate::store::memory::MemoryStore;
+use crate::store::{CounterInfo, Store, StoreError};
+use crate::window::{self, RollingLayout};
+
+/// The decision script.
+const DECIDE_LUA: &str = include_str!("decide.lua");
+
+/// How often the background probe pings Redis (and so reconnects while idle).
+const PROBE_EVERY: Duration = Duration::from_millis(500);
+
+/// What to do when Redis does not answer in time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnUnavailable {
+    /// Count in this instance's memory and mark the answer degraded.
+    #[default]
+    Local,
+    /// Return the error; the server admits the request (`Tollgate-Degraded: store-unavailable`).
+    Allow,
+    /// Return the error; the server answers 503 with `Retry-After`.
+    Deny,
+}
+
+impl FromStr for OnUnavailable {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "local" => Ok(Self::Local),
+            "allow" => Ok(Self::Allow),
+            "deny" => Ok(Self::Deny),
+            _ => Err(format!("unknown store_unavailable {s:?}: expected local, allow or deny")),
+        }
+    }
+}
+
+/// How to reach Redis.
+#[derive(Debug, Clone)]
+pub struct RedisOptions {
+    /// `redis://[user:password@]host:port/db` or `rediss://…` for TLS.
+    pub url: String,
+    /// Prepended to every key (default `tollgate:`).
+    pub key_prefix: String,
+    /// The longest any request waits for Redis (default 50 ms).
+    pub timeout: Duration,
+    pub on_unavailable: OnUnavailable,
+}
+
+impl RedisOptions {
+    /// Options for `url` with the defaults.
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            key_prefix: "tollgate:".into(),
+            timeout: Duration::from_millis(50),
+            on_unavailable: OnUnavailable::Local,
+        }
+    }
+}
+
+/// Whether the store answers from where it should.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreHealth {
+    Ok,
+    /// The shared store is not answering, with the last error.
+    Degraded(String),
+}
+
+/// Counters in Redis. Cheap to share behind an `Arc`; the connection is multiplexed.
+pub struct RedisStore {
+    conn: ConnectionManager,
+    script: redis::Script,
+    opts: RedisOptions,
+    /// When set, the script uses this clock instead of Redis' `TIME` (tests only).
+    clock: Option<Arc<dyn Clock>>,
+    local: MemoryStore,
+    health: Arc<Mutex<Option<String>>>,
+    probe: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for RedisStore {
+    fn drop(&mut self) {
+        self.probe.abort();
+    }
+}
+
+impl RedisStore {
+    /// Connects lazily: fails only for a bad URL, and starts while Redis is down (must be called
+    /// within a tokio runtime).
+    pub async fn connect(opts: RedisOptions) -> Result<RedisStore, StoreError> {
+        let client = redis::Client::open(opts.url.as_str())
+            .map_err(|e| StoreError::Unavailable(format!("invalid redis url: {e}")))?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(opts.timeout.max(Duration::from_millis(10))))
+            .set_response_timeout(None)
+            .set_number_of_retries(1)
+            .set_min_delay(Duration::from_millis(10))
+            .set_max_delay(Duration::from_millis(500));
+        let conn = ConnectionManager::new_lazy_with_config(client, config)
+            .map_err(|e| StoreError::Unavailable(format!("redis: {e}")))?;
+        let health = Arc::new(Mutex::new(Some("not connected yet".to_owned())));
+        let probe = {
+            let mut conn = conn.clone();
+            let health = Arc::downgrade(&health);
+            let timeout = opts.timeout;
+            tokio::spawn(async move {
+                loop {
+                    let cmd = redis::cmd("PING");
+                    let ping = cmd.query_async::<String>(&mut conn);
+                    let result = tokio::time::timeout(timeout.max(PROBE_EVERY / 2), ping).await;
+                    let Some(health) = health.upgrade() else { return };
+                    *health.lock().unwrap_or_else(PoisonError::into_inner) = match result {
+                        Ok(Ok(_)) => None,
+                        Ok(Err(e)) => Some(format!("redis: {e}")),
+                        Err(_) => Some("redis: ping timed out".to_owned()),
+                    };
+                    drop(health);
+                    tokio::time::sleep(PROBE_EVERY).await;
+                }
+            })
+        };
+        Ok(RedisStore {
+            conn,
+            script: redis::Script::new(DECIDE_LUA),
+            opts,
+            clock: None,
+            local: MemoryStore::new(),
+            health,
+            probe,
+        })
+    }
+
+    /// Uses `clock` instead of Redis' `TIME`, in the script and for the local fallback. For
+    /// tests that must place checks at chosen instants; production leaves time to Redis.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.local = MemoryStore::with_clock(Arc::clone(&clock));
+        self.clock = Some(clock);
+        self
+    }
+
+    /// Ok while Redis answers; degraded (with the last error) while it does not.
+    pub fn health(&self) -> StoreHealth {
+        match self.health.lock().unwrap_or_else(PoisonError::into_inner).clone() {
+            None => StoreHealth::Ok,
+            Some(e) => StoreHealth::Degraded(e),
+        }
+    }
+
+    fn set_health(&self, error: Option<String>) {
+        *self.health.lock().unwrap_or_else(PoisonError::into_inner) = error;
+    }
+
+    /// The key every key of `id` with `shape` starts with.
+    fn base_key(&self, id: &MeteringId, shape: &CounterShape) -> String {
+        let kind = match shape.window {
+            WindowKind::Calendar => 'c',
+            WindowKind::Flexi => 'f',
+            WindowKind::Rolling => 'r',
+        };
+        let start = shape.start.map_or_else(|| "-".to_owned(), |s| s.to_string());
+        format!(
+            "{}{{{}}}:{kind}:{}:{}:{start}",
+            self.opts.key_prefix,
+            id.as_str(),
+            shape.interval,
+            shape.unit.as_str()
+        )
+    }
+
+    /// Runs one bounded Redis call.
+    async fn bounded<T>(
+        &self,
+        call: impl Future<Output = redis::RedisResult<T>>,
+    ) -> Result<T, StoreError> {
+        match tokio::time::timeout(self.opts.timeout, call).await {
+            Ok(Ok(v)) => {
+                self.set_health(None);
+                Ok(v)
+            }
+            Ok(Err(e)) => {
+                let msg = format!("redis: {e}");
+                self.set_health(Some(msg.clone()));
+                Err(StoreError::Unavailable(msg))
+            }
+            Err(_) => {
+                self.set_health(Some(format!("redis: no answer within {:?}", self.opts.timeout)));
+                Err(StoreError::Timeout(self.opts.timeout))
+            }
+        }
+    }
+
+    async fn check_shared(
+        &self,
+        id: &MeteringId,
+        spec: &QuotaSpec,
+        weight: u64,
+    ) -> Result<Decision, StoreError> {
+        let shape = spec.counter_shape();
+        let kind = match shape.window {
+            WindowKind::Calendar => 0,
+            WindowKind::Flexi => 1,
+            WindowKind::Rolling => 2,
+        };
+        let unit_us = shape.unit.fixed_seconds().map_or(0, |s| s * 1_000_000);
+        let anchor_us = match (shape.start, shape.unit) {
+            (Some(s), _) => s.saturating_mul(1_000_000),
+            (None, TimeUnit::Week) => 4 * 86_400 * 1_000_000,
+            (None, _) => 0,
+        };
+        let now = self.clock.as_ref().map_or(-1, |c| c.now().as_microsecond());
+        let mut invocation = self.script.key(self.base_key(id, &shape));
+        invocation
+            .arg(kind)
+            .arg(spec.limit)
+            .arg(weight)
+            .arg(shape.interval)
+            .arg(unit_us)
+            .arg(anchor_us)
+            .arg(now);
+        let mut conn = self.conn.clone();
+        let reply: Vec<i64> = self.bounded(invocation.invoke_async(&mut conn)).await?;
+        let [outcome, used, exceed, total, start, end, retry, reset, now] = reply[..] else {
+            return Err(StoreError::Unavailable(format!("unexpected script reply {reply:?}")));
+        };
+        let outcome = match outcome {
+            0 => Outcome::Allowed,
+            1 => Outcome::Exceeded,
+            _ => Outcome::WeightExceedsLimit,
+        };
+        let used = u64::try_from(used).unwrap_or(0);
+        let window = (kind != 2).then_some((start, end));
+        Ok(Decision {
+            outcome,
+            identifier: id.clone(),
+            limit: spec.limit,
+            used,
+            available: spec.limit.saturating_sub(used),
+            weight,
+            exceed_count: u64::try_from(exceed).unwrap_or(0),
+            total_exceed_count: u64::try_from(total).unwrap_or(0),
+            window_start: window.map(|(s, _)| window::timestamp(s)),
+            window_end: window.map(|(_, e)| window::timestamp(e)),
+            retry_after: (retry >= 0).then(|| window::micros_between(now, retry)),
+            reset_after: window::micros_between(now, reset),
+            degraded: false,
+        })
+    }
+
+    /// Keys of this store matching `pattern`, by SCAN (never KEYS), bounded in time overall.
+    async fn scan(&self, pattern: &str) -> Result<Vec<String>, StoreError> {
+        let mut conn = self.conn.clone();
+        let mut cursor: u64 = 0;
+        let mut keys = Vec::new();
+        let deadline = tokio::time::Instant::now() + self.opts.timeout.max(Duration::from_secs(2));
+        loop {
+            let mut cmd = redis::cmd("SCAN");
+            cmd.arg(cursor).arg("MATCH").arg(pattern).arg("COUNT").arg(1000);
+            let step = cmd.query_async::<(u64, Vec<String>)>(&mut conn);
+            let (next, mut batch) = match tokio::time::timeout_at(deadline, step).await {
+                Ok(r) => r.map_err(|e| StoreError::Unavailable(format!("redis: {e}")))?,
+                Err(_) => return Err(StoreError::Timeout(self.opts.timeout)),
+            };
+            keys.append(&mut batch);
+            if next == 0 {
+                return Ok(keys);
+            }
+            cursor = next;
+        }
+    }
+
+    /// Redis' clock (or the test clock).
+    async fn redis_now(&self) -> Result<i64, StoreError> {
+        if let Some(c) = &self.clock {
+            return Ok(c.now().as_microsecond());
+        }
+        let mut conn = self.conn.clone();
+        let (s, us): (i64, i64) = self.bounded(redis::cmd("TIME").query_async(&mut conn)).await?;
+        Ok(s * 1_000_000 + us)
+    }
+
+    async fn counters_shared(&self, prefix: &str) -> Result<Vec<CounterInfo>, StoreError> {
+        let pattern = format!("{}{{{}*", glob_escape(&self.opts.key_prefix), glob_escape(prefix));
+        let keys = self.scan(&pattern).await?;
+        let now = self.redis_now().await?;
+        let mut out = Vec::new();
+        let mut conn = self.conn.clone();
+        for key in keys {
+            let Some((id, shape, window_start)) = self.parse_key(&key) else { continue };
+            let fields: Vec<(String, String)> =
+                self.bounded(redis::cmd("HGETALL").arg(&key).query_async(&mut conn)).await?;
+            let field = |name: &str| -> u64 {
+                fields
+                    .iter()
+                    .find(|(k, _)| k == name)
+                    .and_then(|(_, v)| v.parse().ok())
+                    .unwrap_or(0)
+            };
+            let (used, exceed, window, total) = match shape.window {
+                WindowKind::Calendar => {
+                    let Some(start) = window_start else { continue };
+                    let (s, e) = window::calendar_us(&shape, start);
+                    if e <= now {
+                        continue;
+                    }
+                    let tkey = format!("{}:t", key.rsplit_once(":w:").map_or("", |(b, _)| b));
+                    let total: Option<(Option<u64>, Option<i64>)> = self
+                        .bounded(
+                            redis::cmd("HMGET").arg(&tkey).arg("t").arg("d").query_async(&mut conn),
+                        )
+                        .await
+                        .ok();
+                    let total = match total {
+                        Some((Some(t), Some(d))) if now < d => t,
+                        _ => 0,
+                    };
+                    (field("u"), field("x"), Some((s, e)), total)
+                }
+                WindowKind::Flexi => {
+                    let (used, mark) = (field("u"), field("m") as i64);
+                    let end = window::add_len(&shape, mark);
+                    if used == 0 || end <= now {
+                        continue;
+                    }
+                    (used, field("x"), Some((mark, end)), field("t"))
+                }
+                WindowKind::Rolling => {
+                    let first = RollingLayout::of(&shape).first_counted(now);
+                    let (mut used, mut exceed) = (0, 0);
+                    for (k, v) in &fields {
+                        let (tag, index) = k.split_at(1.min(k.len()));
+                        let Ok(index) = index.parse::<i64>() else { continue };
+                        let v = v.parse::<u64>().unwrap_or(0);
+                        match tag {
+                            "u" if index >= first => used += v,
+                            "x" if index >= first => exceed += v,
+                            _ => {}
+                        }
+                    }
+                    if used == 0 && exceed == 0 {
+                        continue;
+                    }
+                    (used, exceed, None, field("t"))
+                }
+            };
+            out.push(CounterInfo {
+                identifier: id,
+                interval: shape.interval,
+                unit: shape.unit,
+                window: shape.window,
+                start: shape.start.and_then(|s| Timestamp::from_second(s).ok()),
+                used,
+                exceed_count: exceed,
+                total_exceed_count: total,
+                window_start: window.map(|(s, _)| window::timestamp(s)),
+                window_end: window.map(|(_, e)| window::timestamp(e)),
+            });
+        }
+        out.sort_by(|a, b| a.identifier.cmp(&b.identifier));
+        Ok(out)
+    }
+
+    /// Splits a key into id, shape and (calendar windows) the window start; `None` for total
+    /// keys and foreign keys.
+    fn parse_key(&self, key: &str) -> Option<(MeteringId, CounterShape, Option<i64>)> {
+        let rest = key.strip_prefix(&self.opts.key_prefix)?.strip_prefix('{')?;
+        let close = rest.rfind("}:")?;
+        let id = MeteringId::new(&rest[..close]).ok()?;
+        let mut parts = rest[close + 2..].split(':');
+        let window = match parts.next()? {
+            "c" => WindowKind::Calendar,
+            "f" => WindowKind::Flexi,
+            "r" => WindowKind::Rolling,
+            _ => return None,
+        };
+        let interval = parts.next()?.parse().ok()?;
+        let unit = parts.next()?.parse().ok()?;
+        let start = match parts.next()? {
+            "-" => None,
+            s => Some(s.parse().ok()?),
+        };
+        let window_start = match (window, parts.next(), parts.next()) {
+            (WindowKind::Calendar, Some("w"), Some(s)) => Some(s.parse().ok()?),
+            (WindowKind::Calendar, _, _) => return None,
+            (_, None, None) => None,
+            _ => return None,
+        };
+        Some((id, CounterShape { interval, unit, window, start }, window_start))
+    }
+
+    async fn reset_shared(&self, id: &MeteringId) -> Result<u64, StoreError> {
+        let pattern =
+            format!("{}{{{}}}:*", glob_escape(&self.opts.key_prefix), glob_escape(id.as_str()));
+        let keys = self.scan(&pattern).await?;
+        let mut counters = std::collections::HashSet::new();
+        for key in &keys {
+            if let Some((kid, shape, _)) = self.parse_key(key)
+                && kid == *id
+            {
+                counters.insert(shape);
+            }
+        }
+        let mut conn = self.conn.clone();
+        for chunk in keys.chunks(500) {
+            let _: u64 =
+                self.bounded(redis::cmd("UNLINK").arg(chunk).query_async(&mut conn)).await?;
+        }
+        Ok(counters.len() as u64)
+    }
+}
+
+/// Escapes the glob characters of SCAN's MATCH.
+fn glob_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+impl Store for RedisStore {
+    async fn check(
+        &self,
+        id: &MeteringId,
+        spec: &QuotaSpec,
+        weight: u64,
+    ) -> Result<Decision, StoreError> {
+        match self.check_shared(id, spec, weight).await {
+            Ok(d) => Ok(d),
+            Err(e) if self.opts.on_unavailable == OnUnavailable::Local => {
+                tracing::debug!(error = %e, "redis unavailable, deciding locally");
+                let mut d = self.local.check_now(id, spec, weight);
+                d.degraded = true;
+                Ok(d)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn counters(&self, prefix: &str) -> Result<Vec<CounterInfo>, StoreError> {
+        self.counters_shared(prefix).await
+    }
+
+    async fn reset(&self, id: &MeteringId) -> Result<u64, StoreError> {
+        let local = self.local.counters_core().reset(id);
+        let shared = self.reset_shared(id).await?;
+        Ok(shared.max(local))
+    }
+
+    async fn flush(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+}
