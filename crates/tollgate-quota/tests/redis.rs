@@ -1,0 +1,230 @@
+//! The Redis store against a real `redis-server`: exactness across instances, time from Redis,
+//! one command per decision, outages in each mode, and the admin operations.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+use tollgate_quota::store::{OnUnavailable, RedisOptions, RedisStore, StoreHealth};
+use tollgate_quota::{MeteringId, Outcome, QuotaSpec, Store, StoreError, TimeUnit, WindowKind};
+
+fn id(s: &str) -> MeteringId {
+    MeteringId::new(s).unwrap()
+}
+
+async fn store(
+    server: &support::RedisServer,
+    prefix: &str,
+    mode: OnUnavailable,
+    timeout_ms: u64,
+) -> RedisStore {
+    let mut opts = RedisOptions::new(server.url());
+    opts.key_prefix = prefix.to_owned();
+    opts.timeout = Duration::from_millis(timeout_ms);
+    opts.on_unavailable = mode;
+    RedisStore::connect(opts).await.unwrap()
+}
+
+/// Three store instances (as three servers would have) on one Redis: 600 concurrent checks,
+/// limit 200, exactly 200 admitted; the same with weight 2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_instances_admit_exactly_the_limit() {
+    let Some(server) = support::RedisServer::start() else { return };
+    for (weight, key) in [(1u64, "Exact:unit"), (2, "Exact:weighted")] {
+        let mut instances = Vec::new();
+        for _ in 0..3 {
+            instances.push(Arc::new(store(&server, "t:", OnUnavailable::Deny, 2_000).await));
+        }
+        let spec = QuotaSpec::new(200, 1, TimeUnit::Hour).unwrap();
+        let tasks: Vec<_> = (0..600)
+            .map(|i| {
+                let s = Arc::clone(&instances[i % 3]);
+                tokio::spawn(async move { s.check(&id(key), &spec, weight).await.unwrap() })
+            })
+            .collect();
+        let mut admitted = 0;
+        for t in tasks {
+            let d = t.await.unwrap();
+            assert!(!d.degraded);
+            if d.allowed() {
+                admitted += weight;
+            }
+        }
+        assert_eq!(admitted, 200, "weight {weight}");
+        let d = instances[0].check(&id(key), &spec, 0).await.unwrap();
+        assert_eq!(d.used, 200);
+        assert_eq!(d.exceed_count, 600 - 200 / weight + 1);
+    }
+}
+
+/// Without a test clock, windows come from Redis' TIME (the same machine's clock here).
+#[tokio::test]
+async fn windows_follow_redis_time() {
+    let Some(server) = support::RedisServer::start() else { return };
+    let s = store(&server, "t:", OnUnavailable::Deny, 2_000).await;
+    let before = Timestamp::now();
+    let d =
+        s.check(&id("Time:a"), &QuotaSpec::new(5, 1, TimeUnit::Minute).unwrap(), 1).await.unwrap();
+    let after = Timestamp::now();
+    let (start, end) = (d.window_start.unwrap(), d.window_end.unwrap());
+    assert_eq!(end.duration_since(start).as_secs(), 60);
+    assert_eq!(start.as_second() % 60, 0);
+    assert!(start <= after && end > before, "{start}..{end} around {before}");
+    assert!(d.reset_after <= Duration::from_secs(60));
+    // Rolling: no window bounds, and the reset is within the look-back.
+    let r = QuotaSpec::new(1, 1, TimeUnit::Minute).unwrap().with_window(WindowKind::Rolling);
+    s.check(&id("Time:r"), &r, 1).await.unwrap();
+    let d = s.check(&id("Time:r"), &r, 1).await.unwrap();
+    assert_eq!((d.outcome, d.window_start), (Outcome::Exceeded, None));
+    assert!(d.retry_after.unwrap() <= Duration::from_secs(60));
+    assert!(d.retry_after.unwrap() >= Duration::from_secs(58));
+}
+
+/// One decision is one command sent to Redis: EVALSHA (seen in INFO commandstats).
+#[tokio::test]
+async fn one_redis_command_per_decision() {
+    let Some(server) = support::RedisServer::start() else { return };
+    let s = store(&server, "t:", OnUnavailable::Deny, 2_000).await;
+    let spec = QuotaSpec::new(1_000, 1, TimeUnit::Day).unwrap();
+    // The first call loads the script (EVALSHA → NOSCRIPT → SCRIPT LOAD → EVALSHA).
+    s.check(&id("Cmd:a"), &spec, 1).await.unwrap();
+    assert_eq!(server.command("CONFIG RESETSTAT").as_deref(), Some("+OK"));
+    for _ in 0..100 {
+        s.check(&id("Cmd:a"), &spec, 1).await.unwrap();
+    }
+    let stats = server.info("commandstats");
+    let calls = |cmd: &str| -> u64 {
+        stats
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("cmdstat_{cmd}:calls=")))
+            .and_then(|rest| rest.split(',').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    };
+    eprintln!("INFO commandstats after 100 decisions:\n{stats}");
+    assert_eq!(calls("evalsha"), 100);
+    assert_eq!(calls("eval"), 0);
+    assert_eq!(calls("script|load"), 0);
+}
+
+/// Kill Redis mid-run: each mode answers within the timeout; after a restart on the same port,
+/// exact shared counting resumes without a new store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outage_modes_and_recovery() {
+    let Some(mut server) = support::RedisServer::start() else { return };
+    let local = store(&server, "o:", OnUnavailable::Local, 50).await;
+    let allow = store(&server, "o:", OnUnavailable::Allow, 50).await;
+    let deny = store(&server, "o:", OnUnavailable::Deny, 50).await;
+    let spec = QuotaSpec::new(2, 1, TimeUnit::Hour).unwrap();
+    for s in [&local, &allow, &deny] {
+        assert!(
+            !s.check(&id("Out:warm"), &QuotaSpec::new(99, 1, TimeUnit::Hour).unwrap(), 1)
+                .await
+                .unwrap()
+                .degraded
+        );
+    }
+
+    server.kill();
+    // A request never waits much longer than the 50 ms timeout (generous bound: 1 s).
+    let bounded = Duration::from_secs(1);
+    let t = Instant::now();
+    let d = local.check(&id("Out:a"), &spec, 1).await.unwrap();
+    assert!(t.elapsed() < bounded, "local took {:?}", t.elapsed());
+    assert!(d.degraded && d.allowed());
+    assert!(local.check(&id("Out:a"), &spec, 1).await.unwrap().allowed());
+    let d = local.check(&id("Out:a"), &spec, 1).await.unwrap();
+    assert_eq!(
+        (d.degraded, d.outcome),
+        (true, Outcome::Exceeded),
+        "local counting enforces the limit"
+    );
+    for s in [&allow, &deny] {
+        let t = Instant::now();
+        let e = s.check(&id("Out:a"), &spec, 1).await.unwrap_err();
+        assert!(t.elapsed() < bounded, "took {:?}", t.elapsed());
+        assert!(matches!(e, StoreError::Unavailable(_) | StoreError::Timeout(_)), "{e}");
+        assert!(matches!(s.health(), StoreHealth::Degraded(_)));
+    }
+
+    server.restart();
+    // Poll (with a deadline) until the shared store answers again.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let d = local.check(&id("Out:probe"), &spec, 0).await.unwrap();
+        if !d.degraded {
+            break;
+        }
+        assert!(Instant::now() < deadline, "redis was not reconnected");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while allow.check(&id("Out:probe"), &spec, 0).await.is_err()
+        || deny.check(&id("Out:probe"), &spec, 0).await.is_err()
+    {
+        assert!(Instant::now() < deadline, "redis was not reconnected");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(local.health(), StoreHealth::Ok);
+    // Exact shared counting again, across the three instances.
+    let mut admitted = 0;
+    for i in 0..6 {
+        let s = [&local, &allow, &deny][i % 3];
+        let d = s.check(&id("Out:after"), &spec, 1).await.unwrap();
+        assert!(!d.degraded);
+        admitted += u64::from(d.allowed());
+    }
+    assert_eq!(admitted, 2);
+}
+
+#[tokio::test]
+async fn a_store_starts_while_redis_is_down_and_a_bad_url_is_refused() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut opts = RedisOptions::new(format!("redis://127.0.0.1:{port}/0"));
+    opts.on_unavailable = OnUnavailable::Deny;
+    let s = RedisStore::connect(opts).await.unwrap();
+    assert!(
+        s.check(&id("Down:a"), &QuotaSpec::new(1, 1, TimeUnit::Hour).unwrap(), 1).await.is_err()
+    );
+    assert!(RedisStore::connect(RedisOptions::new("http://nope")).await.is_err());
+}
+
+/// The admin listing and reset work through SCAN on the shared keys.
+#[tokio::test]
+async fn counters_and_reset() {
+    let Some(server) = support::RedisServer::start() else { return };
+    let s = store(&server, "adm:", OnUnavailable::Deny, 2_000).await;
+    let hour = QuotaSpec::new(10, 1, TimeUnit::Hour).unwrap();
+    let day = QuotaSpec::new(10, 1, TimeUnit::Day).unwrap();
+    let rolling = hour.with_window(WindowKind::Rolling);
+    let flexi = hour.with_window(WindowKind::Flexi);
+    let acme = id("Invoice:ACME");
+    s.check(&acme, &hour, 3).await.unwrap();
+    s.check(&acme, &hour, 30).await.unwrap();
+    s.check(&acme, &day, 2).await.unwrap();
+    s.check(&acme, &rolling, 4).await.unwrap();
+    s.check(&acme, &flexi, 5).await.unwrap();
+    s.check(&id("Invoice:*glob"), &hour, 1).await.unwrap();
+    s.check(&id("Order:X"), &hour, 1).await.unwrap();
+
+    let list = s.counters("Invoice:ACME").await.unwrap();
+    assert_eq!(list.len(), 4, "{list:?}");
+    let h =
+        list.iter().find(|c| c.unit == TimeUnit::Hour && c.window == WindowKind::Calendar).unwrap();
+    assert_eq!((h.used, h.exceed_count, h.total_exceed_count), (3, 1, 1));
+    assert!(h.window_start.is_some() && h.window_end.is_some());
+    let r = list.iter().find(|c| c.window == WindowKind::Rolling).unwrap();
+    assert_eq!((r.used, r.window_start), (4, None));
+    let f = list.iter().find(|c| c.window == WindowKind::Flexi).unwrap();
+    assert_eq!(f.used, 5);
+    assert_eq!(s.counters("Invoice:").await.unwrap().len(), 5);
+    // Glob characters in a prefix are literal.
+    assert_eq!(s.counters("Invoice:*").await.unwrap().len(), 1);
+
+    assert_eq!(s.reset(&acme).await.unwrap(), 4);
+    assert!(s.counters("Invoice:ACME").await.unwrap().is_empty());
+    assert_eq!(s.counters("").await.unwrap().len(), 2);
+    assert_eq!(s.check(&acme, &hour, 0).await.unwrap().used, 0);
+}
