@@ -216,3 +216,21 @@ fn eight_threads_unit_weight_count_every_rejection() {
     assert_eq!(d.exceed_count, 79_000 + 1);
     assert_eq!(d.total_exceed_count, 79_001);
 }
+
+/// Without any further traffic, the background sweeper drops expired counters.
+#[test]
+fn idle_memory_store_drops_expired_counters() {
+    let clock = ManualClock::new("2026-11-30T10:00:00Z".parse().unwrap());
+    let store = MemoryStore::with_clock(Arc::new(clock.clone()));
+    let spec = QuotaSpec::new(5, 1, TimeUnit::Second).unwrap();
+    for i in 0..1_000 {
+        store.check_now(&MeteringId::new(&format!("idle-{i}")).unwrap(), &spec, 1);
+    }
+    assert_eq!(store.len(), 1_000);
+    clock.advance(Duration::from_secs(2));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !store.is_empty() {
+        assert!(std::time::Instant::now() < deadline, "{} counters left", store.len());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -1,6 +1,7 @@
 //! Counters in this process's memory only.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::clock::{Clock, SystemClock};
 use crate::counter::Counters;
@@ -8,12 +9,15 @@ use crate::decision::Decision;
 use crate::spec::{MeteringId, QuotaSpec};
 use crate::store::{CounterInfo, Store, StoreError};
 
+/// How often the background sweeper drops expired counters.
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
+
 /// Counters in memory: for tests and throwaway use. Decides through the shared [`Counters`]
-/// core; expired counters are swept as their shards are touched and by
-/// [`MemoryStore::evict_expired`].
+/// core. Expired counters are swept as their shards are touched, by a background thread once a
+/// second (so memory returns even without traffic), and by [`MemoryStore::evict_expired`].
 pub struct MemoryStore {
     clock: Arc<dyn Clock>,
-    counters: Counters,
+    counters: Arc<Counters>,
 }
 
 impl Default for MemoryStore {
@@ -30,7 +34,19 @@ impl MemoryStore {
 
     /// An empty store reading time from `clock`.
     pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
-        Self { clock, counters: Counters::new() }
+        let counters = Arc::new(Counters::new());
+        let weak = Arc::downgrade(&counters);
+        let sweep_clock = Arc::clone(&clock);
+        // The sweeper ends within a second of the store being dropped. If the thread cannot be
+        // started, the sweeps on access still bound memory while there is traffic.
+        let _ = std::thread::Builder::new().name("tollgate-sweep".into()).spawn(move || {
+            loop {
+                std::thread::sleep(SWEEP_EVERY);
+                let Some(counters) = weak.upgrade() else { return };
+                counters.evict_expired(sweep_clock.now());
+            }
+        });
+        Self { clock, counters }
     }
 
     /// The decision core, for callers that decide synchronously (benchmarks, fallbacks).
