@@ -1,7 +1,7 @@
 //! Delivery: handing an admitted interchange, byte for byte, to its route's target.
 //!
 //! - `dir:` writes `.<id>.edi.tmp`, fsyncs it, renames it to `<id>.edi` and fsyncs the
-//!   directory. The name comes from the item id, so a redelivery after a crash replaces the
+//!   directory (one fsync for every rename waiting at that moment, see [`DirSync`]). The name comes from the item id, so a redelivery after a crash replaces the
 //!   same file instead of adding a second one; readers never see a partial file.
 //! - `http(s)://` POSTs the bytes with `Tollgate-Interchange-Id`, `Tollgate-Partner` and
 //!   `Tollgate-Document`. 2xx is done; 5xx, a timeout or a connection error is retried with
@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::sync::Semaphore;
@@ -57,10 +58,39 @@ pub struct Parcel {
     pub bytes: Vec<u8>,
 }
 
+/// Group commit of directory fsyncs: every caller returns only after an fsync of the
+/// directory that started after its own rename, but one fsync serves everyone waiting.
+///
+/// Invariant: a caller takes its ticket after its rename; an fsync covers every ticket
+/// issued before it started (`issued` is read under the lock, before the fsync).
+#[derive(Default)]
+struct DirSync {
+    issued: AtomicU64,
+    synced: tokio::sync::Mutex<u64>,
+}
+
+impl DirSync {
+    async fn sync(&self, dir: &Path) -> Result<(), String> {
+        let ticket = self.issued.fetch_add(1, Ordering::SeqCst) + 1;
+        let mut synced = self.synced.lock().await;
+        if *synced >= ticket {
+            return Ok(());
+        }
+        let covers = self.issued.load(Ordering::SeqCst);
+        let d = dir.to_path_buf();
+        tokio::task::spawn_blocking(move || sync_dir(&d).map_err(|e| e.to_string()))
+            .await
+            .map_err(|e| e.to_string())??;
+        *synced = covers;
+        Ok(())
+    }
+}
+
 /// Delivers to every route's target, with one concurrency cap per target.
 pub struct Deliverer {
     client: reqwest::Client,
     limits: HashMap<Target, Arc<Semaphore>>,
+    dir_syncs: HashMap<Target, DirSync>,
 }
 
 impl Deliverer {
@@ -71,9 +101,10 @@ impl Deliverer {
             let c = caps.entry(r.target.clone()).or_insert(r.max_concurrency);
             *c = (*c).min(r.max_concurrency);
         }
+        let dir_syncs = caps.keys().map(|t| (t.clone(), DirSync::default())).collect();
         let limits = caps.into_iter().map(|(t, c)| (t, Arc::new(Semaphore::new(c)))).collect();
         let client = reqwest::Client::builder().timeout(HTTP_TIMEOUT).build()?;
-        Ok(Self { client, limits })
+        Ok(Self { client, limits, dir_syncs })
     }
 
     /// Makes one attempt to hand `parcel` to `target`, waiting for a concurrency slot first.
@@ -90,10 +121,19 @@ impl Deliverer {
                 let dir = dir.clone();
                 let id = parcel.id.clone();
                 let bytes = parcel.bytes.clone();
-                match tokio::task::spawn_blocking(move || write_into(&dir, &id, &bytes)).await {
-                    Ok(Ok(())) => Attempt::Done,
-                    Ok(Err(e)) => Attempt::Retry(e),
-                    Err(e) => Attempt::Retry(format!("delivery task failed: {e}")),
+                let d2 = dir.clone();
+                match tokio::task::spawn_blocking(move || write_into(&d2, &id, &bytes)).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => return Attempt::Retry(e),
+                    Err(e) => return Attempt::Retry(format!("delivery task failed: {e}")),
+                }
+                let synced = match self.dir_syncs.get(target) {
+                    Some(ds) => ds.sync(&dir).await,
+                    None => sync_dir(&dir).map_err(|e| e.to_string()),
+                };
+                match synced {
+                    Ok(()) => Attempt::Done,
+                    Err(e) => Attempt::Retry(e),
                 }
             }
             Target::Http(url) => self.post(url, parcel).await,
@@ -135,14 +175,13 @@ fn header_safe(s: &str) -> String {
     s.chars().map(|c| if c.is_ascii_graphic() || c == ' ' { c } else { '_' }).collect()
 }
 
-/// Temp file, fsync, rename, directory fsync.
+/// Temp file, fsync, rename (the directory fsync follows, shared, in [`DirSync`]).
 fn write_into(dir: &Path, id: &str, bytes: &[u8]) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let tmp = dir.join(format!(".{id}.edi.tmp"));
     let dest = dir.join(format!("{id}.edi"));
     write_synced(&tmp, bytes).map_err(|e| e.to_string())?;
-    std::fs::rename(&tmp, &dest).map_err(|e| format!("{}: {e}", dest.display()))?;
-    sync_dir(dir).map_err(|e| e.to_string())
+    std::fs::rename(&tmp, &dest).map_err(|e| format!("{}: {e}", dest.display()))
 }
 
 #[cfg(test)]
