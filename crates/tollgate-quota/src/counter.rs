@@ -45,7 +45,7 @@ const SWEEP_EVERY_US: i64 = 1_000_000;
 
 /// All counters of one process, in [`SHARDS`] independently locked hash tables.
 pub struct Counters {
-    shards: Box<[Mutex<Shard>]>,
+    shards: Box<[Padded<Mutex<Shard>>]>,
     hasher: DefaultHashBuilder,
     /// Keys dropped by sweeps, kept for a store that must delete them from disk too.
     evicted: Option<Mutex<Vec<(String, CounterShape)>>>,
@@ -54,6 +54,17 @@ pub struct Counters {
 impl Default for Counters {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+/// One shard per cache line pair, so threads working on different shards do not share lines.
+#[repr(align(128))]
+struct Padded<T>(T);
+
+impl<T> std::ops::Deref for Padded<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
     }
 }
 
@@ -151,7 +162,7 @@ impl Counters {
     /// No counters yet.
     pub fn new() -> Self {
         Self {
-            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            shards: (0..SHARDS).map(|_| Padded(Mutex::new(Shard::default()))).collect(),
             hasher: DefaultHashBuilder::default(),
             evicted: None,
         }

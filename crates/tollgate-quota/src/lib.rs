@@ -5,6 +5,25 @@
 //! follow the Apigee / SAP API Management Quota policy (calendar, flexi and rolling windows,
 //! weighted messages), with the admission rule `used + weight <= limit` kept exactly, even
 //! under concurrency. This crate knows nothing of HTTP.
+//!
+//! Every store decides through one synchronous core, [`Counters`]; the stores differ only in
+//! where counters survive ([`store::MemoryStore`], [`store::EmbeddedStore`] on a redb file,
+//! [`store::RedisStore`] shared by many instances).
+//!
+//! ```
+//! use tollgate_quota::{MeteringId, Outcome, QuotaSpec, TimeUnit, store::MemoryStore};
+//!
+//! let store = MemoryStore::new();
+//! let carrier = MeteringId::new("ShipmentStatus:CarrierXYZ")?;
+//! let daily = QuotaSpec::new(1000, 24, TimeUnit::Hour)?;
+//! for _ in 0..20 {
+//!     assert!(store.check_now(&carrier, &daily, 50).allowed());
+//! }
+//! let d = store.check_now(&carrier, &daily, 50);
+//! assert_eq!((d.outcome, d.used, d.exceed_count), (Outcome::Exceeded, 1000, 1));
+//! assert!(d.retry_after.is_some());
+//! # Ok::<(), tollgate_quota::SpecError>(())
+//! ```
 #![forbid(unsafe_code)]
 
 pub mod clock;
@@ -18,4 +37,4 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use counter::Counters;
 pub use decision::{Decision, Outcome};
 pub use spec::{MeteringId, QuotaSpec, SpecError, TimeUnit, WindowKind};
-pub use store::{AnyStore, CounterInfo, Store, StoreError};
+pub use store::{AnyStore, CounterInfo, Store, StoreError, StoreHealth};

@@ -116,6 +116,11 @@ impl RedisStore {
     /// Connects lazily: fails only for a bad URL, and starts while Redis is down (must be called
     /// within a tokio runtime).
     pub async fn connect(opts: RedisOptions) -> Result<RedisStore, StoreError> {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(StoreError::Unavailable(
+                "the redis store must be started inside a tokio runtime".into(),
+            ));
+        }
         let client = redis::Client::open(opts.url.as_str())
             .map_err(|e| StoreError::Unavailable(format!("invalid redis url: {e}")))?;
         let config = ConnectionManagerConfig::new()
