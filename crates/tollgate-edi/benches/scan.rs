@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use memchr::memchr;
-use tollgate_edi::{Reader, ReaderOptions, RecordRule};
+use tollgate_edi::{Reader, ReaderOptions, RecordRule, SegmentScanner, SegmentTag};
 
 #[path = "support/gen214.rs"]
 mod gen214;
@@ -39,6 +39,19 @@ fn scan(c: &mut Criterion) {
                 start += i + 1;
             }
             (segments, first)
+        })
+    });
+    let delimiters = parsed.interchanges[0].delimiters;
+    group.bench_function("segment_scanner_only", |b| {
+        b.iter(|| {
+            let mut scanner = SegmentScanner::new(black_box(&data), delimiters);
+            let (mut segments, mut at7) = (0u64, 0u64);
+            let tag = SegmentTag::new("AT7").expect("valid tag");
+            while let Some(seg) = scanner.next_segment() {
+                segments += 1;
+                at7 += u64::from(seg.tag == tag);
+            }
+            (segments, at7)
         })
     });
     group.bench_function("envelope_scan_with_counts", |b| {
