@@ -1,6 +1,9 @@
 //! Streams an EDI file through [`tollgate_edi::Reader`] and prints the counts, to measure peak
 //! memory with `/usr/bin/time -v`. `stream generate FILE MB` writes a file of 214 batches first.
 //!
+//! `stream --in-memory FILE ROUNDS [reference]` scans a file held in memory ROUNDS times (or
+//! only splits it on `~` with `memchr`), to measure CPU time per scan with `perf stat`.
+//!
 //! ```text
 //! cargo run --release --example stream -- generate /tmp/edi-1g.edi 1024
 //! /usr/bin/time -v target/release/examples/stream /tmp/edi-1g.edi
@@ -32,11 +35,24 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             file.flush()?;
             println!("{expected:?}");
         }
-        [flag, path] if flag == "--in-memory" => {
+        [flag, path, rest @ ..] if flag == "--in-memory" => {
             let data = std::fs::read(path)?;
             let rule = "segment:AT7".parse()?;
-            for _ in 0..5 {
+            let rounds: usize = rest.first().map_or(Ok(5), |n| n.parse())?;
+            let reference = rest.get(1).is_some_and(|m| m == "reference");
+            for _ in 0..rounds {
                 let started = Instant::now();
+                if reference {
+                    // The ceiling: split on the terminator with memchr alone.
+                    let (mut segments, mut start) = (0u64, 0);
+                    while let Some(i) = memchr::memchr(b'~', &data[start..]) {
+                        segments += 1;
+                        start += i + 1;
+                    }
+                    let secs = started.elapsed().as_secs_f64();
+                    println!("memchr reference: segments {segments} seconds {secs:.3}");
+                    continue;
+                }
                 let parsed = tollgate_edi::scan(&data, &rule);
                 let secs = started.elapsed().as_secs_f64();
                 let records: u64 = parsed.interchanges.iter().map(|i| i.counts.records).sum();
@@ -71,7 +87,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             );
         }
         _ => {
-            eprintln!("usage: stream FILE | stream --in-memory FILE | stream generate FILE MB");
+            eprintln!(
+                "usage: stream FILE | stream --in-memory FILE [ROUNDS [reference]] | stream generate FILE MB"
+            );
             std::process::exit(2);
         }
     }
