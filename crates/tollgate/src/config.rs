@@ -23,10 +23,8 @@ pub struct ConfigFile {
     pub policy: Vec<PolicyRule>,
     /// `[[client]]`: API keys for `/v1/quota`.
     pub client: Vec<ClientKey>,
-    // GATEWAY HOOK: the `[gateway]` section. Kept as raw TOML here until
-    // `tollgate_gateway::GatewayConfig` is wired in; `serve.rs` marks where the gateway starts.
     /// `[gateway]`: the EDI gateway (started when present).
-    pub gateway: Option<toml::Value>,
+    pub gateway: Option<tollgate_gateway::GatewayConfig>,
 }
 
 /// Why the config file could not be used; `Display` is `FILE[:LINE:COL]: message`.
@@ -72,6 +70,9 @@ impl ConfigFile {
                 path.display()
             )));
         }
+        if let Some(gateway) = &self.gateway {
+            gateway.plan().map_err(|e| ConfigError(format!("{}: {e}", path.display())))?;
+        }
         Ok(())
     }
 }
@@ -109,6 +110,22 @@ mod tests {
         let src = "[server]\nlisten = \"not an address\"\n";
         let e = ConfigFile::parse(Path::new("t.toml"), src).unwrap_err().to_string();
         assert!(e.starts_with("t.toml:2:10: "), "{e}");
+    }
+
+    #[test]
+    fn acme_example_starts_a_gateway() {
+        let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/acme.toml"));
+        let c = ConfigFile::load(path).unwrap();
+        let g = c.gateway.unwrap();
+        assert_eq!(g.route.len(), 1);
+        assert_eq!(g.partner.len(), 3);
+    }
+
+    #[test]
+    fn gateway_errors_name_the_key() {
+        let src = "[gateway]\n[[gateway.route]]\nname = \"S\"\ndocuments = [\"214\"]\nlimit = 1\nunit = \"fortnight\"\ndeliver = \"dir:x\"\n";
+        let e = ConfigFile::parse(Path::new("t.toml"), src).unwrap_err().to_string();
+        assert!(e.contains("gateway.route[0].unit") && e.contains("fortnight"), "{e}");
     }
 
     #[test]

@@ -147,20 +147,24 @@ async fn serve(args: ServeArgs, file: ConfigFile) -> anyhow::Result<()> {
     if settings.admin_token.is_none() && !addr.ip().is_loopback() {
         tracing::warn!("no admin token configured: the admin API is refused on {addr}");
     }
-    let state = AppState::builder(Arc::clone(&store), policies, admin)
+    let state = AppState::builder(Arc::clone(&store), policies, admin.clone())
         .clients(ClientKeys::new(&file.client))
         .on_store_error(settings.store_section.store_unavailable)
         .build();
-    #[allow(unused_mut)]
     let mut app = router(state);
 
-    // GATEWAY HOOK: when `file.gateway` is present, start
-    // `tollgate_gateway::Gateway::start(config, &settings.data, Arc::clone(&store), admin)`,
-    // `app = app.merge(gateway.router())`, and call `gateway.shutdown().await` after
-    // `serve` returns and before the store is flushed.
-    if file.gateway.is_some() {
-        tracing::warn!("[gateway] is configured but this build does not start the gateway yet");
-    }
+    // The EDI gateway, when configured: same store, same admin guard, routes merged.
+    let gateway = match file.gateway.clone() {
+        Some(config) => {
+            let gw =
+                tollgate_gateway::Gateway::start(config, &settings.data, Arc::clone(&store), admin)
+                    .await
+                    .context("cannot start the gateway")?;
+            app = app.merge(gw.router());
+            Some(gw)
+        }
+        None => None,
+    };
 
     let shutdown = shutdown_signal()?;
     tracing::info!(%addr, store = store.kind(), "tollgate serving");
@@ -169,6 +173,11 @@ async fn serve(args: ServeArgs, file: ConfigFile) -> anyhow::Result<()> {
     let _ = std::io::stdout().flush();
 
     tollgate_server::serve(listener, app, shutdown).await.context("serving HTTP")?;
+
+    if let Some(gw) = gateway {
+        tracing::info!("shutting down: stopping the gateway");
+        gw.shutdown().await;
+    }
 
     tracing::info!("shutting down: flushing the store");
     store.flush().await.context("flushing the store")?;
