@@ -14,7 +14,7 @@ use crate::error::{EnvelopeError, ErrorKind, Level};
 use crate::interchange::{
     ControlNumber, Counts, Group, Interchange, ParsedFile, PartyId, Standard, Transaction,
 };
-use crate::segment::{Segment, SegmentScanner, SegmentTag};
+use crate::segment::{Segment, SegmentScanner, SegmentTag, decode};
 use crate::validate;
 
 /// How much of the model a scan keeps and what it counts as a record.
@@ -319,6 +319,8 @@ struct OpenTx {
 
 /// One interchange under construction.
 struct Builder {
+    /// A finished transaction whose strings are reused when transactions are not kept.
+    spare: Option<Transaction>,
     ic: Interchange,
     delimiters: Delimiters,
     expect_header: bool,
@@ -354,6 +356,7 @@ impl Builder {
                 counts: Counts::default(),
                 errors_suppressed: 0,
             },
+            spare: None,
             delimiters: header.delimiters,
             expect_header: true,
             segment_index: 0,
@@ -469,31 +472,43 @@ impl Builder {
                     }
                     self.group = Some(OpenGroup { group: empty_group(seg.offset), implicit: true });
                 }
-                let (kind, control, version, implementation) = match std {
+                // Reuse the strings of the last transaction when transactions are not kept,
+                // so a counting scan does not allocate per transaction.
+                let mut tx = self.spare.take().unwrap_or_else(|| Transaction {
+                    kind: String::new(),
+                    control_number: ControlNumber::default(),
+                    segments: 0,
+                    message_version: None,
+                    implementation: None,
+                    span: 0..0,
+                    first_segment: 0,
+                    complete: false,
+                });
+                match std {
                     Standard::X12 => {
-                        let imp = seg.text(&d, 3);
-                        (seg.text(&d, 1), seg.text(&d, 2), None, (!imp.is_empty()).then_some(imp))
+                        let mut els = seg.elements(&d).skip(1);
+                        decode_into(els.next().unwrap_or_default(), &d, &mut tx.kind);
+                        decode_into(els.next().unwrap_or_default(), &d, &mut tx.control_number.0);
+                        tx.implementation = els
+                            .next()
+                            .filter(|raw| !raw.is_empty())
+                            .map(|raw| decode(raw, &d).trim().to_string());
+                        tx.message_version = None;
                     }
                     Standard::Edifact => {
                         let s009 = seg.components(&d, 2);
-                        let version =
+                        tx.message_version =
                             (s009.len() > 1).then(|| s009[1..s009.len().min(4)].join(":"));
-                        (s009.first().cloned().unwrap_or_default(), seg.text(&d, 1), version, None)
+                        tx.kind = trimmed(s009.first().cloned().unwrap_or_default());
+                        tx.control_number = ControlNumber(trimmed(seg.text(&d, 1)));
+                        tx.implementation = None;
                     }
-                };
-                self.tx = Some(OpenTx {
-                    tx: Transaction {
-                        kind: trimmed(kind),
-                        control_number: ControlNumber(trimmed(control)),
-                        segments: 1,
-                        message_version: version,
-                        implementation,
-                        span: seg.offset..seg.end,
-                        first_segment: idx,
-                        complete: false,
-                    },
-                    records: 0,
-                });
+                }
+                tx.segments = 1;
+                tx.span = seg.offset..seg.end;
+                tx.first_segment = idx;
+                tx.complete = false;
+                self.tx = Some(OpenTx { tx, records: 0 });
             }
             Role::TxTrailer => {
                 if self.tx.is_some() {
@@ -699,6 +714,8 @@ impl Builder {
             g.group.span.end = open.tx.span.end;
             if opts.keep_transactions {
                 g.group.transactions.push(open.tx);
+            } else {
+                self.spare = Some(open.tx);
             }
         }
     }
@@ -891,5 +908,15 @@ fn trimmed(s: String) -> String {
         s.trim().to_string()
     } else {
         s
+    }
+}
+
+/// Decodes a raw value into `out` (cleared first), trimmed, reusing its allocation.
+fn decode_into(raw: &[u8], d: &Delimiters, out: &mut String) {
+    out.clear();
+    let plain = crate::segment::is_plain(raw, d);
+    match std::str::from_utf8(raw) {
+        Ok(text) if plain => out.push_str(text.trim()),
+        _ => out.push_str(decode(raw, d).trim()),
     }
 }
