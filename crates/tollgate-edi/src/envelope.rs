@@ -277,6 +277,17 @@ impl Parser {
         std::mem::take(&mut self.file_errors)
     }
 
+    /// Gives up on the segment being read (it has no terminator within the reader's limit):
+    /// the open interchange ends with an error at `at`, and the bytes up to the next
+    /// interchange start are skipped.
+    pub(crate) fn abandon(&mut self, at: usize, limit: usize, emit: &mut dyn FnMut(Interchange)) {
+        if let State::Inside(builder) = std::mem::replace(&mut self.state, State::Between) {
+            let why = format!("no segment terminator within {limit} bytes after byte {at}");
+            emit(builder.abandon(at, None, &why, &self.opts));
+        }
+        self.in_garbage = true;
+    }
+
     /// Whether the parser is in the middle of an interchange.
     pub(crate) fn inside(&self) -> bool {
         matches!(self.state, State::Inside(_))
@@ -845,9 +856,24 @@ impl Builder {
     /// Ends an interchange whose trailer never came: at end of input (`next` = `None`) or
     /// because `next` starts a new interchange.
     fn finish_unterminated(
+        self,
+        end: usize,
+        next: Option<&Segment<'_>>,
+        opts: &Options,
+    ) -> Interchange {
+        let why = match next {
+            None => "the input ends (premature end of file)".to_string(),
+            Some(s) => format!("`{}` starts a new interchange", s.tag),
+        };
+        self.abandon(end, next, &why, opts)
+    }
+
+    /// Ends an interchange early, closing open envelopes with missing-trailer errors.
+    fn abandon(
         mut self,
         end: usize,
         next: Option<&Segment<'_>>,
+        why: &str,
         opts: &Options,
     ) -> Interchange {
         let at = Segment {
@@ -863,10 +889,6 @@ impl Builder {
             self.close_group(None, &at, opts);
         }
         let names = validate::names(self.ic.standard, Level::Interchange);
-        let why = match next {
-            None => "the input ends (premature end of file)".to_string(),
-            Some(s) => format!("`{}` starts a new interchange", s.tag),
-        };
         let msg = format!(
             "{} `{}` has no {}: {why}",
             names.header, self.ic.control_number, names.trailer

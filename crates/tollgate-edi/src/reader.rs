@@ -22,6 +22,9 @@ pub struct ReaderOptions {
     pub keep_transactions: bool,
     /// At most this many errors are kept per interchange; the rest are only counted.
     pub max_errors: usize,
+    /// The buffer never grows beyond this: a segment longer than this ends its interchange
+    /// with an error and the scan goes on at the next interchange.
+    pub max_segment: usize,
 }
 
 impl Default for ReaderOptions {
@@ -31,6 +34,7 @@ impl Default for ReaderOptions {
             rule: RecordRule::Transactions,
             keep_transactions: false,
             max_errors: 1000,
+            max_segment: 16 * 1024 * 1024,
         }
     }
 }
@@ -58,6 +62,7 @@ pub struct Reader<R> {
     parser: Parser,
     ready: VecDeque<Interchange>,
     file_errors: Vec<EnvelopeError>,
+    max_segment: usize,
 }
 
 impl<R: Read> Reader<R> {
@@ -87,6 +92,7 @@ impl<R: Read> Reader<R> {
             }),
             ready: VecDeque::new(),
             file_errors: Vec::new(),
+            max_segment: opts.max_segment.max(opts.buffer_size.max(1024)),
         }
     }
 
@@ -108,7 +114,16 @@ impl<R: Read> Reader<R> {
             self.start = 0;
         }
         if self.end == self.buf.len() {
-            let grown = self.buf.len() * 2;
+            if self.buf.len() >= self.max_segment {
+                // One segment fills the whole buffer: give it up rather than grow for ever.
+                let Reader { parser, ready, .. } = self;
+                parser.abandon(self.base, self.max_segment, &mut |ic| ready.push_back(ic));
+                self.base += self.end;
+                self.start = 0;
+                self.end = 0;
+                return Ok(());
+            }
+            let grown = (self.buf.len() * 2).min(self.max_segment);
             self.buf.resize(grown, 0);
         }
         loop {

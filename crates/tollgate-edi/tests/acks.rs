@@ -209,3 +209,29 @@ fn reader_reports_io_errors() {
     assert!(err.to_string().contains("disk on fire"));
     assert!(reader.next().is_none());
 }
+
+#[test]
+fn reader_gives_up_on_a_segment_longer_than_its_limit_and_goes_on() {
+    let first = x12("00401", "004010", 1, false);
+    let broken = first.replace("B10*PRO1*S1*SCAC~", &format!("B10*{}~", "X".repeat(50_000)));
+    let file =
+        format!("{broken}{}", x12("00401", "004010", 2, false).replace("000000321", "000000999"));
+    let opts = ReaderOptions {
+        buffer_size: 1024,
+        max_segment: 8192,
+        max_errors: usize::MAX,
+        ..Default::default()
+    };
+    let mut reader = Reader::with_options(file.as_bytes(), opts);
+    let items: Vec<_> = reader.by_ref().map(Result::unwrap).collect();
+    assert!(reader.buffer_capacity() <= 8192);
+    assert_eq!(items.len(), 2, "{items:?}");
+    let codes: Vec<_> = items[0].errors.iter().map(|e| e.code.as_str()).collect();
+    assert_eq!(codes, ["AK5-2", "AK9-3", "TA1-023"]);
+    assert!(items[0].errors[2].message.contains("no segment terminator within 8192 bytes"));
+    assert_eq!(items[1].control_number.as_str(), "000000999");
+    assert!(items[1].errors.is_empty());
+    assert_eq!(items[1].counts.transactions, 2);
+    // Without the limit the whole file parses in memory: the long segment is just data.
+    assert!(!parse(file.as_bytes()).has_errors());
+}
