@@ -26,21 +26,24 @@ use crate::pipeline::Event;
 use crate::spool::Spool;
 
 /// Files taken per spool transaction at most.
-const MAX_FILES_PER_BATCH: usize = 256;
+const MAX_FILES_PER_BATCH: usize = 64;
 
 /// True for names of files still being written by the sender.
 pub fn in_progress(name: &str) -> bool {
     name.starts_with('.') || name.ends_with(".tmp") || name.ends_with(".part")
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Seen {
     len: u64,
     modified: Option<SystemTime>,
     since: Instant,
+    /// Sniffed once the file has settled.
+    sender: Option<String>,
 }
 
-/// Polls the landing directories until `stop` turns true.
+/// Polls the landing directories (woken early by file-system notifications where available)
+/// until `stop` turns true.
 pub async fn poll(
     dirs: Vec<PathBuf>,
     poll: std::time::Duration,
@@ -50,15 +53,18 @@ pub async fn poll(
     mut stop: watch::Receiver<bool>,
 ) {
     let mut seen: HashMap<PathBuf, Seen> = HashMap::new();
+    let (wake_tx, mut wake_rx) = mpsc::channel::<()>(1);
+    let _watcher = watch_dirs(&dirs, wake_tx);
     loop {
+        if *stop.borrow() {
+            return;
+        }
         let ready = scan(&dirs, settle, &mut seen);
-        for chunk in ready.chunks(MAX_FILES_PER_BATCH) {
-            if *stop.borrow() {
-                return;
-            }
-            let chunk = chunk.to_vec();
+        let more = ready.len() > MAX_FILES_PER_BATCH;
+        let batch = fair_batch(ready, MAX_FILES_PER_BATCH);
+        if !batch.is_empty() {
             let spool = spool.clone();
-            let taken = tokio::task::spawn_blocking(move || take(&spool, chunk)).await;
+            let taken = tokio::task::spawn_blocking(move || take(&spool, batch)).await;
             match taken {
                 Ok(Ok((records, taken_paths))) => {
                     for p in &taken_paths {
@@ -72,19 +78,79 @@ pub async fn poll(
                 Err(e) => tracing::error!(error = %e, "spooling task failed"),
             }
         }
+        if more {
+            // Scan again at once: files that arrived meanwhile get their fair share of the
+            // next batch instead of waiting behind the whole backlog.
+            continue;
+        }
         tokio::select! {
             _ = stop.changed() => return,
             _ = tokio::time::sleep(poll) => {}
+            _ = wake_rx.recv() => {}
         }
     }
 }
 
-/// Lists settled files; remembers the others' size and mtime.
+/// Wakes the poller when something changes in a landing directory; `None` (polling only)
+/// where notifications are unavailable.
+fn watch_dirs(dirs: &[PathBuf], wake: mpsc::Sender<()>) -> Option<notify::RecommendedWatcher> {
+    use notify::Watcher;
+    let mut watcher = notify::recommended_watcher(move |_res: notify::Result<notify::Event>| {
+        let _ = wake.try_send(());
+    })
+    .ok()?;
+    for d in dirs {
+        if let Err(e) = watcher.watch(d, notify::RecursiveMode::NonRecursive) {
+            tracing::warn!(dir = %d.display(), error = %e, "no change notifications; polling only");
+        }
+    }
+    Some(watcher)
+}
+
+/// Up to `max` files, taken round-robin across senders (in arrival order within a sender), so
+/// that one partner's backlog of files does not delay the others' files.
+fn fair_batch(ready: Vec<(PathBuf, String)>, max: usize) -> Vec<PathBuf> {
+    let mut order: Vec<String> = Vec::new();
+    let mut queues: HashMap<String, std::collections::VecDeque<PathBuf>> = HashMap::new();
+    for (path, sender) in ready {
+        if !queues.contains_key(&sender) {
+            order.push(sender.clone());
+        }
+        queues.entry(sender).or_default().push_back(path);
+    }
+    let mut batch = Vec::new();
+    while batch.len() < max {
+        let before = batch.len();
+        for s in &order {
+            if batch.len() >= max {
+                break;
+            }
+            if let Some(p) = queues.get_mut(s).and_then(|q| q.pop_front()) {
+                batch.push(p);
+            }
+        }
+        if batch.len() == before {
+            break;
+        }
+    }
+    batch
+}
+
+/// The sender of the first interchange, from the head of the file (empty when unknown).
+fn sniff_sender(path: &Path) -> String {
+    use std::io::Read;
+    let mut head = vec![0u8; 1024];
+    let n = std::fs::File::open(path).and_then(|mut f| f.read(&mut head)).unwrap_or(0);
+    head.truncate(n);
+    envelope::scan(&head).envelopes.first().map(|e| e.sender.clone()).unwrap_or_default()
+}
+
+/// Lists settled files with their sender; remembers the others' size and mtime.
 fn scan(
     dirs: &[PathBuf],
     settle: std::time::Duration,
     seen: &mut HashMap<PathBuf, Seen>,
-) -> Vec<PathBuf> {
+) -> Vec<(PathBuf, String)> {
     let now = Instant::now();
     let mut ready = Vec::new();
     let mut present = std::collections::HashSet::new();
@@ -104,13 +170,15 @@ fn scan(
             }
             let path = entry.path();
             present.insert(path.clone());
-            let cur = Seen { len: meta.len(), modified: meta.modified().ok(), since: now };
-            let e = seen.entry(path.clone()).or_insert(cur);
+            let cur =
+                Seen { len: meta.len(), modified: meta.modified().ok(), since: now, sender: None };
+            let e = seen.entry(path.clone()).or_insert_with(|| cur.clone());
             if e.len != cur.len || e.modified != cur.modified {
                 *e = cur;
             }
             if now.duration_since(e.since) >= settle {
-                ready.push(path);
+                let sender = e.sender.get_or_insert_with(|| sniff_sender(&path)).clone();
+                ready.push((path, sender));
             }
         }
     }
@@ -235,6 +303,16 @@ mod tests {
     }
 
     #[test]
+    fn batches_are_fair_across_senders() {
+        let ready: Vec<(PathBuf, String)> = (0..6)
+            .map(|i| (PathBuf::from(format!("b{i}")), "ZZ:BURST".to_owned()))
+            .chain([(PathBuf::from("n1"), "ZZ:NORMAL".to_owned())])
+            .collect();
+        let batch = fair_batch(ready, 3);
+        assert_eq!(batch, vec![PathBuf::from("b0"), PathBuf::from("n1"), PathBuf::from("b1")]);
+    }
+
+    #[test]
     fn files_settle_before_they_are_taken() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("a.edi"), b"x").unwrap();
@@ -244,6 +322,6 @@ mod tests {
         let settle = std::time::Duration::from_millis(50);
         assert!(scan(&dirs, settle, &mut seen).is_empty());
         std::thread::sleep(std::time::Duration::from_millis(60));
-        assert_eq!(scan(&dirs, settle, &mut seen), vec![dir.path().join("a.edi")]);
+        assert_eq!(scan(&dirs, settle, &mut seen), vec![(dir.path().join("a.edi"), String::new())]);
     }
 }

@@ -5,9 +5,8 @@
 //! Invariants:
 //! - **One writer.** Only this task changes item state. Inbound, uploads, deliveries and the
 //!   admin API send it [`Event`]s; it applies a batch of them, commits one spool transaction,
-//!   and only then starts deliveries and answers the admin API. A delivery therefore never
-//!   starts for a state that is not on disk, and "delivered" is written only after the target
-//!   has the bytes (at least once).
+//!   and only then answers the admin API and applies the next batch (delivery results
+//!   included). "Delivered" is written only after the target has the bytes (at least once).
 //! - **Nothing is lost on restart.** On start it reloads every `received` and `held` item and
 //!   every file not yet split into items: admitted items are delivered, the others metered.
 //! - **Order per metering id.** See [`crate::hold`].
@@ -37,6 +36,15 @@ const IDLE_TICK: Duration = Duration::from_millis(250);
 const UNAVAILABLE_RETRY: Duration = Duration::from_secs(1);
 /// Events applied in one spool transaction at most.
 const MAX_BATCH: usize = 512;
+/// Received files parsed in one batch at most (more wait for the next batch).
+const MAX_FILES: usize = 128;
+
+fn received_files(ev: &Event) -> usize {
+    match ev {
+        Event::Received(recs) => recs.len(),
+        _ => 0,
+    }
+}
 
 /// What the admin API may ask of the pipeline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -193,10 +201,15 @@ impl Pipeline {
                 _ = stop.changed() => break,
                 ev = rx.recv() => {
                     let Some(ev) = ev else { break };
+                    let mut files = received_files(&ev);
                     let mut events = vec![ev];
-                    while events.len() < MAX_BATCH {
+                    // Bounded batches keep the wait of whatever arrives next short.
+                    while events.len() < MAX_BATCH && files < MAX_FILES {
                         match rx.try_recv() {
-                            Ok(e) => events.push(e),
+                            Ok(e) => {
+                                files += received_files(&e);
+                                events.push(e);
+                            }
                             Err(_) => break,
                         }
                     }
@@ -236,6 +249,12 @@ impl Pipeline {
     /// Commits the batch, then starts deliveries, answers the admin API, drops spool files.
     async fn finish(&mut self, batch: Batch) {
         let Batch { change, dispatch, replies, drop_files } = batch;
+        // Deliveries start while the batch commits: if the commit is lost, the item is
+        // metered and delivered again under the same id (at least once), and its delivery
+        // result is applied only after this commit (this task is the only writer).
+        for id in dispatch {
+            self.dispatch(&id);
+        }
         if !change.is_empty() {
             let spool = self.parts.spool.clone();
             let res = tokio::task::spawn_blocking(move || spool.commit(&change)).await;
@@ -252,9 +271,6 @@ impl Pipeline {
                 }
                 return;
             }
-        }
-        for id in dispatch {
-            self.dispatch(&id);
         }
         for (reply, result) in replies {
             let _ = reply.send(result);
@@ -792,18 +808,18 @@ fn prepare(
     seen: &mut HashSet<String>,
 ) -> (FileRecord, Vec<Item>, Vec<(String, i64)>) {
     let plan = &parts.plan;
-    let bytes = match parts.spool.read_all(&file.id) {
+    let bytes = match parts.spool.read(&file.spool, file.start, file.end) {
         Ok(b) => b,
         Err(e) => {
             tracing::error!(file = %file.id, error = %e, "spooled file unreadable");
-            let item = rejected_item(&file, 0, format!("spool file unreadable: {e}"));
+            let item = rejected_item(&file, format!("spool file unreadable: {e}"));
             return (file, vec![item], Vec::new());
         }
     };
     let scan = envelope::scan(&bytes);
     if scan.envelopes.is_empty() {
         let reason = scan.error.unwrap_or_else(|| "no interchange found".to_owned());
-        let item = rejected_item(&file, bytes.len() as u64, format!("not EDI: {reason}"));
+        let item = rejected_item(&file, format!("not EDI: {reason}"));
         return (file, vec![item], Vec::new());
     }
     let since = now_ms() - i64::try_from(plan.dedup.as_millis()).unwrap_or(i64::MAX / 2);
@@ -820,9 +836,9 @@ fn prepare(
             id,
             state: State::Received,
             admitted: false,
-            file: file.id.clone(),
-            start: env.span.start as u64,
-            end: env.span.end as u64,
+            file: file.spool.clone(),
+            start: file.start + env.span.start as u64,
+            end: file.start + env.span.end as u64,
             partner: partner.clone(),
             sender: env.sender.clone(),
             receiver: env.receiver.clone(),
@@ -868,14 +884,14 @@ fn prepare(
     (file, items, dedup)
 }
 
-fn rejected_item(file: &FileRecord, len: u64, reason: String) -> Item {
+fn rejected_item(file: &FileRecord, reason: String) -> Item {
     Item {
         id: file.id.clone(),
         state: State::Rejected,
         admitted: false,
-        file: file.id.clone(),
-        start: 0,
-        end: len,
+        file: file.spool.clone(),
+        start: file.start,
+        end: file.end,
         partner: String::new(),
         sender: String::new(),
         receiver: String::new(),

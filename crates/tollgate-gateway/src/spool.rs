@@ -4,8 +4,8 @@
 //! `gateway.redb` (tables `files`, `items`, `dedup`, `meta`).
 //!
 //! Invariants, and the code that keeps them:
-//! - **A file is durable before it is acknowledged.** [`Spool::receive`] writes each file,
-//!   fsyncs it, fsyncs the `spool/` directory, and only then commits its `files` row
+//! - **A file is durable before it is acknowledged.** [`Spool::receive`] writes the batch of
+//!   files into one spool file, fsyncs it, fsyncs the `spool/` directory, and only then commits its `files` row
 //!   (durability `Immediate`). The caller removes the inbound file or answers 202 after
 //!   `receive` returns, never before.
 //! - **A `files` row means "received, not yet split into items".** [`Spool::commit`] removes the
@@ -34,9 +34,6 @@ const FILES: TableDefinition<&str, &[u8]> = TableDefinition::new("files");
 const ITEMS: TableDefinition<&str, &[u8]> = TableDefinition::new("items");
 const DEDUP: TableDefinition<&str, i64> = TableDefinition::new("dedup");
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
-
-/// Threads writing and fsyncing the files of one receive batch side by side.
-const WRITERS: usize = 32;
 
 /// The spool could not read or write.
 #[derive(Debug, thiserror::Error)]
@@ -73,12 +70,18 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> SpoolError + '_ {
 /// A received file not yet split into items.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileRecord {
-    /// The file id (also the spool file's stem).
+    /// The file id (the base of its items' ids).
     pub id: String,
     /// Where it came from: the inbound path, or `upload`.
     pub origin: String,
     /// Receive time, Unix milliseconds.
     pub received_at: i64,
+    /// The spool file holding its bytes (shared by the files received in one batch).
+    pub spool: String,
+    /// Start of its bytes in the spool file.
+    pub start: u64,
+    /// End of its bytes (exclusive).
+    pub end: u64,
 }
 
 /// One atomic change to the spool database.
@@ -134,7 +137,7 @@ impl Spool {
 
     fn remove_orphans(&self) -> Result<(), SpoolError> {
         let mut referenced: HashSet<String> =
-            self.pending_files()?.into_iter().map(|f| f.id).collect();
+            self.pending_files()?.into_iter().map(|f| f.spool).collect();
         referenced.extend(self.items(None)?.into_iter().map(|i| i.file));
         let entries = fs::read_dir(&self.dir).map_err(io_err(&self.dir))?;
         for entry in entries.flatten() {
@@ -164,33 +167,28 @@ impl Spool {
     /// inbound files or answer 202.
     pub fn receive(&self, files: &[(&[u8], String)]) -> Result<Vec<FileRecord>, SpoolError> {
         let now = now_ms();
-        let records: Vec<FileRecord> = files
-            .iter()
-            .map(|(_, origin)| FileRecord {
+        // One spool file per batch: one fsync makes every file of the batch durable.
+        let spool_id = self.new_file_id();
+        let mut records = Vec::with_capacity(files.len());
+        let mut offset = 0u64;
+        for (bytes, origin) in files {
+            let end = offset + bytes.len() as u64;
+            records.push(FileRecord {
                 id: self.new_file_id(),
                 origin: origin.clone(),
                 received_at: now,
-            })
-            .collect();
-        // File fsyncs are independent: run them side by side (the disk merges them), then
-        // one directory fsync covers every name.
-        let workers = files.len().clamp(1, WRITERS);
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..workers)
-                .map(|w| {
-                    let records = &records;
-                    scope.spawn(move || {
-                        for i in (w..files.len()).step_by(workers) {
-                            write_synced(&self.path(&records[i].id), files[i].0)?;
-                        }
-                        Ok::<(), SpoolError>(())
-                    })
-                })
-                .collect();
-            handles.into_iter().try_for_each(|h| {
-                h.join().unwrap_or_else(|_| Err(SpoolError::Db("spool writer panicked".into())))
-            })
-        })?;
+                spool: spool_id.clone(),
+                start: offset,
+                end,
+            });
+            offset = end;
+        }
+        let path = self.path(&spool_id);
+        let mut f = File::create(&path).map_err(io_err(&path))?;
+        for (bytes, _) in files {
+            f.write_all(bytes).map_err(io_err(&path))?;
+        }
+        f.sync_all().map_err(io_err(&path))?;
         sync_dir(&self.dir)?;
         let mut tx = self.db.begin_write().map_err(db_err)?;
         tx.set_durability(Durability::Immediate).map_err(db_err)?;
@@ -321,25 +319,17 @@ impl Spool {
 
     /// Reads `start..end` of a spool file.
     pub fn read(&self, file: &str, start: u64, end: u64) -> Result<Vec<u8>, SpoolError> {
+        use std::io::{Read, Seek, SeekFrom};
         let path = self.path(file);
-        let bytes = fs::read(&path).map_err(io_err(&path))?;
-        let (s, e) = (
-            usize::try_from(start).unwrap_or(usize::MAX),
-            usize::try_from(end).unwrap_or(usize::MAX),
-        );
-        bytes.get(s..e).map(<[u8]>::to_vec).ok_or_else(|| SpoolError::Io {
+        let len = usize::try_from(end.saturating_sub(start)).unwrap_or(usize::MAX);
+        let mut buf = vec![0u8; len];
+        let mut f = File::open(&path).map_err(io_err(&path))?;
+        f.seek(SeekFrom::Start(start)).map_err(io_err(&path))?;
+        f.read_exact(&mut buf).map_err(|e| SpoolError::Io {
             path: path.display().to_string(),
-            source: io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!("range {s}..{e} past the end ({} bytes)", bytes.len()),
-            ),
-        })
-    }
-
-    /// Reads a whole spool file.
-    pub fn read_all(&self, file: &str) -> Result<Vec<u8>, SpoolError> {
-        let path = self.path(file);
-        fs::read(&path).map_err(io_err(&path))
+            source: io::Error::new(e.kind(), format!("range {start}..{end}: {e}")),
+        })?;
+        Ok(buf)
     }
 
     /// Deletes a spool file whose items are all delivered or purged (see the module invariants).
@@ -398,11 +388,13 @@ mod tests {
         let spool = Spool::open(dir.path()).unwrap();
         let recs = spool.receive(&[(b"abc", "x".into()), (b"def", "y".into())]).unwrap();
         assert_eq!(spool.pending_files().unwrap().len(), 2);
-        assert_eq!(spool.read(&recs[1].id, 1, 3).unwrap(), b"ef");
-        assert!(spool.read(&recs[1].id, 1, 9).is_err());
+        assert_eq!(recs[0].spool, recs[1].spool, "one spool file per batch");
+        assert_eq!((recs[1].start, recs[1].end), (3, 6));
+        assert_eq!(spool.read(&recs[1].spool, 4, 6).unwrap(), b"ef");
+        assert!(spool.read(&recs[1].spool, 4, 9).is_err());
         let change = Change {
             remove_files: vec![recs[0].id.clone()],
-            put: vec![item(&recs[0].id, &recs[0].id, State::Held)],
+            put: vec![item(&recs[0].id, &recs[0].spool, State::Held)],
             dedup: vec![("k".into(), 5)],
             ..Change::default()
         };
