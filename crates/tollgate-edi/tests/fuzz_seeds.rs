@@ -29,3 +29,50 @@ fn seeds_cover_clean_and_broken_input() {
     let codes: Vec<_> = wrong.interchanges[0].errors.iter().map(|e| e.code.as_str()).collect();
     assert_eq!(codes, ["AK5-4", "AK5-3", "AK9-5", "AK9-4", "TA1-021", "TA1-001"]);
 }
+
+mod mutations {
+    use proptest::prelude::*;
+
+    fn seeds() -> Vec<Vec<u8>> {
+        let dir = std::path::PathBuf::from(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../fuzz/seeds/parse"
+        ));
+        let mut files: Vec<_> =
+            std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+        files.sort();
+        files.iter().map(|p| std::fs::read(p).unwrap()).collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+        /// Seeds with random bytes overwritten, inserted or deleted (interesting bytes are
+        /// favoured: delimiters, line breaks, release characters) pass the self-checks.
+        #[test]
+        fn mutated_seeds_pass_the_self_checks(
+            which in 0usize..64,
+            edits in prop::collection::vec(
+                (0usize..4096, 0u8..3, prop::sample::select(
+                    b"~*>:+'?\r\n\x1c\x1d\x1eISAUNBGSEST0 ".to_vec()
+                )),
+                1..6,
+            ),
+        ) {
+            let seeds = seeds();
+            let mut data = seeds[which % seeds.len()].clone();
+            for (at, op, byte) in edits {
+                let at = at % (data.len() + 1);
+                match op {
+                    0 if at < data.len() => data[at] = byte,
+                    1 => data.insert(at, byte),
+                    _ if at < data.len() => {
+                        data.remove(at);
+                    }
+                    _ => data.push(byte),
+                }
+            }
+            tollgate_edi::selfcheck::check(&data);
+        }
+    }
+}
