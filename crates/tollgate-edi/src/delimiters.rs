@@ -275,7 +275,12 @@ fn sniff_edifact(buf: &[u8], eof: bool) -> Sniff {
         }
         let u = &buf[3..9];
         let opt = |b: u8| if b == b' ' { None } else { Some(b) };
-        match Delimiters::edifact(u[0], u[1], u[2], opt(u[3]), opt(u[4]), u[5]) {
+        // A UNA5 that collides with another service character is not a repetition separator
+        // (syntax versions before 4 reserve the position; some partners put data there).
+        let with_repetition = Delimiters::edifact(u[0], u[1], u[2], opt(u[3]), opt(u[4]), u[5]);
+        match with_repetition
+            .or_else(|| Delimiters::edifact(u[0], u[1], u[2], opt(u[3]), None, u[5]))
+        {
             Some(d) => delimiters = Some(d),
             None => {
                 return Sniff::Invalid(format!(
@@ -359,6 +364,16 @@ mod tests {
             panic!("not found")
         };
         assert_eq!(h.delimiters, Delimiters::EDIFACT_LEVEL_B);
+    }
+
+    #[test]
+    fn una5_colliding_with_a_delimiter_is_ignored() {
+        let Sniff::Found(h) = sniff(b"UNA:+.?:'UNB+UNOA:3+S+R+240101:1200+1'", true) else {
+            panic!("not found")
+        };
+        assert_eq!(h.delimiters.repetition, None);
+        assert_eq!(h.delimiters.component, b':');
+        assert!(matches!(sniff(b"UNA::.? 'UNB:UNOA", true), Sniff::Invalid(_)));
     }
 
     #[test]
