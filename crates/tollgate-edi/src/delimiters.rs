@@ -206,9 +206,30 @@ fn sniff_x12(buf: &[u8], eof: bool) -> Sniff {
         return need(eof, "file ends before ISA16 (component separator)");
     };
     i += 1;
-    let Some(&t0) = buf.get(i) else {
+    let Some(&(mut t0)) = buf.get(i) else {
         return need(eof, "file ends before the segment terminator after ISA16");
     };
+    if is_line_break(t0) {
+        // A line break right after ISA16 is the terminator, unless the file is wrapped there:
+        // then the line break is followed by the real terminator and the next segment's tag.
+        let mut j = i;
+        while buf.get(j).is_some_and(|&b| is_line_break(b)) {
+            j += 1;
+        }
+        match (buf.get(j), buf.get(j + 1)) {
+            (Some(&t), Some(&next))
+                if !t.is_ascii_alphanumeric()
+                    && !t.is_ascii_whitespace()
+                    && (next.is_ascii_alphanumeric() || next >= 0x80 || is_line_break(next)) =>
+            {
+                i = j;
+                t0 = t;
+            }
+            (Some(_), Some(_)) => {}
+            _ if !eof => return Sniff::NeedMore,
+            _ => {}
+        }
+    }
     let len = match t0 {
         0xC0..=0xDF => 2,
         0xE0..=0xEF => 3,

@@ -182,25 +182,29 @@ fn repetition_separator_rules() {
 #[test]
 fn x12_wrapped_at_80_columns_reads_like_the_original() {
     let original = x12_214("000000001", 3, "");
-    let wrapped: String = original
-        .as_bytes()
-        .chunks(80)
-        .map(|c| format!("{}\n", std::str::from_utf8(c).unwrap()))
-        .collect();
-    let (a, b) = (parse(original.as_bytes()), parse(wrapped.as_bytes()));
-    assert!(!b.has_errors(), "{b:?}");
-    let key = |p: &ParsedFile| {
-        let ic = only(p);
-        (
-            ic.sender.clone(),
-            ic.control_number.clone(),
-            ic.time.clone(),
-            ic.transactions()
-                .map(|t| (t.kind.clone(), t.control_number.clone(), t.segments))
-                .collect::<Vec<_>>(),
-        )
-    };
-    assert_eq!(key(&a), key(&b));
+    // 80 columns, and 35 / 21 columns, which put a line break between ISA16 and the terminator.
+    for width in [80, 35, 21] {
+        let wrapped: String = original
+            .as_bytes()
+            .chunks(width)
+            .map(|c| format!("{}\n", std::str::from_utf8(c).unwrap()))
+            .collect();
+        let (a, b) = (parse(original.as_bytes()), parse(wrapped.as_bytes()));
+        assert!(!b.has_errors(), "{b:?}");
+        let key = |p: &ParsedFile| {
+            let ic = only(p);
+            (
+                ic.sender.clone(),
+                ic.control_number.clone(),
+                ic.time.clone(),
+                ic.transactions()
+                    .map(|t| (t.kind.clone(), t.control_number.clone(), t.segments))
+                    .collect::<Vec<_>>(),
+            )
+        };
+        assert_eq!(key(&a), key(&b), "width {width}");
+        assert_eq!(only(&b).delimiters.terminator(), b"~");
+    }
 }
 
 #[test]
