@@ -181,7 +181,8 @@ impl Counters {
         }
     }
 
-    fn hash(&self, id: &str, shape: &ShapeKey) -> u64 {
+    /// The hash of a key. Ids are hashed as bytes everywhere (entries and lookups alike).
+    fn hash(&self, id: &[u8], shape: &ShapeKey) -> u64 {
         self.hasher.hash_one((id, shape))
     }
 
@@ -200,7 +201,7 @@ impl Counters {
     ) -> Decision {
         let now_us = now.as_microsecond();
         let key = ShapeKey::of(&spec.counter_shape());
-        let hash = self.hash(id.as_str(), &key);
+        let hash = self.hash(id.as_bytes(), &key);
         let verdict = {
             let mut shard = lock(self.shard(hash));
             if now_us >= shard.next_sweep_us {
@@ -208,8 +209,8 @@ impl Counters {
             }
             let entry = match shard.table.entry(
                 hash,
-                |e| e.shape == key && *e.id == *id.as_str(),
-                |e| self.hash(&e.id, &e.shape),
+                |e| e.shape == key && e.id.as_bytes() == id.as_bytes(),
+                |e| self.hash(e.id.as_bytes(), &e.shape),
             ) {
                 TableEntry::Occupied(o) => o.into_mut(),
                 TableEntry::Vacant(v) => v
@@ -264,7 +265,7 @@ impl Counters {
         for shard in self.shards.iter() {
             let mut shard = lock(shard);
             let before = shard.table.len();
-            shard.table.retain(|e| *e.id != *id.as_str());
+            shard.table.retain(|e| e.id.as_bytes() != id.as_bytes());
             dropped += (before - shard.table.len()) as u64;
         }
         dropped
@@ -289,7 +290,7 @@ impl Counters {
     /// The state of one counter, for writing it behind.
     pub(crate) fn snapshot(&self, id: &str, shape: &CounterShape) -> Option<Counter> {
         let key = ShapeKey::of(shape);
-        let hash = self.hash(id, &key);
+        let hash = self.hash(id.as_bytes(), &key);
         let shard = lock(self.shard(hash));
         shard.table.find(hash, |e| e.shape == key && *e.id == *id).map(|e| e.counter.clone())
     }
@@ -307,13 +308,13 @@ impl Counters {
             return false;
         }
         let key = ShapeKey::of(shape);
-        let hash = self.hash(id, &key);
+        let hash = self.hash(id.as_bytes(), &key);
         let mut shard = lock(self.shard(hash));
         let entry = Entry { id: id.into(), shape: key, counter };
         match shard.table.entry(
             hash,
             |e| e.shape == key && e.id == entry.id,
-            |e| self.hash(&e.id, &e.shape),
+            |e| self.hash(e.id.as_bytes(), &e.shape),
         ) {
             TableEntry::Occupied(mut o) => *o.get_mut() = entry,
             TableEntry::Vacant(v) => {
@@ -347,7 +348,7 @@ impl Shard {
         }
         let after = self.table.len();
         if self.table.capacity() > 64 && self.table.capacity() / 4 > after {
-            self.table.shrink_to(after, |e| hasher.hash_one((&*e.id, &e.shape)));
+            self.table.shrink_to(after, |e| hasher.hash_one((e.id.as_bytes(), &e.shape)));
         }
         before - after
     }

@@ -31,36 +31,96 @@ pub enum SpecError {
 
 /// The counter identifier, e.g. `ShipmentStatus:CarrierXYZ`: 1–256 bytes of visible ASCII.
 ///
-/// Cheap to clone (shared string).
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct MeteringId(Arc<str>);
+/// Cheap to clone: identifiers up to [`MeteringId::INLINE_LEN`] bytes (most real ones) are
+/// stored inline and copied, longer ones share one string. Every decision clones one, so
+/// avoiding a reference count here keeps two atomic operations off each decision.
+#[derive(Clone)]
+pub struct MeteringId(Repr);
+
+/// Invariant: the bytes are 1–256 bytes of visible ASCII (checked by [`MeteringId::new`]).
+#[derive(Clone)]
+enum Repr {
+    Inline { len: u8, bytes: [u8; MeteringId::INLINE_LEN] },
+    Shared(Arc<str>),
+}
 
 impl MeteringId {
     /// The longest identifier accepted, in bytes.
     pub const MAX_LEN: usize = 256;
 
+    /// Identifiers up to this many bytes are stored inline.
+    pub const INLINE_LEN: usize = 30;
+
     /// Validates `s` as an identifier.
     pub fn new(s: &str) -> Result<Self, SpecError> {
         let ok =
             !s.is_empty() && s.len() <= Self::MAX_LEN && s.bytes().all(|b| b.is_ascii_graphic());
-        if ok { Ok(Self(Arc::from(s))) } else { Err(SpecError::InvalidId(s.to_owned())) }
+        if !ok {
+            return Err(SpecError::InvalidId(s.to_owned()));
+        }
+        if s.len() <= Self::INLINE_LEN {
+            let mut bytes = [0u8; Self::INLINE_LEN];
+            bytes[..s.len()].copy_from_slice(s.as_bytes());
+            // The length fits in a u8: it is at most INLINE_LEN.
+            Ok(Self(Repr::Inline { len: s.len() as u8, bytes }))
+        } else {
+            Ok(Self(Repr::Shared(Arc::from(s))))
+        }
+    }
+
+    /// The identifier as bytes (visible ASCII).
+    pub fn as_bytes(&self) -> &[u8] {
+        match &self.0 {
+            Repr::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            Repr::Shared(s) => s.as_bytes(),
+        }
     }
 
     /// The identifier as text.
     pub fn as_str(&self) -> &str {
-        &self.0
+        match &self.0 {
+            // ASCII by construction, so this never falls back.
+            Repr::Inline { .. } => std::str::from_utf8(self.as_bytes()).unwrap_or_default(),
+            Repr::Shared(s) => s,
+        }
+    }
+}
+
+impl PartialEq for MeteringId {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl Eq for MeteringId {}
+
+impl std::hash::Hash for MeteringId {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
+    }
+}
+
+impl PartialOrd for MeteringId {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for MeteringId {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_bytes().cmp(other.as_bytes())
     }
 }
 
 impl fmt::Debug for MeteringId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&*self.0, f)
+        fmt::Debug::fmt(self.as_str(), f)
     }
 }
 
 impl fmt::Display for MeteringId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(self.as_str())
     }
 }
 
@@ -264,6 +324,14 @@ mod tests {
         assert!(MeteringId::new("é").is_err());
         assert!(MeteringId::new(&"a".repeat(256)).is_ok());
         assert!(MeteringId::new(&"a".repeat(257)).is_err());
+        // Inline and shared forms behave alike.
+        let short = MeteringId::new("a:b").unwrap();
+        let long = MeteringId::new(&"x".repeat(31)).unwrap();
+        assert_eq!(short.as_str(), "a:b");
+        assert_eq!(long.as_str(), "x".repeat(31));
+        assert_eq!(short.clone(), short);
+        assert!(short < long && long.clone() == long);
+        assert_eq!(format!("{short:?} {long}"), format!("\"a:b\" {}", "x".repeat(31)));
     }
 
     #[test]
