@@ -331,13 +331,13 @@ struct OpenTx {
 /// One interchange under construction.
 struct Builder {
     /// A finished transaction whose strings are reused when transactions are not kept.
-    spare: Option<Transaction>,
+    spare: Option<Box<OpenTx>>,
     ic: Interchange,
     delimiters: Delimiters,
     expect_header: bool,
     segment_index: usize,
     group: Option<OpenGroup>,
-    tx: Option<OpenTx>,
+    tx: Option<Box<OpenTx>>,
     unexpected_run: bool,
     saw_group: bool,
 }
@@ -485,16 +485,22 @@ impl Builder {
                 }
                 // Reuse the strings of the last transaction when transactions are not kept,
                 // so a counting scan does not allocate per transaction.
-                let mut tx = self.spare.take().unwrap_or_else(|| Transaction {
-                    kind: String::new(),
-                    control_number: ControlNumber::default(),
-                    segments: 0,
-                    message_version: None,
-                    implementation: None,
-                    span: 0..0,
-                    first_segment: 0,
-                    complete: false,
+                let mut open = self.spare.take().unwrap_or_else(|| {
+                    Box::new(OpenTx {
+                        tx: Transaction {
+                            kind: String::new(),
+                            control_number: ControlNumber::default(),
+                            segments: 0,
+                            message_version: None,
+                            implementation: None,
+                            span: 0..0,
+                            first_segment: 0,
+                            complete: false,
+                        },
+                        records: 0,
+                    })
                 });
+                let tx = &mut open.tx;
                 match std {
                     Standard::X12 => {
                         let mut els = seg.elements(&d).skip(1);
@@ -519,7 +525,8 @@ impl Builder {
                 tx.span = seg.offset..seg.end;
                 tx.first_segment = idx;
                 tx.complete = false;
-                self.tx = Some(OpenTx { tx, records: 0 });
+                open.records = 0;
+                self.tx = Some(open);
             }
             Role::TxTrailer => {
                 if self.tx.is_some() {
@@ -726,7 +733,7 @@ impl Builder {
             if opts.keep_transactions {
                 g.group.transactions.push(open.tx);
             } else {
-                self.spare = Some(open.tx);
+                self.spare = Some(open);
             }
         }
     }
