@@ -58,6 +58,31 @@ pub enum DecisionOutcome {
 }
 
 impl DecisionOutcome {
+    /// Every outcome, in [`DecisionOutcome::index`] order.
+    const ALL: [Self; 8] = [
+        Self::Allowed,
+        Self::Exceeded,
+        Self::WeightExceedsLimit,
+        Self::ShadowWouldReject,
+        Self::BadRequest,
+        Self::Unauthorized,
+        Self::Forbidden,
+        Self::StoreError,
+    ];
+
+    fn index(self) -> usize {
+        match self {
+            Self::Allowed => 0,
+            Self::Exceeded => 1,
+            Self::WeightExceedsLimit => 2,
+            Self::ShadowWouldReject => 3,
+            Self::BadRequest => 4,
+            Self::Unauthorized => 5,
+            Self::Forbidden => 6,
+            Self::StoreError => 7,
+        }
+    }
+
     fn label(self) -> &'static str {
         match self {
             Self::Allowed => "allowed",
@@ -118,14 +143,35 @@ pub fn install() -> PrometheusHandle {
         .clone()
 }
 
+/// Handles of the per-request metrics, registered once: recording through a handle is an
+/// atomic add, where the `counter!` macro would look the metric up on every request.
+struct Hot {
+    decisions: [metrics::Counter; 8],
+    store_latency: metrics::Histogram,
+}
+
+static HOT: OnceLock<Hot> = OnceLock::new();
+
+fn hot() -> &'static Hot {
+    HOT.get_or_init(|| {
+        // Handles must be registered with the Prometheus recorder, not the no-op default.
+        install();
+        Hot {
+            decisions: DecisionOutcome::ALL
+                .map(|o| metrics::counter!(DECISIONS, "outcome" => o.label())),
+            store_latency: metrics::histogram!(STORE_LATENCY),
+        }
+    })
+}
+
 /// Counts one `/v1/quota` answer.
 pub fn decision(outcome: DecisionOutcome) {
-    metrics::counter!(DECISIONS, "outcome" => outcome.label()).increment(1);
+    hot().decisions[outcome.index()].increment(1);
 }
 
 /// Records how long the store took.
 pub fn store_latency(d: Duration) {
-    metrics::histogram!(STORE_LATENCY).record(d.as_secs_f64());
+    hot().store_latency.record(d.as_secs_f64());
 }
 
 /// Counts a policy set taken from the file.

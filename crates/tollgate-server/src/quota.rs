@@ -217,7 +217,10 @@ fn json_response(
     body: &impl Serialize,
     extra: Vec<(HeaderName, HeaderValue)>,
 ) -> Response {
-    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    let mut bytes = Vec::with_capacity(320);
+    if serde_json::to_writer(&mut bytes, body).is_err() {
+        bytes.clear();
+    }
     let mut resp = (status, bytes).into_response();
     let h = resp.headers_mut();
     h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
