@@ -60,7 +60,7 @@ pub async fn poll(
             return;
         }
         let ready = scan(&dirs, settle, &mut seen);
-        let more = ready.len() > MAX_FILES_PER_BATCH;
+        let mut more = ready.len() > MAX_FILES_PER_BATCH;
         let batch = fair_batch(ready, MAX_FILES_PER_BATCH);
         if !batch.is_empty() {
             let spool = spool.clone();
@@ -74,8 +74,14 @@ pub async fn poll(
                         let _ = events.send(Event::Received(records));
                     }
                 }
-                Ok(Err(e)) => tracing::error!(error = %e, "spooling inbound files failed"),
-                Err(e) => tracing::error!(error = %e, "spooling task failed"),
+                Ok(Err(e)) => {
+                    tracing::error!(error = %e, "spooling inbound files failed; retrying");
+                    more = false; // wait a poll period before trying again
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "spooling task failed; retrying");
+                    more = false;
+                }
             }
         }
         if more {

@@ -326,3 +326,35 @@ async fn malformed_interchanges_keep_the_parser_reason_and_get_an_ack() {
     assert!(ack.contains("TA1") || ack.contains("ST*997") || ack.contains("ST*999"), "{ack}");
     gw.gateway.shutdown().await;
 }
+
+#[tokio::test]
+async fn held_items_are_retried_automatically_in_arrival_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = Backend::start(vec![]).await;
+    let cfg = config(dir.path().join("in").to_str().unwrap(), &backend.url(), 2, "")
+        .replace("unit = \"hour\"", "unit = \"second\"");
+    let gw = Running::start(&cfg, &dir.path().join("data"), memory_store()).await;
+    // Two fit in the one-second window; the next ones are held, and a later arrival waits
+    // behind them without overtaking.
+    for c in 1..=4 {
+        let (status, _) = gw.upload(x12_214("CARRIERA", c, 1, 1)).await;
+        assert_eq!(status, 202);
+    }
+    let (_, last) = gw.upload(x12_214("CARRIERA", 5, 1, 1)).await;
+    let held = gw.queue("held").await;
+    if let Some(h) = held.iter().find(|h| h["id"] == last["id"]) {
+        let reason = h["reason"].as_str().unwrap();
+        assert!(reason.contains("over quota") || reason.contains("waiting behind"), "{reason}");
+    }
+    gw.wait_for("delivered", 5).await;
+    let order: Vec<u32> = backend
+        .received()
+        .iter()
+        .map(|r| {
+            let text = String::from_utf8(r.body.clone()).unwrap();
+            text.split('*').nth(13).unwrap().parse().unwrap()
+        })
+        .collect();
+    assert_eq!(order, vec![1, 2, 3, 4, 5], "a partner's documents keep their order");
+    gw.gateway.shutdown().await;
+}
