@@ -67,12 +67,15 @@ pub async fn poll(
             let taken = tokio::task::spawn_blocking(move || take(&spool, batch)).await;
             match taken {
                 Ok(Ok((records, taken_paths))) => {
-                    for p in &taken_paths {
-                        seen.remove(p);
-                    }
                     if !records.is_empty() {
                         let _ = events.send(Event::Received(records));
                     }
+                    // Durable and recorded: now the landing files may go (after the event,
+                    // so that removing them is not on the way to delivery).
+                    for p in &taken_paths {
+                        seen.remove(p);
+                    }
+                    let _ = tokio::task::spawn_blocking(move || remove_taken(&taken_paths)).await;
                 }
                 Ok(Err(e)) => {
                     tracing::error!(error = %e, "spooling inbound files failed; retrying");
@@ -195,7 +198,7 @@ fn scan(
 
 type Taken = (Vec<crate::spool::FileRecord>, Vec<PathBuf>);
 
-/// Reads the files, spools them durably, then removes them from the landing directory.
+/// Reads the files and spools them durably (the caller then removes them).
 fn take(spool: &Spool, paths: Vec<PathBuf>) -> Result<Taken, crate::spool::SpoolError> {
     let mut files = Vec::new();
     let mut taken = Vec::new();
@@ -210,16 +213,24 @@ fn take(spool: &Spool, paths: Vec<PathBuf>) -> Result<Taken, crate::spool::Spool
     }
     let refs: Vec<(&[u8], String)> = files.iter().map(|(b, o)| (b.as_slice(), o.clone())).collect();
     let records = spool.receive(&refs)?;
-    // Durable and recorded: now the landing files may go.
-    for p in &taken {
+    Ok((records, taken))
+}
+
+/// Removes landing files that [`take`] has spooled, and makes the removal durable (a file
+/// whose removal is lost in a crash is received again and quarantined as a duplicate).
+fn remove_taken(taken: &[PathBuf]) {
+    let mut dirs = std::collections::BTreeSet::new();
+    for p in taken {
         if let Err(e) = std::fs::remove_file(p) {
             tracing::error!(path = %p.display(), error = %e, "cannot remove a spooled inbound file");
         }
+        if let Some(d) = p.parent() {
+            dirs.insert(d.to_path_buf());
+        }
     }
-    if let Some(dir) = taken.first().and_then(|p| p.parent()) {
-        let _ = crate::spool::sync_dir(dir);
+    for d in dirs {
+        let _ = crate::spool::sync_dir(&d);
     }
-    Ok((records, taken))
 }
 
 /// What the upload handler needs.

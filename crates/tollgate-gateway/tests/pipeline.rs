@@ -224,8 +224,9 @@ async fn remote_case(
     status: u16,
     delay: Duration,
     on_unavailable: &str,
-) -> (Running, u32, Vec<serde_json::Value>) {
-    let dir = tempfile::tempdir().unwrap().keep();
+) -> (Running, u32, Vec<serde_json::Value>, tempfile::TempDir) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_path_buf();
     let out = dir.join("out");
     let (addr, hits) = if status == 0 {
         // Nothing listens: bind, take the port, close.
@@ -249,7 +250,7 @@ async fn remote_case(
     let state = if on_unavailable == "deliver" { "delivered" } else { "held" };
     let items = gw.wait_for(state, 8).await;
     let n = *hits.lock().unwrap();
-    (gw, n, items)
+    (gw, n, items, tmp)
 }
 
 #[tokio::test]
@@ -257,7 +258,7 @@ async fn remote_quota_outages_fail_open_or_hold_and_open_the_breaker() {
     for (status, delay) in
         [(500, Duration::ZERO), (200, Duration::from_secs(5)), (0, Duration::ZERO)]
     {
-        let (gw, hits, delivered) = remote_case(status, delay, "deliver").await;
+        let (gw, hits, delivered, _dir) = remote_case(status, delay, "deliver").await;
         assert!(
             delivered[0]["reason"].as_str().unwrap().contains("without metering"),
             "{status}: {delivered:?}"
@@ -266,7 +267,7 @@ async fn remote_quota_outages_fail_open_or_hold_and_open_the_breaker() {
         assert!(hits <= 5, "case {status}/{delay:?}: {hits} calls reached the quota service");
         gw.gateway.shutdown().await;
 
-        let (gw, _, held) = remote_case(status, delay, "hold").await;
+        let (gw, _, held, _dir) = remote_case(status, delay, "hold").await;
         assert!(held[0]["reason"].as_str().unwrap().contains("quota unavailable"), "{held:?}");
         gw.gateway.shutdown().await;
     }
