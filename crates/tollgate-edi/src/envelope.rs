@@ -192,6 +192,9 @@ impl Parser {
                     }
                     match sniff(&buf[pos..], eof) {
                         Sniff::NeedMore => return pos,
+                        // Decide on stray bytes only with enough of them in view, so that the
+                        // error quotes the same bytes however the input was chunked.
+                        Sniff::Invalid(_) if !eof && buf.len() - pos < 32 => return pos,
                         Sniff::Found(header) => {
                             self.in_garbage = false;
                             self.interchanges_seen += 1;

@@ -41,10 +41,15 @@ pub fn check(data: &[u8]) {
             assert_eq!(a, b, "split keeps the transactions");
         }
     }
-    for size in [1024, 4096] {
+    // Whole reads, and reads of a few bytes at a time so that every chunk boundary (inside a
+    // header, a terminator, a release sequence) is crossed.
+    for chunk in [usize::MAX, 7, 1] {
+        if chunk == 1 && data.len() > 4096 {
+            continue;
+        }
         let opts =
-            ReaderOptions { buffer_size: size, max_errors: usize::MAX, ..Default::default() };
-        let mut reader = Reader::with_options(data, opts);
+            ReaderOptions { buffer_size: 1024, max_errors: usize::MAX, ..Default::default() };
+        let mut reader = Reader::with_options(Trickle { data, chunk }, opts);
         let streamed: Vec<_> = reader.by_ref().filter_map(Result::ok).collect();
         assert_eq!(streamed.len(), parsed.interchanges.len(), "reader finds the same interchanges");
         for (s, p) in streamed.iter().zip(&parsed.interchanges) {
@@ -53,5 +58,20 @@ pub fn check(data: &[u8]) {
             assert_eq!(s.errors, p.errors);
         }
         assert_eq!(reader.file_errors(), parsed.errors.as_slice());
+    }
+}
+
+/// A reader that hands out at most `chunk` bytes per call.
+struct Trickle<'a> {
+    data: &'a [u8],
+    chunk: usize,
+}
+
+impl std::io::Read for Trickle<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.chunk.min(buf.len()).min(self.data.len());
+        buf[..n].copy_from_slice(&self.data[..n]);
+        self.data = &self.data[n..];
+        Ok(n)
     }
 }
