@@ -47,10 +47,10 @@ fn main() {
     println!("bytes per live counter       {per_counter:>8.1}");
 
     clock.advance(Duration::from_secs(61));
-    let dropped = store.evict_expired();
+    // The background sweeper may already be at work; this sweep takes whatever is left.
+    store.evict_expired();
     let after = rss();
-    println!("counters dropped by sweep    {dropped}");
-    println!("counters held                {}", store.len());
+    println!("counters held after expiry   {}", store.len());
     println!("rss after expiry             {:>8.1} MiB", after as f64 / 1048576.0);
     println!(
         "memory given back            {:>8.1} %",
