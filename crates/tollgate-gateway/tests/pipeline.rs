@@ -359,3 +359,74 @@ async fn held_items_are_retried_automatically_in_arrival_order() {
     assert_eq!(order, vec![1, 2, 3, 4, 5], "a partner's documents keep their order");
     gw.gateway.shutdown().await;
 }
+
+#[tokio::test]
+async fn unknown_senders_are_metered_under_their_raw_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = Backend::start(vec![]).await;
+    let cfg = config(dir.path().join("in").to_str().unwrap(), &backend.url(), 100, "");
+    let gw = Running::start(&cfg, &dir.path().join("data"), memory_store()).await;
+    gw.upload(x12_214("STRANGER", 1, 3, 1)).await;
+    let d = gw.wait_for("delivered", 1).await;
+    assert_eq!(d[0]["partner"], "ZZ:STRANGER");
+    assert_eq!(d[0]["metering_id"], "ShipmentStatus:ZZ:STRANGER");
+    let counters = gw.store.counters("ShipmentStatus:ZZ:STRANGER").await.unwrap();
+    assert_eq!(counters[0].used, 3);
+    assert_eq!(backend.received()[0].partner, "ZZ:STRANGER");
+    gw.gateway.shutdown().await;
+}
+
+#[tokio::test]
+async fn deliveries_in_flight_are_capped_per_target() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let (now, peak) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (n2, p2) = (now.clone(), peak.clone());
+    let app = axum::Router::new().route(
+        "/edi",
+        axum::routing::post(move || {
+            let (now, peak) = (n2.clone(), p2.clone());
+            async move {
+                let cur = now.fetch_add(1, Ordering::SeqCst) + 1;
+                peak.fetch_max(cur, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                now.fetch_sub(1, Ordering::SeqCst);
+                "ok"
+            }
+        }),
+    );
+    let addr = serve(app).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg =
+        config(dir.path().join("in").to_str().unwrap(), &format!("http://{addr}/edi"), 100, "")
+            .replace("unit = \"hour\"", "unit = \"hour\"\nmax_concurrency = 2");
+    let gw = Running::start(&cfg, &dir.path().join("data"), memory_store()).await;
+    for c in 1..=6 {
+        gw.upload(x12_214("CARRIERA", c, 1, 1)).await;
+    }
+    gw.wait_for("delivered", 6).await;
+    assert_eq!(peak.load(Ordering::SeqCst), 2, "at most max_concurrency deliveries in flight");
+    gw.gateway.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_queue_api_is_behind_the_admin_guard() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path().join("in").to_str().unwrap(), "dir:/nonexistent-unused", 100, "");
+    let config: tollgate_gateway::GatewayConfig = toml::from_str(&cfg).unwrap();
+    let guard = tollgate_server::admin::AdminGuard::new(Some("s3cret"), true);
+    let gw =
+        tollgate_gateway::Gateway::start(config, &dir.path().join("data"), memory_store(), guard)
+            .await
+            .unwrap();
+    let addr = serve(gw.router()).await;
+    let client = reqwest::Client::new();
+    let r = client.get(format!("http://{addr}/v1/queue")).send().await.unwrap();
+    assert_eq!(r.status(), 401);
+    let r = client.delete(format!("http://{addr}/v1/queue/x")).send().await.unwrap();
+    assert_eq!(r.status(), 401);
+    let r =
+        client.get(format!("http://{addr}/v1/queue")).bearer_auth("s3cret").send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    gw.shutdown().await;
+}
