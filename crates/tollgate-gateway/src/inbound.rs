@@ -66,7 +66,10 @@ pub async fn poll(
             let spool = spool.clone();
             let taken = tokio::task::spawn_blocking(move || take(&spool, batch)).await;
             match taken {
-                Ok(Ok((records, taken_paths))) => {
+                Ok(Ok((mut records, taken_paths, senders))) => {
+                    for (r, s) in records.iter_mut().zip(senders) {
+                        r.sender = s;
+                    }
                     if !records.is_empty() {
                         let _ = events.send(Event::Received(records));
                     }
@@ -118,7 +121,7 @@ fn watch_dirs(dirs: &[PathBuf], wake: mpsc::Sender<()>) -> Option<notify::Recomm
 
 /// Up to `max` files, taken round-robin across senders (in arrival order within a sender), so
 /// that one partner's backlog of files does not delay the others' files.
-fn fair_batch(ready: Vec<(PathBuf, String)>, max: usize) -> Vec<PathBuf> {
+fn fair_batch(ready: Vec<(PathBuf, String)>, max: usize) -> Vec<(PathBuf, String)> {
     let mut order: Vec<String> = Vec::new();
     let mut queues: HashMap<String, std::collections::VecDeque<PathBuf>> = HashMap::new();
     for (path, sender) in ready {
@@ -135,7 +138,7 @@ fn fair_batch(ready: Vec<(PathBuf, String)>, max: usize) -> Vec<PathBuf> {
                 break;
             }
             if let Some(p) = queues.get_mut(s).and_then(|q| q.pop_front()) {
-                batch.push(p);
+                batch.push((p, s.clone()));
             }
         }
         if batch.len() == before {
@@ -196,24 +199,26 @@ fn scan(
     ready
 }
 
-type Taken = (Vec<crate::spool::FileRecord>, Vec<PathBuf>);
+type Taken = (Vec<crate::spool::FileRecord>, Vec<PathBuf>, Vec<String>);
 
 /// Reads the files and spools them durably (the caller then removes them).
-fn take(spool: &Spool, paths: Vec<PathBuf>) -> Result<Taken, crate::spool::SpoolError> {
+fn take(spool: &Spool, paths: Vec<(PathBuf, String)>) -> Result<Taken, crate::spool::SpoolError> {
     let mut files = Vec::new();
     let mut taken = Vec::new();
-    for p in paths {
+    let mut senders = Vec::new();
+    for (p, sender) in paths {
         match std::fs::read(&p) {
             Ok(bytes) => {
                 files.push((bytes, p.display().to_string()));
                 taken.push(p);
+                senders.push(sender);
             }
             Err(e) => tracing::warn!(path = %p.display(), error = %e, "cannot read inbound file"),
         }
     }
     let refs: Vec<(&[u8], String)> = files.iter().map(|(b, o)| (b.as_slice(), o.clone())).collect();
     let records = spool.receive(&refs)?;
-    Ok((records, taken))
+    Ok((records, taken, senders))
 }
 
 /// Removes landing files that [`take`] has spooled, and makes the removal durable (a file
@@ -277,13 +282,15 @@ pub async fn upload(State(up): State<Upload>, headers: HeaderMap, body: Body) ->
             .with("bytes", bytes.len())
             .into_response();
     }
+    let sender = scan.envelopes[0].sender.clone();
     let spool = up.spool.clone();
     let res =
         tokio::task::spawn_blocking(move || spool.receive(&[(&bytes[..], "upload".to_owned())]))
             .await;
     match res {
         Ok(Ok(mut records)) if !records.is_empty() => {
-            let rec = records.remove(0);
+            let mut rec = records.remove(0);
+            rec.sender = sender;
             let id = rec.id.clone();
             let _ = up.events.send(Event::Received(vec![rec]));
             (StatusCode::ACCEPTED, Json(serde_json::json!({"id": id, "state": "received"})))
@@ -326,7 +333,8 @@ mod tests {
             .chain([(PathBuf::from("n1"), "ZZ:NORMAL".to_owned())])
             .collect();
         let batch = fair_batch(ready, 3);
-        assert_eq!(batch, vec![PathBuf::from("b0"), PathBuf::from("n1"), PathBuf::from("b1")]);
+        let paths: Vec<PathBuf> = batch.into_iter().map(|(p, _)| p).collect();
+        assert_eq!(paths, vec![PathBuf::from("b0"), PathBuf::from("n1"), PathBuf::from("b1")]);
     }
 
     #[test]

@@ -39,10 +39,43 @@ const MAX_BATCH: usize = 512;
 /// Received files parsed in one batch at most (more wait for the next batch).
 const MAX_FILES: usize = 128;
 
-fn received_files(ev: &Event) -> usize {
-    match ev {
-        Event::Received(recs) => recs.len(),
-        _ => 0,
+/// Received files waiting to be parsed, one queue per sender (as sniffed at intake), served
+/// round-robin. Files of one sender keep their order.
+#[derive(Default)]
+struct FairQueue {
+    queues: HashMap<String, std::collections::VecDeque<FileRecord>>,
+    turn: std::collections::VecDeque<String>,
+}
+
+impl FairQueue {
+    fn push(&mut self, rec: FileRecord) {
+        let q = self.queues.entry(rec.sender.clone()).or_default();
+        if q.is_empty() {
+            self.turn.push_back(rec.sender.clone());
+        }
+        q.push_back(rec);
+    }
+
+    fn is_empty(&self) -> bool {
+        self.turn.is_empty()
+    }
+
+    /// Up to `max` files, one per sender per round.
+    fn take(&mut self, max: usize) -> Vec<FileRecord> {
+        let mut out = Vec::new();
+        while out.len() < max {
+            let Some(sender) = self.turn.pop_front() else { break };
+            let Some(q) = self.queues.get_mut(&sender) else { continue };
+            if let Some(rec) = q.pop_front() {
+                out.push(rec);
+            }
+            if q.is_empty() {
+                self.queues.remove(&sender);
+            } else {
+                self.turn.push_back(sender);
+            }
+        }
+        out
     }
 }
 
@@ -110,8 +143,10 @@ pub struct Pipeline {
     held: HoldQueue,
     /// Items whose delivery task is running (or sleeping until its retry time).
     in_flight: HashSet<String>,
-    /// Spool file → items still referring to it that are not delivered.
+    /// Spool file → items (and queued files) still referring to it that are not delivered.
     file_refs: HashMap<String, usize>,
+    /// Received files waiting to be parsed, fair across senders.
+    intake: FairQueue,
     deliveries: JoinSet<()>,
 }
 
@@ -145,6 +180,7 @@ impl Pipeline {
             held: HoldQueue::default(),
             in_flight: HashSet::new(),
             file_refs: HashMap::new(),
+            intake: FairQueue::default(),
             deliveries: JoinSet::new(),
         };
         for item in p.parts.spool.items(None)? {
@@ -175,8 +211,8 @@ impl Pipeline {
     ) {
         // Resume: files not yet split, items admitted but not delivered, items not metered.
         let mut batch = Batch::default();
-        if !pending.is_empty() {
-            self.take_files(pending, &mut batch).await;
+        for rec in pending {
+            self.queue_file(rec);
         }
         let mut resume: Vec<String> = self
             .live
@@ -195,54 +231,67 @@ impl Pipeline {
         self.finish(batch).await;
 
         loop {
-            let wake = self.next_hold_due().unwrap_or(Instant::now() + IDLE_TICK);
-            tokio::select! {
-                biased;
-                _ = stop.changed() => break,
-                ev = rx.recv() => {
-                    let Some(ev) = ev else { break };
-                    let mut files = received_files(&ev);
-                    let mut events = vec![ev];
-                    // Bounded batches keep the wait of whatever arrives next short.
-                    while events.len() < MAX_BATCH && files < MAX_FILES {
-                        match rx.try_recv() {
-                            Ok(e) => {
-                                files += received_files(&e);
-                                events.push(e);
-                            }
-                            Err(_) => break,
-                        }
-                    }
-                    let mut batch = Batch::default();
-                    self.apply(events, &mut batch).await;
-                    self.finish(batch).await;
+            let mut events = Vec::new();
+            if self.intake.is_empty() {
+                // Nothing to parse: wait for an event or the next held item's retry time.
+                let wake = self.next_hold_due().unwrap_or(Instant::now() + IDLE_TICK);
+                tokio::select! {
+                    biased;
+                    _ = stop.changed() => break,
+                    ev = rx.recv() => match ev {
+                        Some(ev) => events.push(ev),
+                        None => break,
+                    },
+                    _ = tokio::time::sleep_until(wake.into()) => {}
+                    Some(_) = self.deliveries.join_next(), if !self.deliveries.is_empty() => continue,
                 }
-                _ = tokio::time::sleep_until(wake.into()) => {
-                    let mut batch = Batch::default();
-                    self.retry_held(&mut batch).await;
-                    self.finish(batch).await;
-                }
-                Some(_) = self.deliveries.join_next(), if !self.deliveries.is_empty() => {}
+            } else if *stop.borrow() {
+                break;
             }
+            while events.len() < MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(e) => events.push(e),
+                    Err(_) => break,
+                }
+            }
+            while self.deliveries.try_join_next().is_some() {}
+            let mut batch = Batch::default();
+            self.apply(events, &mut batch).await;
+            // Files are parsed a bounded number at a time, round-robin across senders, so one
+            // partner's backlog does not hold up the others' files.
+            let files = self.intake.take(MAX_FILES);
+            if !files.is_empty() {
+                self.take_files(files, &mut batch).await;
+            }
+            if self.next_hold_due().is_some_and(|at| at <= Instant::now()) {
+                self.retry_held(&mut batch).await;
+            }
+            self.finish(batch).await;
         }
         self.deliveries.abort_all();
         while self.deliveries.join_next().await.is_some() {}
     }
 
+    /// Queues a received file for parsing; its spool file is kept until it is parsed.
+    fn queue_file(&mut self, rec: FileRecord) {
+        *self.file_refs.entry(rec.spool.clone()).or_default() += 1;
+        self.intake.push(rec);
+    }
+
     async fn apply(&mut self, events: Vec<Event>, batch: &mut Batch) {
-        let mut files = Vec::new();
         for ev in events {
             match ev {
-                Event::Received(recs) => files.extend(recs),
+                Event::Received(recs) => {
+                    for rec in recs {
+                        self.queue_file(rec);
+                    }
+                }
                 Event::Delivery { id, attempt } => self.delivered(&id, attempt, batch),
                 Event::Admin { id, op, reply } => {
                     let result = self.admin(&id, op, batch).await;
                     batch.replies.push((reply, result));
                 }
             }
-        }
-        if !files.is_empty() {
-            self.take_files(files, batch).await;
         }
     }
 
@@ -306,8 +355,12 @@ impl Pipeline {
         for (file, items, dedup) in prepared {
             batch.change.remove_files.push(file.id.clone());
             batch.change.dedup.extend(dedup);
-            for item in items {
+            // The items now hold the spool file; the queued record lets go of it below.
+            for item in &items {
                 *self.file_refs.entry(item.file.clone()).or_default() += 1;
+            }
+            self.release_file(&file.spool, batch);
+            for item in items {
                 telemetry::count(Metric::Received, &item);
                 match item.state {
                     State::Rejected => telemetry::count(Metric::Rejected, &item),

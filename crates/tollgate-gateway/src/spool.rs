@@ -82,6 +82,9 @@ pub struct FileRecord {
     pub start: u64,
     /// End of its bytes (exclusive).
     pub end: u64,
+    /// The sender sniffed at intake, for fair scheduling only (not stored).
+    #[serde(skip)]
+    pub sender: String,
 }
 
 /// One atomic change to the spool database.
@@ -180,6 +183,7 @@ impl Spool {
                 spool: spool_id.clone(),
                 start: offset,
                 end,
+                sender: String::new(),
             });
             offset = end;
         }
