@@ -74,9 +74,10 @@ struct Shard {
     next_sweep_us: i64,
 }
 
-/// One counter: the key (id + shape) and its state. 72 bytes plus the id's text.
+/// One counter: the key (id + shape) and its state. 88 bytes; ids up to
+/// [`MeteringId::INLINE_LEN`] bytes live inside it, so a lookup compares without a pointer chase.
 struct Entry {
-    id: Box<str>,
+    id: MeteringId,
     shape: ShapeKey,
     counter: Counter,
 }
@@ -209,13 +210,13 @@ impl Counters {
             }
             let entry = match shard.table.entry(
                 hash,
-                |e| e.shape == key && e.id.as_bytes() == id.as_bytes(),
+                |e| e.shape == key && e.id == *id,
                 |e| self.hash(e.id.as_bytes(), &e.shape),
             ) {
                 TableEntry::Occupied(o) => o.into_mut(),
                 TableEntry::Vacant(v) => v
                     .insert(Entry {
-                        id: id.as_str().into(),
+                        id: id.clone(),
                         shape: key,
                         counter: Counter { mark_us: i64::MIN, ..Counter::default() },
                     })
@@ -247,7 +248,9 @@ impl Counters {
         for shard in self.shards.iter() {
             let shard = lock(shard);
             for e in shard.table.iter() {
-                if !e.id.starts_with(prefix) || e.counter.end_us(&e.shape.shape()) <= now_us {
+                if !e.id.as_str().starts_with(prefix)
+                    || e.counter.end_us(&e.shape.shape()) <= now_us
+                {
                     continue;
                 }
                 if let Some(info) = e.counter.info(&e.id, &e.shape.shape(), now_us) {
@@ -292,7 +295,10 @@ impl Counters {
         let key = ShapeKey::of(shape);
         let hash = self.hash(id.as_bytes(), &key);
         let shard = lock(self.shard(hash));
-        shard.table.find(hash, |e| e.shape == key && *e.id == *id).map(|e| e.counter.clone())
+        shard
+            .table
+            .find(hash, |e| e.shape == key && e.id.as_bytes() == id.as_bytes())
+            .map(|e| e.counter.clone())
     }
 
     /// Puts back a counter read from disk, replacing any in memory; returns false (and keeps
@@ -310,7 +316,8 @@ impl Counters {
         let key = ShapeKey::of(shape);
         let hash = self.hash(id.as_bytes(), &key);
         let mut shard = lock(self.shard(hash));
-        let entry = Entry { id: id.into(), shape: key, counter };
+        let Ok(id) = MeteringId::new(id) else { return false };
+        let entry = Entry { id, shape: key, counter };
         match shard.table.entry(
             hash,
             |e| e.shape == key && e.id == entry.id,
@@ -339,7 +346,7 @@ impl Shard {
         self.table.retain(|e| {
             let dead = e.counter.is_dead(&e.shape.shape(), now_us);
             if dead && log.is_some() {
-                dropped.push((e.id.to_string(), e.shape.shape()));
+                dropped.push((e.id.as_str().to_owned(), e.shape.shape()));
             }
             !dead
         });
@@ -549,8 +556,8 @@ impl Counter {
     }
 
     /// The counter as the admin API lists it, or `None` when it holds nothing at `now_us`.
-    fn info(&self, id: &str, shape: &CounterShape, now_us: i64) -> Option<CounterInfo> {
-        let identifier = MeteringId::new(id).ok()?;
+    fn info(&self, id: &MeteringId, shape: &CounterShape, now_us: i64) -> Option<CounterInfo> {
+        let identifier = id.clone();
         let (used, exceed, window) = match shape.window {
             WindowKind::Rolling => {
                 let layout = RollingLayout::of(shape);
