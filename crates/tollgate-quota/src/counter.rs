@@ -661,6 +661,18 @@ mod tests {
     }
 
     #[test]
+    fn an_unvalidated_zero_interval_never_panics() {
+        let c = Counters::new();
+        let now = at("2026-11-30T10:00:30Z");
+        for unit in [TimeUnit::Second, TimeUnit::Month] {
+            for window in [WindowKind::Calendar, WindowKind::Flexi, WindowKind::Rolling] {
+                let spec = QuotaSpec { limit: 1, interval: 0, unit, window, start: None };
+                assert!(c.check_at(&id("zero"), &spec, 1, now).allowed());
+            }
+        }
+    }
+
+    #[test]
     fn limit_is_not_part_of_the_key() {
         let c = Counters::new();
         let k = id("k");

@@ -81,21 +81,22 @@ pub(crate) fn micros_between(from: i64, to: i64) -> Duration {
 /// The length of `interval × unit` in microseconds for fixed units; `None` for months.
 pub(crate) fn fixed_len_us(shape: &CounterShape) -> Option<i64> {
     let unit_us = shape.unit.fixed_seconds()? * 1_000_000;
-    Some(i64::from(shape.interval).saturating_mul(unit_us).min(MAX_LEN_US))
+    Some(i64::from(shape.interval.max(1)).saturating_mul(unit_us).min(MAX_LEN_US))
 }
 
 /// A length no window of `shape` exceeds (months count as 31 days). Counters keep their
 /// all-window totals for this long after their last window ended.
 pub(crate) fn nominal_len_us(shape: &CounterShape) -> i64 {
-    fixed_len_us(shape)
-        .unwrap_or_else(|| i64::from(shape.interval).saturating_mul(DAYS_31_US).min(MAX_LEN_US))
+    fixed_len_us(shape).unwrap_or_else(|| {
+        i64::from(shape.interval.max(1)).saturating_mul(DAYS_31_US).min(MAX_LEN_US)
+    })
 }
 
 /// `at + interval × unit`, clamped.
 pub(crate) fn add_len(shape: &CounterShape, at: i64) -> i64 {
     match fixed_len_us(shape) {
         Some(len) => at.saturating_add(len).min(MAX_US),
-        None => add_months(at, i64::from(shape.interval)),
+        None => add_months(at, i64::from(shape.interval.max(1))),
     }
 }
 
@@ -103,7 +104,7 @@ pub(crate) fn add_len(shape: &CounterShape, at: i64) -> i64 {
 pub(crate) fn sub_len(shape: &CounterShape, at: i64) -> i64 {
     match fixed_len_us(shape) {
         Some(len) => at.saturating_sub(len).max(MIN_US),
-        None => add_months(at, -i64::from(shape.interval)),
+        None => add_months(at, -i64::from(shape.interval.max(1))),
     }
 }
 
@@ -120,7 +121,7 @@ pub(crate) fn calendar_us(shape: &CounterShape, now: i64) -> (i64, i64) {
             let start = anchor + (now - anchor).div_euclid(len) * len;
             (clamp_us(start), clamp_us(start + len))
         }
-        None => calendar_months_us(anchor, i64::from(shape.interval), now),
+        None => calendar_months_us(anchor, i64::from(shape.interval.max(1)), now),
     }
 }
 
@@ -174,7 +175,7 @@ impl RollingLayout {
     /// The layout for `shape` (its window kind is not looked at).
     pub fn of(shape: &CounterShape) -> Self {
         let base = fixed_len_us(shape)
-            .unwrap_or_else(|| i64::from(shape.interval).saturating_mul(DAYS_28_US));
+            .unwrap_or_else(|| i64::from(shape.interval.max(1)).saturating_mul(DAYS_28_US));
         Self { width: (base / ROLLING_BUCKETS).max(1), shape: *shape }
     }
 

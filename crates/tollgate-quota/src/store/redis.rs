@@ -89,6 +89,7 @@ impl RedisOptions {
 /// Whether the store answers from where it should.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreHealth {
+    /// Answering from where it should.
     Ok,
     /// The shared store is not answering, with the last error.
     Degraded(String),
@@ -246,7 +247,7 @@ impl RedisStore {
             .arg(kind)
             .arg(spec.limit)
             .arg(weight)
-            .arg(shape.interval)
+            .arg(shape.interval.max(1))
             .arg(unit_us)
             .arg(anchor_us)
             .arg(now);
