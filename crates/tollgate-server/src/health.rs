@@ -3,15 +3,18 @@
 //! `GET /healthz` answers 200 `ok` while the process serves HTTP (it does nothing else, so it
 //! is also the ceiling in load runs). `GET /readyz` reports the store, the policies and any
 //! registered checks as JSON: 503 when a registered check fails, otherwise 200. A refused
-//! policy file shows as `"status": "degraded"` with the error, but stays 200: the previous
-//! policies are still enforced, and pulling every instance out of a load balancer over a
-//! config typo would stop the pipeline it protects.
+//! policy file, or a shared store that is not answering (`store_error`), shows as
+//! `"status": "degraded"` with the reason, but stays 200: the previous policies are still
+//! enforced and `store_unavailable` decides the answers, and pulling every instance out of a
+//! load balancer over a config typo or a Redis blip would stop the pipeline it protects.
 
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
+
+use tollgate_quota::StoreHealth;
 
 use crate::state::AppState;
 
@@ -35,9 +38,13 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
         };
         checks.insert(name, v);
     }
+    let store_error = match state.store().health() {
+        StoreHealth::Ok => None,
+        StoreHealth::Degraded(reason) => Some(reason),
+    };
     let overall = if failing {
         "not-ready"
-    } else if status.last_error.is_some() {
+    } else if status.last_error.is_some() || store_error.is_some() {
         "degraded"
     } else {
         "ready"
@@ -45,6 +52,7 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
     let body = json!({
         "status": overall,
         "store": state.store().kind(),
+        "store_error": store_error,
         "policies": {
             "count": state.policies().current().rules().len(),
             "source": state.policies().file().map(|f| f.display().to_string()),

@@ -8,6 +8,7 @@
 //! | `tollgate_policy_reloads_total` | counter | policy sets taken from the file |
 //! | `tollgate_policy_reload_errors_total` | counter | policy files refused |
 //! | `tollgate_policy_error` | gauge | 1 while the last policy file was refused |
+//! | `tollgate_store_degraded` | gauge | 1 while the shared store is not answering (sampled) |
 //!
 //! The recorder is installed once per process ([`install`] is idempotent), so several servers
 //! in one test process share it.
@@ -35,6 +36,8 @@ pub const POLICY_RELOADS: &str = "tollgate_policy_reloads_total";
 pub const POLICY_RELOAD_ERRORS: &str = "tollgate_policy_reload_errors_total";
 /// 1 while the last policy file was refused.
 pub const POLICY_ERROR: &str = "tollgate_policy_error";
+/// 1 while the shared store is not answering.
+pub const STORE_DEGRADED: &str = "tollgate_store_degraded";
 
 /// Why a `/v1/quota` request was answered the way it was (the `outcome` label).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -195,6 +198,8 @@ pub async fn render(State(state): State<AppState>) -> Response {
     if let Ok(counters) = state.store().counters("").await {
         metrics::gauge!(LIVE_COUNTERS).set(counters.len() as f64);
     }
+    let degraded = matches!(state.store().health(), tollgate_quota::StoreHealth::Degraded(_));
+    metrics::gauge!(STORE_DEGRADED).set(if degraded { 1.0 } else { 0.0 });
     // Make sure the policy counters exist even before the first reload.
     metrics::counter!(POLICY_RELOAD_ERRORS).increment(0);
     metrics::counter!(POLICY_RELOADS).increment(0);

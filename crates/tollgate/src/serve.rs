@@ -11,12 +11,15 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
-use tollgate_quota::store::{Durability, EmbeddedOptions, EmbeddedStore, MemoryStore};
+use anyhow::Context;
+use tollgate_quota::store::{
+    Durability, EmbeddedOptions, EmbeddedStore, MemoryStore, OnUnavailable, RedisOptions,
+    RedisStore,
+};
 use tollgate_quota::{AnyStore, Store};
 use tollgate_server::admin::AdminGuard;
 use tollgate_server::client::ClientKeys;
-use tollgate_server::config::{DurabilityMode, StoreKind, StoreSection};
+use tollgate_server::config::{DurabilityMode, StoreKind, StoreSection, StoreUnavailable};
 use tollgate_server::policy::{Policies, PolicySet};
 use tollgate_server::{AppState, router};
 
@@ -131,7 +134,7 @@ pub fn run(args: ServeArgs) -> ExitCode {
 
 async fn serve(args: ServeArgs, file: ConfigFile) -> anyhow::Result<()> {
     let settings = Settings::resolve(&args, &file)?;
-    let store = Arc::new(open_store(&settings)?);
+    let store = Arc::new(open_store(&settings).await?);
 
     let policies = match &args.config {
         Some(path) => Policies::with_file(PolicySet::new(file.policy.clone()), path),
@@ -185,7 +188,7 @@ async fn serve(args: ServeArgs, file: ConfigFile) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn open_store(s: &Settings) -> anyhow::Result<AnyStore> {
+async fn open_store(s: &Settings) -> anyhow::Result<AnyStore> {
     match &s.store {
         StoreFlag::Memory => Ok(AnyStore::Memory(MemoryStore::new())),
         StoreFlag::Embedded => {
@@ -205,9 +208,25 @@ fn open_store(s: &Settings) -> anyhow::Result<AnyStore> {
                 .with_context(|| format!("cannot open the embedded store {}", path.display()))?;
             Ok(AnyStore::Embedded(store))
         }
-        // REDIS HOOK: build `RedisStore::connect(RedisOptions { url, key_prefix, timeout,
-        // on_unavailable })` here once the redis store exists.
-        StoreFlag::Redis(url) => bail!("the redis store ({url}) is not available in this build"),
+        StoreFlag::Redis(url) => {
+            let mut opts = RedisOptions::new(url.clone());
+            if let Some(prefix) = &s.store_section.key_prefix {
+                opts.key_prefix = prefix.clone();
+            }
+            if let Some(ms) = s.store_section.timeout_ms {
+                opts.timeout = Duration::from_millis(ms.max(1));
+            }
+            opts.on_unavailable = match s.store_section.store_unavailable {
+                StoreUnavailable::Local => OnUnavailable::Local,
+                StoreUnavailable::Allow => OnUnavailable::Allow,
+                StoreUnavailable::Deny => OnUnavailable::Deny,
+            };
+            // Fails only for a malformed URL; an unreachable Redis is handled per request.
+            let store = RedisStore::connect(opts)
+                .await
+                .with_context(|| format!("cannot use the redis store {url}"))?;
+            Ok(AnyStore::Redis(store))
+        }
     }
 }
 
