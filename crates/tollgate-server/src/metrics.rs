@@ -4,7 +4,7 @@
 //! |---|---|---|
 //! | `tollgate_decisions_total{outcome}` | counter | `/v1/quota` answers by outcome |
 //! | `tollgate_store_latency_seconds` | histogram | time the store took to decide |
-//! | `tollgate_live_counters` | gauge | live counters in the store (sampled at scrape time) |
+//! | `tollgate_live_counters` | gauge | live counters in a memory or embedded store (sampled at scrape time) |
 //! | `tollgate_policy_reloads_total` | counter | policy sets taken from the file |
 //! | `tollgate_policy_reload_errors_total` | counter | policy files refused |
 //! | `tollgate_policy_error` | gauge | 1 while the last policy file was refused |
@@ -195,8 +195,12 @@ pub fn policy_error(failing: bool) {
 
 /// `GET /metrics`: the Prometheus text format. Samples the live-counter gauge first.
 pub async fn render(State(state): State<AppState>) -> Response {
-    if let Ok(counters) = state.store().counters("").await {
-        metrics::gauge!(LIVE_COUNTERS).set(counters.len() as f64);
+    // Counted for stores held in this process; for Redis it would mean a SCAN of the whole
+    // shared key space on every scrape, so the gauge is left out there.
+    if !matches!(state.store().as_ref(), tollgate_quota::AnyStore::Redis(_)) {
+        if let Ok(counters) = state.store().counters("").await {
+            metrics::gauge!(LIVE_COUNTERS).set(counters.len() as f64);
+        }
     }
     let degraded = matches!(state.store().health(), tollgate_quota::StoreHealth::Degraded(_));
     metrics::gauge!(STORE_DEGRADED).set(if degraded { 1.0 } else { 0.0 });
