@@ -30,7 +30,8 @@ use crate::problem::{PROBLEM_JSON, Problem};
 pub const MAX_HEADER_BYTES: usize = 8 * 1024;
 
 /// The HTTP parser's read buffer. Headers between [`MAX_HEADER_BYTES`] and this size get a
-/// 431 problem+json; beyond it the parser itself answers a bare 431.
+/// 431 problem+json; beyond it, or beyond 100 header fields, the parser itself answers a bare
+/// 431 (no body) before any of our code runs.
 const READ_BUFFER: usize = 64 * 1024;
 
 /// How long in-flight requests may take to finish after shutdown is requested.
