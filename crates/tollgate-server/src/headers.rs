@@ -8,7 +8,7 @@
 
 use std::str::FromStr;
 
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, HeaderName, StatusCode};
 use jiff::Timestamp;
 use serde_json::Value;
 use tollgate_quota::{MeteringId, TimeUnit, WindowKind};
@@ -62,7 +62,7 @@ pub fn invalid_header(header: &str, value: Option<&str>, detail: impl Into<Strin
 impl QuotaRequest {
     /// Parses the quota headers. Every failure is a 400 problem naming the header and value.
     pub fn from_headers(headers: &HeaderMap) -> Result<Self, Problem> {
-        let id_text = single(headers, METERING_ID)?.ok_or_else(|| {
+        let id_text = single(headers, &H_METERING_ID)?.ok_or_else(|| {
             invalid_header(METERING_ID, None, "the metering-id header is required")
         })?;
         let id = MeteringId::new(id_text).map_err(|_| {
@@ -78,8 +78,8 @@ impl QuotaRequest {
         })?;
 
         let limit =
-            single(headers, QUOTA_LIMIT)?.map(|v| number::<u64>(QUOTA_LIMIT, v)).transpose()?;
-        let interval = match single(headers, QUOTA_INTERVAL)? {
+            single(headers, &H_QUOTA_LIMIT)?.map(|v| number::<u64>(QUOTA_LIMIT, v)).transpose()?;
+        let interval = match single(headers, &H_QUOTA_INTERVAL)? {
             None => None,
             Some(v) => match number::<u32>(QUOTA_INTERVAL, v)? {
                 0 => {
@@ -92,7 +92,7 @@ impl QuotaRequest {
                 n => Some(n),
             },
         };
-        let unit = single(headers, QUOTA_TIMEUNIT)?
+        let unit = single(headers, &H_QUOTA_TIMEUNIT)?
             .map(|v| {
                 TimeUnit::from_str(v).map_err(|_| {
                     invalid_header(
@@ -106,7 +106,7 @@ impl QuotaRequest {
                 })
             })
             .transpose()?;
-        let window = single(headers, QUOTA_WINDOW)?
+        let window = single(headers, &H_QUOTA_WINDOW)?
             .map(|v| {
                 WindowKind::from_str(v).map_err(|_| {
                     invalid_header(
@@ -117,7 +117,7 @@ impl QuotaRequest {
                 })
             })
             .transpose()?;
-        let start = single(headers, QUOTA_START)?
+        let start = single(headers, &H_QUOTA_START)?
             .map(|v| {
                 parse_rfc3339(v).ok_or_else(|| {
                     invalid_header(
@@ -128,7 +128,7 @@ impl QuotaRequest {
                 })
             })
             .transpose()?;
-        let weight = match single(headers, MESSAGE_WEIGHT)? {
+        let weight = match single(headers, &H_MESSAGE_WEIGHT)? {
             None => 1,
             Some(v) => number::<u64>(MESSAGE_WEIGHT, v)?,
         };
@@ -136,14 +136,27 @@ impl QuotaRequest {
     }
 }
 
+// Pre-built names: looking a header up by `&str` would re-validate the name on every call.
+static H_METERING_ID: HeaderName = HeaderName::from_static(METERING_ID);
+static H_QUOTA_LIMIT: HeaderName = HeaderName::from_static(QUOTA_LIMIT);
+static H_QUOTA_INTERVAL: HeaderName = HeaderName::from_static(QUOTA_INTERVAL);
+static H_QUOTA_TIMEUNIT: HeaderName = HeaderName::from_static(QUOTA_TIMEUNIT);
+static H_MESSAGE_WEIGHT: HeaderName = HeaderName::from_static(MESSAGE_WEIGHT);
+static H_QUOTA_WINDOW: HeaderName = HeaderName::from_static(QUOTA_WINDOW);
+static H_QUOTA_START: HeaderName = HeaderName::from_static(QUOTA_START);
+
 /// The header's value as text: `None` when absent; refused when sent twice or not visible
 /// ASCII (header values are trimmed of surrounding whitespace by the HTTP parser).
-fn single<'h>(headers: &'h HeaderMap, name: &'static str) -> Result<Option<&'h str>, Problem> {
-    let mut values = headers.get_all(name).iter();
+fn single<'h>(
+    headers: &'h HeaderMap,
+    key: &'static HeaderName,
+) -> Result<Option<&'h str>, Problem> {
+    let name = key.as_str();
+    let mut values = headers.get_all(key).iter();
     let Some(first) = values.next() else { return Ok(None) };
     if values.next().is_some() {
         let all: Vec<String> = headers
-            .get_all(name)
+            .get_all(key)
             .iter()
             .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
             .collect();
