@@ -537,20 +537,7 @@ impl Builder {
                 } else {
                     let level =
                         if self.group.is_some() { Level::Group } else { Level::Interchange };
-                    let names = validate::names(std, Level::Transaction);
-                    self.error(
-                        opts,
-                        level,
-                        ErrorKind::UnexpectedSegment,
-                        format!(
-                            "{} `{}` without a matching {}",
-                            names.trailer,
-                            seg.text(&d, 2),
-                            names.header
-                        ),
-                        idx,
-                        seg.offset,
-                    );
+                    self.unmatched_trailer(seg, Level::Transaction, level, opts);
                 }
             }
             Role::GroupHeader => {
@@ -601,20 +588,7 @@ impl Builder {
                 if self.group.as_ref().is_some_and(|g| !g.implicit) {
                     self.close_group(Some(seg), seg, opts);
                 } else {
-                    let names = validate::names(std, Level::Group);
-                    self.error(
-                        opts,
-                        Level::Interchange,
-                        ErrorKind::UnexpectedSegment,
-                        format!(
-                            "{} `{}` without a matching {}",
-                            names.trailer,
-                            seg.text(&d, 2),
-                            names.header
-                        ),
-                        idx,
-                        seg.offset,
-                    );
+                    self.unmatched_trailer(seg, Level::Group, Level::Interchange, opts);
                 }
             }
             Role::InterchangeTrailer => {
@@ -686,6 +660,26 @@ impl Builder {
 
     /// Closes the open transaction; `trailer` is its SE/UNT, or `None` when it is missing and
     /// `at` is the segment that revealed it.
+    /// Reports a transaction or group trailer (`trailer_of`) that closes nothing, at `level`.
+    /// Element 2 of every such trailer (SE02, GE02, UNT 0062, UNE 0048) is its control number.
+    fn unmatched_trailer(
+        &mut self,
+        seg: &Segment<'_>,
+        trailer_of: Level,
+        level: Level,
+        opts: &Options,
+    ) {
+        let names = validate::names(self.ic.standard, trailer_of);
+        let message = format!(
+            "{} `{}` without a matching {}",
+            names.trailer,
+            seg.text(&self.delimiters, 2),
+            names.header
+        );
+        let idx = self.segment_index;
+        self.error(opts, level, ErrorKind::UnexpectedSegment, message, idx, seg.offset);
+    }
+
     fn close_tx(&mut self, trailer: Option<&Segment<'_>>, at: &Segment<'_>, opts: &Options) {
         let Some(mut open) = self.tx.take() else {
             return;

@@ -18,6 +18,7 @@
 //! assert!(ic.errors.is_empty());
 //! ```
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
 pub mod ack;
 pub mod delimiters;
