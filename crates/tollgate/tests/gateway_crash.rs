@@ -175,6 +175,36 @@ fn forty_files_dropped_across_a_sigkill_are_all_delivered() {
         .unwrap();
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("404"), "{o:?}");
+
+    // The gateway's metrics are on the server's /metrics.
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let metrics = rt.block_on(async {
+        reqwest::get(format!("{}/metrics", serve.url)).await.unwrap().text().await.unwrap()
+    });
+    assert!(
+        metrics.lines().any(|l| l.starts_with("tollgate_gateway_delivered_total")
+            && l.contains("partner=\"CarrierXYZ\"")
+            && l.contains("route=\"ShipmentStatus\"")),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn sigterm_stops_serve_and_gateway_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), &format!("dir:{}", dir.path().join("out").display()));
+    let mut serve = Serve::start(&cfg);
+    let pid = serve.child.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let status = loop {
+        if let Some(s) = serve.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "no exit after SIGTERM");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(0));
 }
 
 #[tokio::test]
