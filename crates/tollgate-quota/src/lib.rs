@@ -25,6 +25,7 @@
 //! # Ok::<(), tollgate_quota::SpecError>(())
 //! ```
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
 pub mod clock;
 pub mod counter;

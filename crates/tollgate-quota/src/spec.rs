@@ -134,9 +134,13 @@ impl FromStr for MeteringId {
 /// The unit of a window's length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum TimeUnit {
+    /// One second.
     Second,
+    /// Sixty seconds.
     Minute,
+    /// Sixty minutes.
     Hour,
+    /// 24 hours (calendar days start at 00:00 UTC).
     Day,
     /// Calendar weeks start on Monday 00:00 UTC.
     Week,
@@ -296,8 +300,11 @@ impl QuotaSpec {
 /// The parts of a [`QuotaSpec`] that, with the [`MeteringId`], make a counter key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct CounterShape {
+    /// How many `unit`s one window lasts.
     pub interval: u32,
+    /// The unit of `interval`.
     pub unit: TimeUnit,
+    /// How windows are placed in time.
     pub window: WindowKind,
     /// The calendar anchor in Unix seconds.
     pub start: Option<i64>,

@@ -62,6 +62,7 @@ pub struct EmbeddedOptions {
     pub path: PathBuf,
     /// Group-commit period (default 100 ms).
     pub flush_interval: Duration,
+    /// When a check's increment must be on disk before it is answered.
     pub durability: Durability,
 }
 
