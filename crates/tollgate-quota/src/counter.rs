@@ -142,15 +142,59 @@ pub(crate) struct Bucket {
     pub(crate) exceed: u64,
 }
 
-/// What a check decided, before it is dressed as a [`Decision`].
-struct Verdict {
-    outcome: Outcome,
-    used: u64,
-    exceed: u64,
-    total_exceed: u64,
-    window: Option<(i64, i64)>,
-    retry_at: Option<i64>,
-    reset_at: i64,
+/// What a check decided, before it is dressed as a [`Decision`]. Times in Unix microseconds.
+/// The Redis store fills one from its script's reply, so both answer through one conversion.
+pub(crate) struct Verdict {
+    pub(crate) outcome: Outcome,
+    pub(crate) used: u64,
+    pub(crate) exceed: u64,
+    pub(crate) total_exceed: u64,
+    /// `(start, end)` of the window; `None` for rolling windows.
+    pub(crate) window: Option<(i64, i64)>,
+    /// When a request of this weight could be admitted; `Some` only for [`Outcome::Exceeded`].
+    pub(crate) retry_at: Option<i64>,
+    /// When the counter next frees units.
+    pub(crate) reset_at: i64,
+}
+
+impl Verdict {
+    /// A calendar or flexi verdict: the counter's figures after the check, in `(start, end)`.
+    fn windowed(outcome: Outcome, counter: &Counter, start: i64, end: i64) -> Self {
+        Self {
+            outcome,
+            used: counter.used,
+            exceed: counter.exceed,
+            total_exceed: counter.total_exceed,
+            window: Some((start, end)),
+            retry_at: (outcome == Outcome::Exceeded).then_some(end),
+            reset_at: end,
+        }
+    }
+
+    /// The answer to a check of `weight` units of `id` against `spec`, decided at `now_us`.
+    pub(crate) fn decision(
+        self,
+        id: &MeteringId,
+        spec: &QuotaSpec,
+        weight: u64,
+        now_us: i64,
+    ) -> Decision {
+        Decision {
+            outcome: self.outcome,
+            identifier: id.clone(),
+            limit: spec.limit,
+            used: self.used,
+            available: spec.limit.saturating_sub(self.used),
+            weight,
+            exceed_count: self.exceed,
+            total_exceed_count: self.total_exceed,
+            window_start: self.window.map(|(s, _)| window::timestamp(s)),
+            window_end: self.window.map(|(_, e)| window::timestamp(e)),
+            retry_after: self.retry_at.map(|t| window::micros_between(now_us, t)),
+            reset_after: window::micros_between(now_us, self.reset_at),
+            degraded: false,
+        }
+    }
 }
 
 fn lock(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
@@ -224,21 +268,7 @@ impl Counters {
             };
             entry.counter.decide(&key.shape(), spec.limit, weight, now_us)
         };
-        Decision {
-            outcome: verdict.outcome,
-            identifier: id.clone(),
-            limit: spec.limit,
-            used: verdict.used,
-            available: spec.limit.saturating_sub(verdict.used),
-            weight,
-            exceed_count: verdict.exceed,
-            total_exceed_count: verdict.total_exceed,
-            window_start: verdict.window.map(|(s, _)| window::timestamp(s)),
-            window_end: verdict.window.map(|(_, e)| window::timestamp(e)),
-            retry_after: verdict.retry_at.map(|t| window::micros_between(now_us, t)),
-            reset_after: window::micros_between(now_us, verdict.reset_at),
-            degraded: false,
-        }
+        verdict.decision(id, spec, weight, now_us)
     }
 
     /// Live counters at `now` whose identifier starts with `prefix`, sorted by identifier.
@@ -419,15 +449,7 @@ impl Counter {
             Outcome::Allowed => self.used += weight,
             _ => self.reject(),
         }
-        Verdict {
-            outcome,
-            used: self.used,
-            exceed: self.exceed,
-            total_exceed: self.total_exceed,
-            window: Some((start, end)),
-            retry_at: (outcome == Outcome::Exceeded).then_some(end),
-            reset_at: end,
-        }
+        Verdict::windowed(outcome, self, start, end)
     }
 
     fn decide_flexi(
@@ -471,15 +493,7 @@ impl Counter {
                 }
             }
         }
-        Verdict {
-            outcome,
-            used: self.used,
-            exceed: self.exceed,
-            total_exceed: self.total_exceed,
-            window: Some((start, end)),
-            retry_at: (outcome == Outcome::Exceeded).then_some(end),
-            reset_at: end,
-        }
+        Verdict::windowed(outcome, self, start, end)
     }
 
     fn decide_rolling(
@@ -557,7 +571,6 @@ impl Counter {
 
     /// The counter as the admin API lists it, or `None` when it holds nothing at `now_us`.
     fn info(&self, id: &MeteringId, shape: &CounterShape, now_us: i64) -> Option<CounterInfo> {
-        let identifier = id.clone();
         let (used, exceed, window) = match shape.window {
             WindowKind::Rolling => {
                 let layout = RollingLayout::of(shape);
@@ -577,18 +590,7 @@ impl Counter {
                 (self.used, self.exceed, Some((self.mark_us, window::add_len(shape, self.mark_us))))
             }
         };
-        Some(CounterInfo {
-            identifier,
-            interval: shape.interval,
-            unit: shape.unit,
-            window: shape.window,
-            start: shape.start.and_then(|s| Timestamp::from_second(s).ok()),
-            used,
-            exceed_count: exceed,
-            total_exceed_count: self.total_exceed,
-            window_start: window.map(|(s, _)| window::timestamp(s)),
-            window_end: window.map(|(_, e)| window::timestamp(e)),
-        })
+        Some(CounterInfo::new(id.clone(), shape, used, exceed, self.total_exceed, window))
     }
 }
 

@@ -14,7 +14,8 @@ use std::future::Future;
 use jiff::Timestamp;
 
 use crate::decision::Decision;
-use crate::spec::{MeteringId, QuotaSpec, TimeUnit, WindowKind};
+use crate::spec::{CounterShape, MeteringId, QuotaSpec, TimeUnit, WindowKind};
+use crate::window;
 
 pub use embedded::{Durability, EmbeddedOptions, EmbeddedStore};
 pub use memory::MemoryStore;
@@ -37,19 +38,52 @@ pub enum StoreError {
 /// One live counter, as listed by the admin API.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CounterInfo {
+    /// Whose counter it is.
     pub identifier: MeteringId,
+    /// How many `unit`s one window lasts.
     pub interval: u32,
+    /// The unit of `interval`.
     pub unit: TimeUnit,
+    /// How windows are placed in time.
     pub window: WindowKind,
+    /// The calendar anchor, when the spec set one.
     pub start: Option<Timestamp>,
     /// Units consumed in the current window.
     pub used: u64,
+    /// Rejections in the current window.
     pub exceed_count: u64,
+    /// Rejections across this counter's windows (carried for one window after the last one).
     pub total_exceed_count: u64,
     /// `None` for rolling windows.
     pub window_start: Option<Timestamp>,
     /// `None` for rolling windows.
     pub window_end: Option<Timestamp>,
+}
+
+impl CounterInfo {
+    /// Lists one counter of `shape`; `window` is `(start, end)` in Unix microseconds, `None` for
+    /// rolling windows.
+    pub(crate) fn new(
+        identifier: MeteringId,
+        shape: &CounterShape,
+        used: u64,
+        exceed_count: u64,
+        total_exceed_count: u64,
+        window: Option<(i64, i64)>,
+    ) -> Self {
+        Self {
+            identifier,
+            interval: shape.interval,
+            unit: shape.unit,
+            window: shape.window,
+            start: shape.start.and_then(|s| Timestamp::from_second(s).ok()),
+            used,
+            exceed_count,
+            total_exceed_count,
+            window_start: window.map(|(s, _)| window::timestamp(s)),
+            window_end: window.map(|(_, e)| window::timestamp(e)),
+        }
+    }
 }
 
 /// Keeps counters and decides. One trait, async, for every store: in-memory stores answer
@@ -78,8 +112,11 @@ pub trait Store: Send + Sync + 'static {
 
 /// A store chosen at run time (by config or command line).
 pub enum AnyStore {
+    /// Counters in this process only.
     Memory(MemoryStore),
+    /// Counters in memory, written behind to a redb file.
     Embedded(EmbeddedStore),
+    /// Counters in Redis, shared by every instance.
     Redis(RedisStore),
 }
 

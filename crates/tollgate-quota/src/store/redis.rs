@@ -22,10 +22,10 @@ use std::str::FromStr;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use jiff::Timestamp;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 use crate::clock::Clock;
+use crate::counter::Verdict;
 use crate::decision::{Decision, Outcome};
 use crate::spec::{CounterShape, MeteringId, QuotaSpec, TimeUnit, WindowKind};
 use crate::store::memory::MemoryStore;
@@ -71,6 +71,7 @@ pub struct RedisOptions {
     pub key_prefix: String,
     /// The longest any request waits for Redis (default 50 ms).
     pub timeout: Duration,
+    /// What a check does when Redis does not answer within `timeout`.
     pub on_unavailable: OnUnavailable,
 }
 
@@ -259,25 +260,20 @@ impl RedisStore {
         let outcome = match outcome {
             0 => Outcome::Allowed,
             1 => Outcome::Exceeded,
-            _ => Outcome::WeightExceedsLimit,
+            2 => Outcome::WeightExceedsLimit,
+            other => return Err(bad_reply("outcome", other)),
         };
-        let used = u64::try_from(used).unwrap_or(0);
-        let window = (kind != 2).then_some((start, end));
-        Ok(Decision {
+        let count = |name: &'static str, v: i64| u64::try_from(v).map_err(|_| bad_reply(name, v));
+        let verdict = Verdict {
             outcome,
-            identifier: id.clone(),
-            limit: spec.limit,
-            used,
-            available: spec.limit.saturating_sub(used),
-            weight,
-            exceed_count: u64::try_from(exceed).unwrap_or(0),
-            total_exceed_count: u64::try_from(total).unwrap_or(0),
-            window_start: window.map(|(s, _)| window::timestamp(s)),
-            window_end: window.map(|(_, e)| window::timestamp(e)),
-            retry_after: (retry >= 0).then(|| window::micros_between(now, retry)),
-            reset_after: window::micros_between(now, reset),
-            degraded: false,
-        })
+            used: count("used", used)?,
+            exceed: count("exceed count", exceed)?,
+            total_exceed: count("total exceed count", total)?,
+            window: (kind != 2).then_some((start, end)),
+            retry_at: (retry >= 0).then_some(retry),
+            reset_at: reset,
+        };
+        Ok(verdict.decision(id, spec, weight, now))
     }
 
     /// Keys of this store matching `pattern`, by SCAN (never KEYS), bounded in time overall.
@@ -309,7 +305,9 @@ impl RedisStore {
         }
         let mut conn = self.conn.clone();
         let (s, us): (i64, i64) = self.bounded(redis::cmd("TIME").query_async(&mut conn)).await?;
-        Ok(s * 1_000_000 + us)
+        s.checked_mul(1_000_000)
+            .and_then(|s| s.checked_add(us))
+            .ok_or_else(|| StoreError::Unavailable(format!("redis: TIME answered {s} s {us} µs")))
     }
 
     async fn counters_shared(&self, prefix: &str) -> Result<Vec<CounterInfo>, StoreError> {
@@ -361,7 +359,8 @@ impl RedisStore {
                     let first = RollingLayout::of(&shape).first_counted(now);
                     let (mut used, mut exceed) = (0, 0);
                     for (k, v) in &fields {
-                        let (tag, index) = k.split_at(1.min(k.len()));
+                        // Field names come from Redis: split without assuming a char boundary.
+                        let Some((tag, index)) = k.split_at_checked(1) else { continue };
                         let Ok(index) = index.parse::<i64>() else { continue };
                         let v = v.parse::<u64>().unwrap_or(0);
                         match tag {
@@ -376,18 +375,7 @@ impl RedisStore {
                     (used, exceed, None, field("t"))
                 }
             };
-            out.push(CounterInfo {
-                identifier: id,
-                interval: shape.interval,
-                unit: shape.unit,
-                window: shape.window,
-                start: shape.start.and_then(|s| Timestamp::from_second(s).ok()),
-                used,
-                exceed_count: exceed,
-                total_exceed_count: total,
-                window_start: window.map(|(s, _)| window::timestamp(s)),
-                window_end: window.map(|(_, e)| window::timestamp(e)),
-            });
+            out.push(CounterInfo::new(id, &shape, used, exceed, total, window));
         }
         out.sort_by(|a, b| a.identifier.cmp(&b.identifier));
         Ok(out)
@@ -440,6 +428,11 @@ impl RedisStore {
         }
         Ok(counters.len() as u64)
     }
+}
+
+/// A script reply field that the script never sends: Redis answered with something else.
+fn bad_reply(field: &str, value: i64) -> StoreError {
+    StoreError::Unavailable(format!("redis: unexpected {field} {value} in the script reply"))
 }
 
 /// Escapes the glob characters of SCAN's MATCH.
