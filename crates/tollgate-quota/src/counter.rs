@@ -440,7 +440,9 @@ impl Counter {
             (start, end)
         } else {
             match window::fixed_len_us(shape) {
-                Some(len) if self.mark_us < window::MAX_US => (self.mark_us - len, self.mark_us),
+                Some(len) if self.mark_us < window::MAX_US => {
+                    (self.mark_us.saturating_sub(len), self.mark_us)
+                }
                 _ => window::calendar_us(shape, now_us),
             }
         };
@@ -511,7 +513,11 @@ impl Counter {
         let buckets = self.buckets.get_or_insert_with(Default::default);
         let gone = buckets.iter().take_while(|b| b.index < first).count();
         buckets.drain(..gone);
-        let used = buckets.iter().map(|b| b.used).sum::<u64>();
+        // One pass for both sums; the update below changes them by exactly its own amount.
+        // Saturating, because a counter read back from disk may hold anything.
+        let (mut used, mut exceed) = buckets
+            .iter()
+            .fold((0u64, 0u64), |(u, x), b| (u.saturating_add(b.used), x.saturating_add(b.exceed)));
         let outcome = admit(used, limit, weight);
         let current = layout.bucket_of(now_us);
         let bucket = match buckets.iter().rposition(|b| b.index <= current) {
@@ -523,17 +529,21 @@ impl Counter {
             }
         };
         match outcome {
-            Outcome::Allowed => buckets[bucket].used += weight,
+            // No overflow: admitted means `used + weight <= limit`, and the bucket is in `used`.
+            Outcome::Allowed => {
+                buckets[bucket].used += weight;
+                used += weight;
+            }
             _ => {
-                buckets[bucket].exceed += 1;
-                self.total_exceed += 1;
+                buckets[bucket].exceed = buckets[bucket].exceed.saturating_add(1);
+                exceed = exceed.saturating_add(1);
+                self.total_exceed = self.total_exceed.saturating_add(1);
             }
         }
         if buckets[bucket].used == 0 && buckets[bucket].exceed == 0 {
+            // Only a probe's new bucket: removing it changes neither sum.
             buckets.remove(bucket);
         }
-        let used = buckets.iter().map(|b| b.used).sum::<u64>();
-        let exceed = buckets.iter().map(|b| b.exceed).sum::<u64>();
         let retry_at = (outcome == Outcome::Exceeded).then(|| {
             // The first instant at which enough sub-buckets have left for this weight.
             let need = weight.max(1);
@@ -543,7 +553,7 @@ impl Counter {
                 if left.saturating_add(need) <= limit {
                     break;
                 }
-                left -= b.used;
+                left = left.saturating_sub(b.used);
                 at = layout.leaves_at(b.index);
             }
             at
@@ -565,8 +575,8 @@ impl Counter {
     }
 
     fn reject(&mut self) {
-        self.exceed += 1;
-        self.total_exceed += 1;
+        self.exceed = self.exceed.saturating_add(1);
+        self.total_exceed = self.total_exceed.saturating_add(1);
     }
 
     /// The counter as the admin API lists it, or `None` when it holds nothing at `now_us`.
@@ -576,7 +586,9 @@ impl Counter {
                 let layout = RollingLayout::of(shape);
                 let first = layout.first_counted(now_us);
                 let live = self.buckets.iter().flat_map(|b| b.iter()).filter(|b| b.index >= first);
-                let (used, exceed) = live.fold((0, 0), |(u, x), b| (u + b.used, x + b.exceed));
+                let (used, exceed) = live.fold((0u64, 0u64), |(u, x), b| {
+                    (u.saturating_add(b.used), x.saturating_add(b.exceed))
+                });
                 (used, exceed, None)
             }
             WindowKind::Calendar => {
@@ -672,6 +684,36 @@ mod tests {
                 assert!(c.check_at(&id("zero"), &spec, 1, now).allowed());
             }
         }
+    }
+
+    #[test]
+    fn counters_read_back_with_extreme_values_never_overflow() {
+        let c = Counters::new();
+        let now = at("2026-11-30T10:00:30Z");
+        let rolling =
+            QuotaSpec::new(3, 1, TimeUnit::Minute).unwrap().with_window(WindowKind::Rolling);
+        let shape = rolling.counter_shape();
+        let b = RollingLayout::of(&shape).bucket_of(now.as_microsecond());
+        let full = |index| Bucket { index, used: u64::MAX, exceed: u64::MAX };
+        let hostile = Counter {
+            used: u64::MAX,
+            exceed: u64::MAX,
+            total_exceed: u64::MAX,
+            mark_us: i64::MAX,
+            buckets: Some(Box::new(vec![full(b - 1), full(b)])),
+        };
+        assert!(c.restore("r", &shape, hostile.clone(), now));
+        let d = c.check_at(&id("r"), &rolling, 1, now);
+        assert_eq!(
+            (d.outcome, d.used, d.exceed_count, d.total_exceed_count),
+            (Outcome::Exceeded, u64::MAX, u64::MAX, u64::MAX)
+        );
+        assert_eq!(c.counters_at("r", now)[0].used, u64::MAX);
+        let calendar = QuotaSpec::new(3, 1, TimeUnit::Minute).unwrap();
+        let hostile = Counter { buckets: None, ..hostile };
+        assert!(c.restore("c", &calendar.counter_shape(), hostile, now));
+        let d = c.check_at(&id("c"), &calendar, 1, now);
+        assert_eq!((d.outcome, d.total_exceed_count), (Outcome::Exceeded, u64::MAX));
     }
 
     #[test]

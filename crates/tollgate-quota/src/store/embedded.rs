@@ -358,11 +358,12 @@ fn load(db: &Database, counters: &Counters, now: jiff::Timestamp) -> Result<(), 
         };
         for row in table.iter()? {
             let (k, v) = row?;
-            let decoded = decode_key(k.value()).zip(decode_counter(v.value()));
-            let live = match &decoded {
-                Some(((id, shape), counter)) => counters.restore(id, shape, counter.clone(), now),
-                None => {
-                    tracing::warn!(key = ?k.value(), "dropping an unreadable counter row");
+            let decoded =
+                decode_key(k.value()).and_then(|key| Ok((key, decode_counter(v.value())?)));
+            let live = match decoded {
+                Ok(((id, shape), counter)) => counters.restore(&id, &shape, counter, now),
+                Err(reason) => {
+                    tracing::warn!(key = ?k.value(), %reason, "dropping an unreadable counter row");
                     false
                 }
             };
@@ -402,20 +403,22 @@ fn encode_key(id: &str, shape: &CounterShape) -> Vec<u8> {
     k
 }
 
-fn decode_key(k: &[u8]) -> Option<(String, CounterShape)> {
-    let nul = k.iter().position(|&b| b == 0)?;
-    let id = std::str::from_utf8(&k[..nul]).ok()?;
-    let rest = &k[nul + 1..];
-    if rest.len() != 15 {
-        return None;
-    }
-    let interval = u32::from_be_bytes(rest[0..4].try_into().ok()?);
-    let unit = unit_from(rest[4])?;
-    let window = window_from(rest[5])?;
-    let start = i64::from_be_bytes(rest[7..15].try_into().ok()?);
-    let start = (rest[6] == 1).then_some(start);
-    MeteringId::new(id).ok()?;
-    Some((id.to_owned(), CounterShape { interval, unit, window, start }))
+/// Reads a key written by [`encode_key`]; the error says which part is unreadable.
+fn decode_key(k: &[u8]) -> Result<(String, CounterShape), String> {
+    let nul = k.iter().position(|&b| b == 0).ok_or("key has no 0x00 after the identifier")?;
+    let (id, rest) = (&k[..nul], &k[nul + 1..]);
+    let id = std::str::from_utf8(id).map_err(|e| format!("identifier is not UTF-8: {e}"))?;
+    MeteringId::new(id).map_err(|e| format!("identifier {id:?}: {e}"))?;
+    let &[i0, i1, i2, i3, unit, window, has_start, ref start @ ..] = rest else {
+        return Err(format!("key shape is {} bytes, expected 15", rest.len()));
+    };
+    let start: [u8; 8] =
+        start.try_into().map_err(|_| format!("key shape is {} bytes, expected 15", rest.len()))?;
+    let interval = u32::from_be_bytes([i0, i1, i2, i3]);
+    let unit = unit_from(unit).ok_or_else(|| format!("unknown time unit code {unit}"))?;
+    let window = window_from(window).ok_or_else(|| format!("unknown window kind code {window}"))?;
+    let start = (has_start == 1).then_some(i64::from_be_bytes(start));
+    Ok((id.to_owned(), CounterShape { interval, unit, window, start }))
 }
 
 /// Format version of counter rows.
@@ -439,23 +442,34 @@ fn encode_counter(c: &Counter) -> Vec<u8> {
     v
 }
 
-fn decode_counter(v: &[u8]) -> Option<Counter> {
-    let (&version, rest) = v.split_first()?;
-    if version != ROW_V1 || rest.len() < 32 || (rest.len() - 32) % 24 != 0 {
-        return None;
+/// Reads a value written by [`encode_counter`]; the error says which part is unreadable.
+/// Rolling sub-buckets must come oldest first, as the core keeps them.
+fn decode_counter(v: &[u8]) -> Result<Counter, String> {
+    let (&version, rest) = v.split_first().ok_or("value is empty")?;
+    if version != ROW_V1 {
+        return Err(format!("unknown row version {version}"));
     }
-    let word = |i: usize| -> Option<[u8; 8]> { rest.get(i * 8..i * 8 + 8)?.try_into().ok() };
-    let buckets: Vec<Bucket> = (0..(rest.len() - 32) / 24)
+    let bad_len = || format!("value is {} bytes, expected 33 + 24 per sub-bucket", v.len());
+    if rest.len() < 32 || (rest.len() - 32) % 24 != 0 {
+        return Err(bad_len());
+    }
+    let word = |i: usize| {
+        rest.get(i * 8..).and_then(<[u8]>::first_chunk::<8>).copied().ok_or_else(bad_len)
+    };
+    let buckets = (0..(rest.len() - 32) / 24)
         .map(|b| {
             let at = 4 + b * 3;
-            Some(Bucket {
+            Ok(Bucket {
                 index: i64::from_le_bytes(word(at)?),
                 used: u64::from_le_bytes(word(at + 1)?),
                 exceed: u64::from_le_bytes(word(at + 2)?),
             })
         })
-        .collect::<Option<_>>()?;
-    Some(Counter {
+        .collect::<Result<Vec<_>, String>>()?;
+    if let Some(w) = buckets.windows(2).find(|w| w[0].index >= w[1].index) {
+        return Err(format!("sub-buckets out of order: {} before {}", w[0].index, w[1].index));
+    }
+    Ok(Counter {
         used: u64::from_le_bytes(word(0)?),
         exceed: u64::from_le_bytes(word(1)?),
         total_exceed: u64::from_le_bytes(word(2)?),
@@ -517,7 +531,7 @@ mod tests {
             start: Some(-5),
         };
         let k = encode_key("ShipmentStatus:CarrierXYZ", &shape);
-        assert_eq!(decode_key(&k), Some(("ShipmentStatus:CarrierXYZ".to_owned(), shape)));
+        assert_eq!(decode_key(&k), Ok(("ShipmentStatus:CarrierXYZ".to_owned(), shape)));
         let c = Counter {
             used: 3,
             exceed: 4,
@@ -525,13 +539,46 @@ mod tests {
             mark_us: -6,
             buckets: Some(Box::new(vec![Bucket { index: 9, used: 1, exceed: 2 }])),
         };
-        assert_eq!(decode_counter(&encode_counter(&c)), Some(c));
-        assert_eq!(decode_counter(&[2, 0, 0]), None);
-        assert_eq!(decode_key(b"no-separator"), None);
+        assert_eq!(decode_counter(&encode_counter(&c)), Ok(c));
+        assert!(decode_counter(&[2, 0, 0]).is_err());
+        assert!(decode_key(b"no-separator").is_err());
         // Another id's keys never fall inside an id's range.
         let (lo, hi) = (id_prefix("ab", 0), id_prefix("ab", 1));
         let other = encode_key("ab!", &shape);
         assert!(!(lo.as_slice() <= other.as_slice() && other.as_slice() < hi.as_slice()));
         assert!(lo.as_slice() <= k.as_slice() || !k.starts_with(b"ab\0"));
+    }
+
+    #[test]
+    fn unreadable_rows_say_what_is_wrong() {
+        assert_eq!(decode_counter(&[2, 0, 0]), Err("unknown row version 2".to_owned()));
+        assert_eq!(
+            decode_counter(&[1; 40]),
+            Err("value is 40 bytes, expected 33 + 24 per sub-bucket".to_owned())
+        );
+        let mut row = encode_counter(&Counter {
+            buckets: Some(Box::new(vec![
+                Bucket { index: 9, used: 1, exceed: 0 },
+                Bucket { index: 4, used: 1, exceed: 0 },
+            ])),
+            ..Counter::default()
+        });
+        assert_eq!(decode_counter(&row), Err("sub-buckets out of order: 9 before 4".to_owned()));
+        row.truncate(33);
+        assert!(decode_counter(&row).is_ok());
+        let mut key = encode_key(
+            "Invoice:ACME",
+            &CounterShape {
+                interval: 1,
+                unit: TimeUnit::Day,
+                window: WindowKind::Calendar,
+                start: None,
+            },
+        );
+        let unit_at = key.len() - 11;
+        key[unit_at] = 99;
+        assert_eq!(decode_key(&key), Err("unknown time unit code 99".to_owned()));
+        key.pop();
+        assert_eq!(decode_key(&key), Err("key shape is 14 bytes, expected 15".to_owned()));
     }
 }
