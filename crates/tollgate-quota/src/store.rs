@@ -21,7 +21,9 @@ pub use embedded::{Durability, EmbeddedOptions, EmbeddedStore};
 pub use memory::MemoryStore;
 pub use redis::{OnUnavailable, RedisOptions, RedisStore, StoreHealth};
 
-/// A store failed to answer; the check did not count.
+/// A store failed to answer. The caller cannot tell whether the check was counted: a Redis
+/// script may have run after the timeout gave up on it, and a strict embedded check whose commit
+/// failed stays counted in memory (its key is written with the next batch).
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// The backing store cannot be reached or answered with an error.

@@ -1,6 +1,9 @@
 -- One quota decision, atomically, inside Redis. The same rules as the Rust core
 -- (crates/tollgate-quota/src/counter.rs and window.rs); the conformance suite checks that both
--- give the same answers. Times are microseconds since the Unix epoch (exact in doubles).
+-- give the same answers. Times are microseconds since the Unix epoch. Lua numbers are doubles:
+-- every integer here (times until 2255, limits, weights, counts) is exact below 2^53.
+-- Redis runs the script alone, so the read, the decision and the update of one counter are one
+-- atomic step; only an admission adds to a u field (rejections add to x and t).
 --
 -- KEYS[1]  the counter's base key: <prefix>{<id>}:<kind>:<interval>:<unit>:<start>
 -- ARGV     kind (0 calendar, 1 flexi, 2 rolling), limit, weight, interval, unit length in us

@@ -15,6 +15,12 @@
 //! * **Local answers never pretend to be shared.** In `Local` mode a decision made in this
 //!   process's memory during an outage carries `degraded = true`; those local counts are not
 //!   merged into Redis when it comes back.
+//! * **Counts are exact up to 2^53.** The script computes in Lua numbers (doubles): limits,
+//!   weights and counts up to 2^53 units, and times until the year 2255 (2^53 µs), are exact;
+//!   beyond that Redis applies the admission rule approximately. A reply the script never sends
+//!   (an unknown outcome, a negative count) is an error, never a guessed decision.
+//! * **A timeout is not a rollback.** A script that Redis runs after `bounded` gave up still
+//!   counted; the caller got an error (or, in `Local` mode, a degraded local answer).
 //! * Expiry is garbage collection only: lapses are also checked against times stored in the
 //!   keys, so an answer never depends on when Redis got round to expiring a key.
 
