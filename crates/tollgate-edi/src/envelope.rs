@@ -410,41 +410,35 @@ impl Builder {
     #[inline(always)]
     fn segment(&mut self, seg: &Segment<'_>, opts: &Options) -> Step {
         // Invariant: `tx` is `None` while `expect_header` is set.
-        if let Some(open) = &mut self.tx
-            && !maybe_envelope(self.ic.standard, seg.tag)
-        {
+        if self.tx.is_some() && !maybe_envelope(self.ic.standard, seg.tag) {
+            return self.body_segment(seg, opts);
+        }
+        self.segment_slow(seg, opts)
+    }
+
+    /// Counts a body segment of the open transaction (when there is one).
+    #[inline(always)]
+    fn body_segment(&mut self, seg: &Segment<'_>, opts: &Options) -> Step {
+        if let Some(open) = &mut self.tx {
             open.tx.segments += 1;
             open.tx.span.end = seg.end;
             if opts.record_tag == Some(seg.tag) {
                 open.records += 1;
             }
-            self.segment_index += 1;
-            self.ic.span.end = seg.end;
-            return Step::Continue;
         }
-        self.segment_slow(seg, opts)
+        self.segment_index += 1;
+        self.ic.span.end = seg.end;
+        Step::Continue
     }
 
+    /// Every segment that `segment` does not count as a body segment at once: envelope
+    /// segments, and segments whose tag only looks like one (`SV1` in X12, say).
     #[inline(never)]
     fn segment_slow(&mut self, seg: &Segment<'_>, opts: &Options) -> Step {
-        if !self.expect_header {
-            // Hot path: a body segment inside a transaction.
-            if let Some(open) = &mut self.tx {
-                if !maybe_envelope(self.ic.standard, seg.tag)
-                    || role(self.ic.standard, seg.tag) == Role::Other
-                {
-                    open.tx.segments += 1;
-                    open.tx.span.end = seg.end;
-                    if opts.record_tag == Some(seg.tag) {
-                        open.records += 1;
-                    }
-                    self.segment_index += 1;
-                    self.ic.span.end = seg.end;
-                    return Step::Continue;
-                }
-            }
-        }
         let r = role(self.ic.standard, seg.tag);
+        if r == Role::Other && self.tx.is_some() {
+            return self.body_segment(seg, opts);
+        }
         if self.expect_header {
             self.expect_header = false;
             self.segment_index += 1;
