@@ -172,21 +172,37 @@ fn x12(ic: &Interchange, format: AckFormat, control_number: u64) -> Vec<u8> {
     } else {
         "00401".to_string()
     };
-    let isa11 = d.repetition.map_or("U".to_string(), |r| (r as char).to_string());
-    let comp = (d.component as char).to_string();
-    let isa = format!(
-        "ISA{e}00{e}{sp}{e}00{e}{sp}{e}{rq}{e}{rid}{e}{sq}{e}{sid}{e}{date}{e}{time}{e}{isa11}{e}{version}{e}{cn9}{e}0{e}{usage}{e}{comp}",
-        e = d.element as char,
-        sp = pad("", 10),
-        rq = pad(&ic.receiver.qualifier, 2),
-        rid = pad(&ic.receiver.id, 15),
-        sq = pad(&ic.sender.qualifier, 2),
-        sid = pad(&ic.sender.id, 15),
-        date = &date8[2..],
-        time = hhmm,
-        usage = if ic.test { "T" } else { "P" },
-    );
-    w.raw(isa.as_bytes());
+    // Delimiters are bytes (often not ASCII: ISA16 is frequently 0x80 or above), so the ISA is
+    // assembled as bytes; formatting them as `char` would write two bytes for one.
+    let (rq, rid) = (pad(&ic.receiver.qualifier, 2), pad(&ic.receiver.id, 15));
+    let (sq, sid) = (pad(&ic.sender.qualifier, 2), pad(&ic.sender.id, 15));
+    let blank = pad("", 10);
+    let isa11 = d.repetition.map_or([b'U'], |r| [r]);
+    let usage = if ic.test { "T" } else { "P" };
+    let fields: [&[u8]; 16] = [
+        b"00",
+        blank.as_bytes(),
+        b"00",
+        blank.as_bytes(),
+        rq.as_bytes(),
+        rid.as_bytes(),
+        sq.as_bytes(),
+        sid.as_bytes(),
+        &date8.as_bytes()[2..],
+        hhmm.as_bytes(),
+        &isa11,
+        version.as_bytes(),
+        cn9.as_bytes(),
+        b"0",
+        usage.as_bytes(),
+        &[d.component],
+    ];
+    let mut isa = b"ISA".to_vec();
+    for field in fields {
+        isa.push(d.element);
+        isa.extend_from_slice(field);
+    }
+    w.raw(&isa);
     let ta1_errors: Vec<&EnvelopeError> = errors_of(ic, Level::Interchange, None, None).collect();
     let with_ta1 = format == AckFormat::Ta1
         || (format == AckFormat::Auto

@@ -235,3 +235,22 @@ fn reader_gives_up_on_a_segment_longer_than_its_limit_and_goes_on() {
     // Without the limit the whole file parses in memory: the long segment is just data.
     assert!(!parse(file.as_bytes()).has_errors());
 }
+
+#[test]
+fn ack_keeps_a_component_separator_above_ascii_as_one_byte() {
+    // ISA16 = 0x9D, a byte some translators use; the terminator is a line break.
+    let mut file = isa("00401", '^', "000000321", '0').into_bytes();
+    let at = file.iter().position(|&b| b == b'>').unwrap();
+    file[at] = 0x9D;
+    file.truncate(at + 1);
+    file.extend_from_slice(b"\nGS*QM*A*B*20240102*0930*55*X*004010\nST*214*0001\n");
+    file.extend_from_slice(b"B10*PRO1*S1*SCAC\nSE*3*0001\nGE*1*55\nIEA*1*000000321\n");
+    let p = parse(&file);
+    assert!(!p.has_errors(), "{:?}", p.interchanges[0].errors);
+    let ack = acknowledge(&file, &p.interchanges[0], AckFormat::Auto, 7).expect("an ack");
+    let isa_end = ack.iter().position(|&b| b == b'\n').unwrap();
+    assert_eq!(&ack[isa_end - 2..=isa_end], b"*\x9D\n");
+    assert_eq!(isa_end, 105, "the ISA is 106 bytes with its terminator");
+    let back = parse(&ack);
+    assert!(!back.has_errors(), "{:?}", back.interchanges[0].errors);
+}
