@@ -335,7 +335,7 @@ impl Counters {
     /// nothing) when the counter holds nothing any more at `now`.
     pub(crate) fn restore(
         &self,
-        id: &str,
+        id: MeteringId,
         shape: &CounterShape,
         counter: Counter,
         now: Timestamp,
@@ -346,7 +346,6 @@ impl Counters {
         let key = ShapeKey::of(shape);
         let hash = self.hash(id.as_bytes(), &key);
         let mut shard = lock(self.shard(hash));
-        let Ok(id) = MeteringId::new(id) else { return false };
         let entry = Entry { id, shape: key, counter };
         match shard.table.entry(
             hash,
@@ -702,7 +701,7 @@ mod tests {
             mark_us: i64::MAX,
             buckets: Some(Box::new(vec![full(b - 1), full(b)])),
         };
-        assert!(c.restore("r", &shape, hostile.clone(), now));
+        assert!(c.restore(id("r"), &shape, hostile.clone(), now));
         let d = c.check_at(&id("r"), &rolling, 1, now);
         assert_eq!(
             (d.outcome, d.used, d.exceed_count, d.total_exceed_count),
@@ -711,7 +710,7 @@ mod tests {
         assert_eq!(c.counters_at("r", now)[0].used, u64::MAX);
         let calendar = QuotaSpec::new(3, 1, TimeUnit::Minute).unwrap();
         let hostile = Counter { buckets: None, ..hostile };
-        assert!(c.restore("c", &calendar.counter_shape(), hostile, now));
+        assert!(c.restore(id("c"), &calendar.counter_shape(), hostile, now));
         let d = c.check_at(&id("c"), &calendar, 1, now);
         assert_eq!((d.outcome, d.total_exceed_count), (Outcome::Exceeded, u64::MAX));
     }

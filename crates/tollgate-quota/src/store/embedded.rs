@@ -361,7 +361,7 @@ fn load(db: &Database, counters: &Counters, now: jiff::Timestamp) -> Result<(), 
             let decoded =
                 decode_key(k.value()).and_then(|key| Ok((key, decode_counter(v.value())?)));
             let live = match decoded {
-                Ok(((id, shape), counter)) => counters.restore(&id, &shape, counter, now),
+                Ok(((id, shape), counter)) => counters.restore(id, &shape, counter, now),
                 Err(reason) => {
                     tracing::warn!(key = ?k.value(), %reason, "dropping an unreadable counter row");
                     false
@@ -404,11 +404,11 @@ fn encode_key(id: &str, shape: &CounterShape) -> Vec<u8> {
 }
 
 /// Reads a key written by [`encode_key`]; the error says which part is unreadable.
-fn decode_key(k: &[u8]) -> Result<(String, CounterShape), String> {
+fn decode_key(k: &[u8]) -> Result<(MeteringId, CounterShape), String> {
     let nul = k.iter().position(|&b| b == 0).ok_or("key has no 0x00 after the identifier")?;
     let (id, rest) = (&k[..nul], &k[nul + 1..]);
     let id = std::str::from_utf8(id).map_err(|e| format!("identifier is not UTF-8: {e}"))?;
-    MeteringId::new(id).map_err(|e| format!("identifier {id:?}: {e}"))?;
+    let id = MeteringId::new(id).map_err(|e| format!("identifier {id:?}: {e}"))?;
     let &[i0, i1, i2, i3, unit, window, has_start, ref start @ ..] = rest else {
         return Err(format!("key shape is {} bytes, expected 15", rest.len()));
     };
@@ -418,7 +418,7 @@ fn decode_key(k: &[u8]) -> Result<(String, CounterShape), String> {
     let unit = unit_from(unit).ok_or_else(|| format!("unknown time unit code {unit}"))?;
     let window = window_from(window).ok_or_else(|| format!("unknown window kind code {window}"))?;
     let start = (has_start == 1).then_some(i64::from_be_bytes(start));
-    Ok((id.to_owned(), CounterShape { interval, unit, window, start }))
+    Ok((id, CounterShape { interval, unit, window, start }))
 }
 
 /// Format version of counter rows.
@@ -531,7 +531,8 @@ mod tests {
             start: Some(-5),
         };
         let k = encode_key("ShipmentStatus:CarrierXYZ", &shape);
-        assert_eq!(decode_key(&k), Ok(("ShipmentStatus:CarrierXYZ".to_owned(), shape)));
+        let id = MeteringId::new("ShipmentStatus:CarrierXYZ").unwrap();
+        assert_eq!(decode_key(&k), Ok((id, shape)));
         let c = Counter {
             used: 3,
             exceed: 4,
