@@ -3,55 +3,17 @@
 //! after the restart, and uploads answered 202 survive the kill. `tollgate queue` reads the
 //! result through the admin API.
 
+mod common;
+
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_tollgate");
+use common::{BIN, Server};
 
-struct Serve {
-    child: Child,
-    url: String,
-}
-
-impl Serve {
-    fn start(config: &Path) -> Self {
-        let mut child = Command::new(BIN)
-            .args(["serve", "--listen", "127.0.0.1:0", "--config"])
-            .arg(config)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if let Some(url) = line.strip_prefix("listening on ") {
-                    let _ = tx.send(url.to_owned());
-                }
-            }
-        });
-        let url = rx.recv_timeout(Duration::from_secs(20)).expect("no `listening on` line");
-        Self { child, url }
-    }
-
-    /// SIGKILL (std's `Child::kill` sends SIGKILL on Unix) and reap.
-    fn sigkill(mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+fn start(config: &Path) -> Server {
+    Server::start(&["--config", config.to_str().unwrap()])
 }
 
 fn x12_214(sender: &str, control: u32, txs: usize) -> Vec<u8> {
@@ -137,7 +99,7 @@ fn forty_files_dropped_across_a_sigkill_are_all_delivered() {
     std::fs::create_dir_all(&inbound).unwrap();
     let cfg = config(dir.path(), &format!("dir:{}", out.display()));
 
-    let serve = Serve::start(&cfg);
+    let serve = start(&cfg);
     for c in 1..=25u32 {
         drop_file(&inbound, &format!("f{c:02}.edi"), &x12_214("CARRIERXYZ", c, 2));
         std::thread::sleep(Duration::from_millis(3));
@@ -148,7 +110,7 @@ fn forty_files_dropped_across_a_sigkill_are_all_delivered() {
         drop_file(&inbound, &format!("f{c:02}.edi"), &x12_214("CARRIERXYZ", c, 2));
     }
 
-    let serve = Serve::start(&cfg);
+    let serve = start(&cfg);
     let want: BTreeSet<u32> = (1..=40).collect();
     wait_until("all 40 interchanges delivered", 30, || delivered_controls(&out) == want);
     wait_until("the landing directory emptied", 10, || {
@@ -193,17 +155,8 @@ fn forty_files_dropped_across_a_sigkill_are_all_delivered() {
 fn sigterm_stops_serve_and_gateway_cleanly() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), &format!("dir:{}", dir.path().join("out").display()));
-    let mut serve = Serve::start(&cfg);
-    let pid = serve.child.id().to_string();
-    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let status = loop {
-        if let Some(s) = serve.child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "no exit after SIGTERM");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let serve = start(&cfg);
+    let status = serve.sigterm();
     assert_eq!(status.code(), Some(0));
 }
 
@@ -216,7 +169,7 @@ async fn uploads_answered_202_survive_a_sigkill() {
     let dead_backend = format!("http://{}/edi", closed.local_addr().unwrap());
     drop(closed);
     let cfg = config(dir.path(), &dead_backend);
-    let serve = Serve::start(&cfg);
+    let serve = start(&cfg);
     let client = reqwest::Client::new();
     let mut ids = BTreeSet::new();
     for c in 1..=10u32 {
@@ -236,7 +189,7 @@ async fn uploads_answered_202_survive_a_sigkill() {
     // Second run: the target is now a directory; every accepted upload arrives there, under
     // the id it was answered with.
     let cfg = config(dir.path(), &format!("dir:{}", out.display()));
-    let _serve = Serve::start(&cfg);
+    let _serve = start(&cfg);
     let want: BTreeSet<u32> = (1..=10).collect();
     wait_until("all 10 uploads delivered", 30, || delivered_controls(&out) == want);
     let names: BTreeSet<String> = std::fs::read_dir(&out)

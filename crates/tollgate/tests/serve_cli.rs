@@ -1,73 +1,11 @@
 //! The real `tollgate` binary: `serve` start-up and shutdown, bad configs, `check` exit codes
 //! and `counters list|reset`, each as a child process talking HTTP on a free loopback port.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
+mod common;
 
-const BIN: &str = env!("CARGO_BIN_EXE_tollgate");
+use std::process::{Command, Output};
 
-/// A running `tollgate serve`; killed when dropped.
-struct Serve {
-    child: Child,
-    url: String,
-}
-
-impl Serve {
-    fn start(args: &[&str], envs: &[(&str, &str)]) -> Self {
-        let mut cmd = Command::new(BIN);
-        cmd.arg("serve");
-        if !args.contains(&"--listen") {
-            cmd.args(["--listen", "127.0.0.1:0"]);
-        }
-        cmd.args(args)
-            .env_remove("TOLLGATE_ADMIN_TOKEN")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
-        for (k, v) in envs {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if let Some(url) = line.strip_prefix("listening on ") {
-                    let _ = tx.send(url.to_owned());
-                }
-            }
-        });
-        let url = rx.recv_timeout(Duration::from_secs(20)).expect("no `listening on` line");
-        Self { child, url }
-    }
-
-    fn terminate(mut self) -> std::process::ExitStatus {
-        let pid = self.child.id().to_string();
-        let ok = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-        assert!(ok.success());
-        wait_with_deadline(&mut self.child, Duration::from_secs(15))
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn wait_with_deadline(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
-    let deadline = std::time::Instant::now() + limit;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status;
-        }
-        assert!(std::time::Instant::now() < deadline, "process did not exit in time");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
+use common::{BIN, Server};
 
 fn tollgate(args: &[&str]) -> Output {
     Command::new(BIN).args(args).env_remove("TOLLGATE_ADMIN_TOKEN").output().unwrap()
@@ -84,7 +22,7 @@ fn stdout_json(o: &Output) -> serde_json::Value {
 
 #[test]
 fn check_exit_codes_allowed_exceeded_usage_error() {
-    let s = Serve::start(&["--store", "memory"], &[]);
+    let s = Server::start(&["--store", "memory"]);
     let args = |w: &'static str| {
         ["check", "--url", &s.url, "--id", "Cli:1", "--limit", "2", "--unit", "day", "--weight", w]
             .map(str::to_owned)
@@ -196,7 +134,7 @@ fn flags_beat_the_file_and_policies_come_from_it() {
     )
     .unwrap();
     // --listen (set by Serve::start) beats the file's port 1; --store memory beats embedded.
-    let s = Serve::start(&["--store", "memory", "--config", file.to_str().unwrap()], &[]);
+    let s = Server::start(&["--store", "memory", "--config", file.to_str().unwrap()]);
     let ready: serde_json::Value =
         serde_json::from_str(&get(&format!("{}/readyz", s.url))).unwrap();
     assert_eq!(ready["store"], "memory");
@@ -210,7 +148,7 @@ fn flags_beat_the_file_and_policies_come_from_it() {
 
 #[test]
 fn counters_list_and_reset_with_token() {
-    let s = Serve::start(&["--store", "memory"], &[("TOLLGATE_ADMIN_TOKEN", "t0ken")]);
+    let s = Server::start_with_env(&["--store", "memory"], &[("TOLLGATE_ADMIN_TOKEN", "t0ken")]);
     for id in ["Cnt:a", "Cnt:b", "Other:c"] {
         let o = tollgate(&["check", "--url", &s.url, "--id", id, "--limit", "1", "--unit", "hour"]);
         assert_eq!(code(&o), 0);
@@ -245,7 +183,7 @@ fn counters_list_and_reset_with_token() {
 
 #[test]
 fn admin_without_token_is_refused_on_a_non_loopback_listener() {
-    let s = Serve::start(&["--store", "memory", "--listen", "0.0.0.0:0"], &[]);
+    let s = Server::start(&["--store", "memory", "--listen", "0.0.0.0:0"]);
     let port = s.url.rsplit(':').next().unwrap().to_owned();
     assert!(s.url.starts_with("http://0.0.0.0:"), "{}", s.url);
     let url = format!("http://127.0.0.1:{port}");
@@ -259,8 +197,8 @@ fn admin_without_token_is_refused_on_a_non_loopback_listener() {
 
 #[test]
 fn sigterm_shuts_down_gracefully() {
-    let s = Serve::start(&["--store", "memory"], &[]);
-    let status = s.terminate();
+    let s = Server::start(&["--store", "memory"]);
+    let status = s.sigterm();
     assert_eq!(status.code(), Some(0));
 }
 
