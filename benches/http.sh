@@ -1,76 +1,174 @@
 #!/usr/bin/env bash
-# HTTP load run: /v1/quota (10,000 distinct ids) against /healthz on the same release server.
+# HTTP load run: /v1/quota (10,000 distinct ids) against /healthz on the same release server,
+# and, with `redis`, the Redis store next to the embedded store in the same run.
 #
-#   benches/http.sh [memory|embedded]        # default: embedded
+#   benches/http.sh [memory|embedded]        # one store (default: embedded)
+#   benches/http.sh redis                    # embedded and Redis, same load, same run
 #
 # Environment: DURATION (default 20s), CONNECTIONS (16), THREADS (1), ROUNDS (3),
-# TOLLGATE_BENCH_IDS (10000), CARGO_TARGET_DIR (target). Needs wrk (Debian: apt-get install wrk).
+# TOLLGATE_BENCH_IDS (10000), CARGO_TARGET_DIR (target). Needs wrk (Debian: apt-get install wrk),
+# and for `redis` redis-server and redis-cli (apt-get install redis-server).
 #
 # It builds the release binary, starts `tollgate serve` on a free loopback port with a fresh
-# data directory, warms both paths up, then alternates /healthz and /v1/quota runs ROUNDS
-# times and prints every run plus the median ratio quota/healthz and the quota p99. Goal:
-# ratio >= 70% and p99 <= 2 ms.
+# data directory (for `redis` also a redis-server on a free port in a temp dir, and a second
+# `tollgate serve --store redis://…` on it), warms every path up, then runs /healthz and
+# /v1/quota on each store in turn, ROUNDS times, and prints every run and a summary:
+# - one store: median ratio quota/healthz and the quota p99. Goal: ratio >= 70%, p99 <= 2 ms.
+# - redis: per store rps, p50, p99, ratio to /healthz, and the median per-round ratio
+#   Redis/embedded. Goal: Redis >= 50% of embedded, Redis p99 <= 3 ms. Then Redis
+#   `INFO commandstats` against the decisions the Redis-backed server made during the measured
+#   runs (from its /metrics): one EVALSHA per decision, with Redis' time per call, and the CPU
+#   time each process of the run used.
+# Everything started here is stopped at the end.
 set -euo pipefail
 
-STORE="${1:-embedded}"
+MODE="${1:-embedded}"
 DURATION="${DURATION:-20s}"
 CONNECTIONS="${CONNECTIONS:-16}"
 THREADS="${THREADS:-1}"
 ROUNDS="${ROUNDS:-3}"
 export TOLLGATE_BENCH_IDS="${TOLLGATE_BENCH_IDS:-10000}"
 
+case "$MODE" in
+  memory | embedded) STORES=("$MODE") ;;
+  redis) STORES=(embedded redis) ;;
+  *) echo "usage: $0 [memory|embedded|redis]" >&2; exit 2 ;;
+esac
+
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 command -v wrk >/dev/null || { echo "wrk not found (apt-get install -y wrk)" >&2; exit 2; }
+if [ "$MODE" = redis ]; then
+  for b in redis-server redis-cli; do
+    command -v "$b" >/dev/null || { echo "$b not found (apt-get install -y redis-server)" >&2; exit 2; }
+  done
+fi
 
 cargo build --release -q -p tollgate
 BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/tollgate"
 
 WORK="$(mktemp -d)"
-SERVER_PID=""
+PIDS=()
+NAMES=()
 cleanup() {
-  if [ -n "$SERVER_PID" ]; then kill -TERM "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; fi
+  local pid
+  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
   rm -rf "$WORK"
 }
 trap cleanup EXIT
 
-RUST_LOG=warn "$BIN" serve --listen 127.0.0.1:0 --store "$STORE" --data "$WORK/data" \
-  >"$WORK/stdout" 2>"$WORK/stderr" &
-SERVER_PID=$!
-for _ in $(seq 1 200); do
-  grep -q '^listening on ' "$WORK/stdout" 2>/dev/null && break
-  sleep 0.05
-done
-URL="$(sed -n 's/^listening on //p' "$WORK/stdout" | head -n1)"
-[ -n "$URL" ] || { echo "server did not start:" >&2; cat "$WORK/stderr" >&2; exit 1; }
-
-echo "# tollgate $(git rev-parse --short HEAD 2>/dev/null || echo '?') store=$STORE url=$URL"
-echo "# wrk -t$THREADS -c$CONNECTIONS -d$DURATION, ids=$TOLLGATE_BENCH_IDS, rounds=$ROUNDS"
-echo "# $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -sr)"
-
-run() { # path-script duration
-  wrk -t"$THREADS" -c"$CONNECTIONS" -d"$2" -s "benches/$1.lua" "$URL" | grep '^RESULT'
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-run healthz 3s >/dev/null
-run quota 3s >/dev/null
+REDIS_PORT=""
+if [ "$MODE" = redis ]; then
+  REDIS_PORT="$(free_port)"
+  mkdir -p "$WORK/redis"
+  redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no \
+    --dir "$WORK/redis" >"$WORK/redis.log" 2>&1 &
+  PIDS+=($!)
+  NAMES+=(redis-server)
+  for _ in $(seq 1 200); do
+    [ "$(redis-cli -p "$REDIS_PORT" ping 2>/dev/null)" = PONG ] && break
+    sleep 0.05
+  done
+  [ "$(redis-cli -p "$REDIS_PORT" ping 2>/dev/null)" = PONG ] || { echo "redis-server did not start:" >&2; cat "$WORK/redis.log" >&2; exit 1; }
+fi
+
+declare -A URL
+start_server() { # store
+  local store="$1" arg="$1" out="$WORK/$1.stdout"
+  [ "$store" = redis ] && arg="redis://127.0.0.1:$REDIS_PORT/0"
+  RUST_LOG=warn "$BIN" serve --listen 127.0.0.1:0 --store "$arg" --data "$WORK/data-$store" \
+    >"$out" 2>"$WORK/$store.stderr" &
+  PIDS+=($!)
+  NAMES+=("tollgate --store $store")
+  for _ in $(seq 1 200); do
+    grep -q '^listening on ' "$out" 2>/dev/null && break
+    sleep 0.05
+  done
+  URL[$store]="$(sed -n 's/^listening on //p' "$out" | head -n1)"
+  [ -n "${URL[$store]}" ] || { echo "$store server did not start:" >&2; cat "$WORK/$store.stderr" >&2; exit 1; }
+}
+for s in "${STORES[@]}"; do start_server "$s"; done
+
+echo "# tollgate $(git rev-parse --short HEAD 2>/dev/null || echo '?') mode=$MODE$(for s in "${STORES[@]}"; do printf ' %s=%s' "$s" "${URL[$s]}"; done)"
+[ -n "$REDIS_PORT" ] && echo "# $(redis-server --version | cut -d' ' -f1-3) on 127.0.0.1:$REDIS_PORT"
+echo "# wrk -t$THREADS -c$CONNECTIONS -d$DURATION, ids=$TOLLGATE_BENCH_IDS, rounds=$ROUNDS"
+echo "# $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -sr), load average $(cut -d' ' -f1-3 /proc/loadavg)"
+
+run() { # store script duration
+  wrk -t"$THREADS" -c"$CONNECTIONS" -d"$3" -s "benches/$2.lua" "${URL[$1]}" | grep '^RESULT' \
+    | sed "s/^RESULT /RESULT store=$1 /"
+}
+
+# Decisions (all outcomes) the server of a store has made so far, from its /metrics.
+decisions() { # store
+  curl -fsS "${URL[$1]}/metrics" | awk '/^tollgate_decisions_total/ { n += $NF } END { printf "%d\n", n }'
+}
+
+for s in "${STORES[@]}"; do
+  run "$s" healthz 3s >/dev/null
+  run "$s" quota 3s >/dev/null
+done
+
+if [ -n "$REDIS_PORT" ]; then
+  redis-cli -p "$REDIS_PORT" config resetstat >/dev/null
+  DECISIONS_BEFORE="$(decisions redis)"
+fi
 
 : >"$WORK/results"
 for i in $(seq 1 "$ROUNDS"); do
-  run healthz "$DURATION" | tee -a "$WORK/results"
-  run quota "$DURATION" | tee -a "$WORK/results"
+  for s in "${STORES[@]}"; do
+    run "$s" healthz "$DURATION" | tee -a "$WORK/results"
+    run "$s" quota "$DURATION" | tee -a "$WORK/results"
+  done
 done
 
-awk '
+awk -v mode="$MODE" '
   function field(name,   i, kv) { for (i = 1; i <= NF; i++) { split($i, kv, "="); if (kv[1] == name) return kv[2] } }
-  /path=\/healthz/ { h[++nh] = field("rps") }
-  /path=\/v1\/quota/ { q[++nq] = field("rps"); p99[nq] = field("p99_us"); bad += field("non2xx") + field("socket_errors") }
-  function median(a, n,   i, j, t) {
-    for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
-    return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+  function median(a, n,   i, j, t, b) {
+    for (i = 1; i <= n; i++) b[i] = a[i]
+    for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (b[j] < b[i]) { t = b[i]; b[i] = b[j]; b[j] = t }
+    return (n % 2) ? b[(n + 1) / 2] : (b[n / 2] + b[n / 2 + 1]) / 2
+  }
+  /^RESULT/ {
+    s = field("store")
+    if (!(s in seen)) { seen[s] = 1; order[++ns] = s }
+    if (field("path") == "/healthz") { c = ++nh[s]; h[s, c] = field("rps") }
+    else {
+      c = ++nq[s]; k = s SUBSEP c; q[k] = field("rps"); p50[k] = field("p50_us"); p99[k] = field("p99_us")
+      bad[s] += field("non2xx") + field("socket_errors")
+    }
   }
   END {
-    for (i = 1; i <= nq; i++) r[i] = q[i] / h[i]
-    mh = median(h, nh); mq = median(q, nq); mr = median(r, nq); mp = median(p99, nq)
-    printf "SUMMARY healthz_rps=%.0f quota_rps=%.0f ratio=%.1f%% (goal >= 70%%) quota_p99=%.2fms (goal <= 2ms) quota_errors=%d\n", mh, mq, 100 * mr, mp / 1000, bad
+    for (x = 1; x <= ns; x++) {
+      s = order[x]; n = nq[s]
+      for (i = 1; i <= n; i++) { k = s SUBSEP i; a1[i] = h[k]; a2[i] = q[k]; a3[i] = p50[k]; a4[i] = p99[k]; a5[i] = q[k] / h[k] }
+      mh[s] = median(a1, n); mq[s] = median(a2, n); m50[s] = median(a3, n); m99[s] = median(a4, n); mr[s] = median(a5, n)
+    }
+    if (mode != "redis") {
+      s = order[1]
+      printf "SUMMARY healthz_rps=%.0f quota_rps=%.0f ratio=%.1f%% (goal >= 70%%) quota_p99=%.2fms (goal <= 2ms) quota_errors=%d\n", mh[s], mq[s], 100 * mr[s], m99[s] / 1000, bad[s]
+      exit
+    }
+    printf "%-9s %12s %11s %9s %9s %15s %7s\n", "store", "healthz_rps", "quota_rps", "p50_ms", "p99_ms", "quota/healthz", "errors"
+    for (x = 1; x <= ns; x++) {
+      s = order[x]
+      printf "%-9s %12.0f %11.0f %9.2f %9.2f %14.1f%% %7d\n", s, mh[s], mq[s], m50[s] / 1000, m99[s] / 1000, 100 * mr[s], bad[s]
+    }
+    for (i = 1; i <= nq["redis"]; i++) r[i] = q["redis", i] / q["embedded", i]
+    printf "SUMMARY redis_rps=%.0f embedded_rps=%.0f ratio_redis_embedded=%.1f%% (goal >= 50%%) redis_p99=%.2fms (goal <= 3ms) errors=%d\n", mq["redis"], mq["embedded"], 100 * median(r, nq["redis"]), m99["redis"] / 1000, bad["redis"] + bad["embedded"]
   }' "$WORK/results"
+
+if [ -n "$REDIS_PORT" ]; then
+  DECISIONS="$(( $(decisions redis) - DECISIONS_BEFORE ))"
+  echo "# Redis INFO commandstats over the measured runs ($DECISIONS decisions by the Redis-backed server):"
+  redis-cli -p "$REDIS_PORT" info commandstats | tr -d '\r' | grep '^cmdstat_' \
+    | sed 's/,usec=[0-9]*,/,/; s/,rejected_calls=.*$//' | sed 's/^/#   /'
+  EVALSHA="$(redis-cli -p "$REDIS_PORT" info commandstats | tr -d '\r' | sed -n 's/^cmdstat_evalsha:calls=\([0-9]*\),.*/\1/p')"
+  echo "# CPU time used by the processes of this run (where the cores went):"
+  for i in "${!PIDS[@]}"; do echo "#   ${NAMES[$i]}: $(ps -o time= -p "${PIDS[$i]}" | tr -d ' ')"; done
+  awk -v e="${EVALSHA:-0}" -v d="$DECISIONS" 'BEGIN { printf "COMMANDS evalsha=%d decisions=%d evalsha_per_decision=%.4f (goal 1)\n", e, d, (d ? e / d : 0) }'
+fi
