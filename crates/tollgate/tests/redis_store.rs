@@ -3,7 +3,8 @@
 //! 200: exactly 200 admitted, weighted too), and a Redis outage is answered per
 //! `store_unavailable` (`local`: 200 + `Tollgate-Degraded: local`; `allow`: 200 +
 //! `Tollgate-Degraded: store-unavailable`; `deny`: 503 + `Retry-After`) until Redis is back on
-//! the same port, when exact counting resumes without a restart.
+//! the same port, when exact counting resumes without a restart. A frozen (SIGSTOP) Redis is
+//! answered the same way, within the store timeout.
 
 mod common;
 
@@ -271,6 +272,45 @@ async fn three_instances_admit_exactly_the_limit_through_an_outage() {
     }
     let answers = burst(&addrs, "Exact:after-recovery", 200, 1, 600).await;
     assert_eq!(tally(&answers), (200, 400));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_redis_is_answered_per_mode_within_the_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(redis) = RedisServer::start() else { return };
+    let (_servers, addrs) = three_instances(dir.path(), &redis);
+    let client = reqwest::Client::new();
+    for (i, addr) in addrs.iter().enumerate() {
+        let a = ask(&client, i, addr, "Hung:before", 100, 1).await;
+        assert_eq!((a.status, a.degraded.as_deref()), (200, None), "{a:?}");
+    }
+
+    // A frozen Redis accepts nothing and answers nothing: only the store timeout ends the wait.
+    redis.pause();
+    for (i, addr) in addrs.iter().enumerate() {
+        for n in 0..3 {
+            let a = ask(&client, i, addr, "Hung:during", 100, 1).await;
+            assert!(a.elapsed < Duration::from_secs(1), "waited past the timeout: {a:?}");
+            assert!(
+                is_mode_answer(MODES[i], &a),
+                "request {n} to the {} instance: {a:?}",
+                MODES[i]
+            );
+        }
+    }
+
+    redis.resume();
+    for (i, addr) in addrs.iter().enumerate() {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let a = ask(&client, i, addr, "Hung:after", 100, 0).await;
+            if a.status == 200 && a.degraded.is_none() {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{} instance still degraded: {a:?}", MODES[i]);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
 }
 
 /// Whether `a` is what `mode` answers while the store is unreachable.

@@ -179,6 +179,22 @@ impl RedisServer {
         }
     }
 
+    /// Freezes the server (SIGSTOP): connections stay open but nothing is answered, the way a
+    /// hung or overloaded Redis looks to its clients.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Lets a paused server run again (SIGCONT).
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, sig: &str) {
+        let pid = self.child.as_ref().expect("redis-server is not running").id().to_string();
+        assert!(Command::new("kill").args([sig, &pid]).status().unwrap().success());
+    }
+
     /// Starts the server again on the same port (after [`RedisServer::kill`]).
     pub fn restart(&mut self) {
         self.kill();
