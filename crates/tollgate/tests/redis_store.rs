@@ -244,32 +244,12 @@ async fn three_instances_admit_exactly_the_limit_through_an_outage() {
         assert!(normal > 0, "the {mode} instance answered nothing before the kill");
     }
     // With Redis down, each instance answers per its mode, within the timeout plus a margin.
-    for (i, addr) in addrs.iter().enumerate() {
-        for n in 0..5 {
-            let a = ask(&client, i, addr, "Outage:after", 100, 1).await;
-            assert!(a.elapsed < Duration::from_secs(1), "slow answer with Redis down: {a:?}");
-            assert!(
-                is_mode_answer(MODES[i], &a),
-                "request {n} to the {} instance: {a:?}",
-                MODES[i]
-            );
-        }
-    }
+    assert_answers_per_mode(&client, &addrs, "Outage:after", 5).await;
 
     // Redis back on the same port: every instance leaves the degraded state without a restart,
     // and counting over the three is exact again.
     redis.restart();
-    for (i, addr) in addrs.iter().enumerate() {
-        let deadline = Instant::now() + Duration::from_secs(15);
-        loop {
-            let a = ask(&client, i, addr, "Recovery:probe", 100, 0).await;
-            if a.status == 200 && a.degraded.is_none() {
-                break;
-            }
-            assert!(Instant::now() < deadline, "{} instance still degraded: {a:?}", MODES[i]);
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
+    wait_until_recovered(&client, &addrs).await;
     let answers = burst(&addrs, "Exact:after-recovery", 200, 1, 600).await;
     assert_eq!(tally(&answers), (200, 400));
 }
@@ -287,23 +267,34 @@ async fn a_hung_redis_is_answered_per_mode_within_the_timeout() {
 
     // A frozen Redis accepts nothing and answers nothing: only the store timeout ends the wait.
     redis.pause();
+    assert_answers_per_mode(&client, &addrs, "Hung:during", 3).await;
+
+    redis.resume();
+    wait_until_recovered(&client, &addrs).await;
+}
+
+/// With the store unreachable, `n` requests to each instance are answered per its mode, within
+/// the timeout plus a generous margin.
+async fn assert_answers_per_mode(client: &reqwest::Client, addrs: &[String], id: &str, n: usize) {
     for (i, addr) in addrs.iter().enumerate() {
-        for n in 0..3 {
-            let a = ask(&client, i, addr, "Hung:during", 100, 1).await;
+        for k in 0..n {
+            let a = ask(client, i, addr, id, 100, 1).await;
             assert!(a.elapsed < Duration::from_secs(1), "waited past the timeout: {a:?}");
             assert!(
                 is_mode_answer(MODES[i], &a),
-                "request {n} to the {} instance: {a:?}",
+                "request {k} to the {} instance: {a:?}",
                 MODES[i]
             );
         }
     }
+}
 
-    redis.resume();
+/// Polls every instance (15 s at most) until it answers from Redis again, not degraded.
+async fn wait_until_recovered(client: &reqwest::Client, addrs: &[String]) {
     for (i, addr) in addrs.iter().enumerate() {
         let deadline = Instant::now() + Duration::from_secs(15);
         loop {
-            let a = ask(&client, i, addr, "Hung:after", 100, 0).await;
+            let a = ask(client, i, addr, "Recovery:probe", 100, 0).await;
             if a.status == 200 && a.degraded.is_none() {
                 break;
             }
