@@ -11,20 +11,21 @@
 -- Returns  {outcome (0 allowed, 1 exceeded, 2 weight over limit), used, exceed, total,
 --           window start, window end, retry at (-1: none), reset at, now}
 --
--- Keys: calendar windows use <base>:w:<window start> (hash u, x), expiring at the window end,
--- plus <base>:t (hash t = total, d = when it lapses). Flexi and rolling use <base> itself
+-- Keys: calendar windows use <base>:w:<window start> (hash u, x; z = 1 when the total was 0
+-- as the key was made), expiring at the window end, plus <base>:t (hash t = total, d = when it
+-- lapses). Flexi and rolling use <base> itself
 -- (hash m, u, x, t; rolling sub-buckets as fields u<index> and x<index>).
 -- Every key of one id carries the hash tag {<id>}.
 
 local base = KEYS[1]
 local kind = tonumber(ARGV[1])
-local limit = tonumber(ARGV[2])
-local weight = tonumber(ARGV[3])
-local interval = tonumber(ARGV[4])
 local unit_us = tonumber(ARGV[5])
-local anchor = tonumber(ARGV[6])
 local now = tonumber(ARGV[7])
-if now < 0 then
+-- With Redis' own TIME every expiry below lands at the same absolute instant whenever it is set,
+-- so a key that already exists (and so already got its expiry in the script that created it)
+-- needs no second PEXPIRE. With a caller-supplied time the expiry is re-set on every write.
+local redis_time = now < 0
+if redis_time then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
@@ -38,6 +39,79 @@ local function fdiv(a, b)
   if r < 0 then q = q - 1 elseif r >= b then q = q + 1 end
   return q
 end
+
+-- Calendar windows of a fixed length (every unit but months): the common case, decided before
+-- any of the helpers below are created, with the same rules as the general calendar branch.
+if kind == 0 and unit_us > 0 then
+  local limit = tonumber(ARGV[2])
+  local weight = tonumber(ARGV[3])
+  local len = tonumber(ARGV[4]) * unit_us
+  local anchor = tonumber(ARGV[6])
+  local s = anchor + fdiv(now - anchor, len) * len
+  local e = s + len
+  local wkey = base .. ':w:' .. string.format('%.0f', s)
+  local w = redis.call('HMGET', wkey, 'u', 'x', 'z')
+  local fresh = not (w[1] or w[2])
+  local used, exceed = tonumber(w[1]) or 0, tonumber(w[2]) or 0
+  -- z = 1: the total was 0 when this window's key was made. Only a rejection makes a total, and
+  -- a rejection in this window adds x here, so while x is absent the total is still 0 and the
+  -- total key need not be read (times of one counter only move forward, so no later window
+  -- has written it either).
+  local tt
+  local total = 0
+  if not (w[3] and not w[2]) then
+    tt = redis.call('HMGET', base .. ':t', 't', 'd')
+    total = tonumber(tt[1]) or 0
+    if tt[2] and now >= tonumber(tt[2]) then total = 0 end
+  end
+  local outcome
+  if weight > limit then
+    outcome = 2
+  elseif weight == 0 then
+    if used < limit then outcome = 0 else outcome = 1 end
+  elseif used + weight <= limit then
+    outcome = 0
+  else
+    outcome = 1
+  end
+  if outcome == 0 then
+    if weight > 0 then
+      if fresh and total == 0 then
+        redis.call('HSET', wkey, 'u', weight, 'z', 1)
+        used = weight
+      else
+        used = redis.call('HINCRBY', wkey, 'u', weight)
+      end
+      if fresh or not redis_time then
+        redis.call('PEXPIRE', wkey, math.max(fdiv(e - now, 1000) + 1, 1))
+      end
+    end
+  else
+    exceed = redis.call('HINCRBY', wkey, 'x', 1)
+    if fresh or not redis_time then
+      redis.call('PEXPIRE', wkey, math.max(fdiv(e - now, 1000) + 1, 1))
+    end
+    total = total + 1
+  end
+  if total > 0 then
+    local lapse = string.format('%.0f', e + len)
+    -- An admission leaves t as it is; only a moved lapse time needs writing (and, with Redis'
+    -- TIME, its expiry is then already the one this would set).
+    if not (redis_time and outcome == 0 and tt and tt[2] == lapse) then
+      local tkey = base .. ':t'
+      redis.call('HSET', tkey, 't', total, 'd', lapse)
+      redis.call('PEXPIRE', tkey, math.max(fdiv(e + len - now, 1000) + 1, 1))
+    end
+  end
+  local retry = -1
+  if outcome == 1 then retry = e end
+  return {outcome, used, exceed, total, s, e, retry, e, now}
+end
+
+local limit = tonumber(ARGV[2])
+local weight = tonumber(ARGV[3])
+local interval = tonumber(ARGV[4])
+local anchor = tonumber(ARGV[6])
 
 local function civil(z)
   z = z + 719468
