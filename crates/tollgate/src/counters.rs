@@ -5,20 +5,17 @@
 //! 5xx), 2 usage.
 
 use std::process::ExitCode;
-use std::time::Duration;
 
-use anyhow::{Context, bail};
+use reqwest::Method;
 use serde_json::Value;
+
+use crate::admin::{self, AdminTarget, encode_segment};
 
 /// Arguments of `tollgate counters`.
 #[derive(Debug, clap::Args)]
 pub struct CountersArgs {
-    /// The service.
-    #[arg(long, global = true, default_value = "http://127.0.0.1:8080")]
-    url: String,
-    /// Admin bearer token.
-    #[arg(long, global = true, env = "TOLLGATE_ADMIN_TOKEN", hide_env_values = true)]
-    token: Option<String>,
+    #[command(flatten)]
+    target: AdminTarget,
     #[command(subcommand)]
     action: Action,
 }
@@ -43,60 +40,19 @@ enum Action {
 
 /// Runs `tollgate counters`.
 pub fn run(args: CountersArgs) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: cannot start the runtime: {e}");
-            return ExitCode::from(1);
-        }
-    };
-    match runtime.block_on(counters(&args)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::from(1)
-        }
-    }
+    admin::run("counters", counters(args))
 }
 
-/// Percent-encodes a metering id for a path segment or query value (keeps unreserved
-/// characters and `:`).
-pub fn encode_segment(id: &str) -> String {
-    let mut out = String::with_capacity(id.len());
-    for b in id.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~:".contains(&b) {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
-async fn counters(args: &CountersArgs) -> anyhow::Result<()> {
-    let client = reqwest::Client::builder()
-        .no_proxy()
-        .timeout(Duration::from_secs(30))
-        .build()
-        .context("building the HTTP client")?;
-    let base = args.url.trim_end_matches('/');
-    let req = match &args.action {
+async fn counters(args: CountersArgs) -> anyhow::Result<()> {
+    let (method, path) = match &args.action {
         Action::List { prefix, .. } => {
-            client.get(format!("{base}/v1/counters?prefix={}", encode_segment(prefix)))
+            (Method::GET, format!("/v1/counters?prefix={}", encode_segment(prefix)))
         }
-        Action::Reset { id } => client.delete(format!("{base}/v1/counters/{}", encode_segment(id))),
+        Action::Reset { id } => (Method::DELETE, format!("/v1/counters/{}", encode_segment(id))),
     };
-    let req = match &args.token {
-        Some(t) => req.bearer_auth(t),
-        None => req,
-    };
-    let resp = req.send().await.with_context(|| format!("cannot reach {base}"))?;
-    let status = resp.status();
-    let body: Value = resp.json().await.context("reading the answer")?;
-    if !status.is_success() {
-        let detail = body["detail"].as_str().unwrap_or("");
-        bail!("{status}: {detail}");
-    }
+    let text = args.target.send(method, &path).await?;
+    let body: Value = serde_json::from_str(&text)
+        .map_err(|e| anyhow::anyhow!("unexpected answer ({e}): {text}"))?;
     match &args.action {
         Action::List { json: true, .. } => {
             println!("{}", serde_json::to_string_pretty(&body).unwrap_or_default());
@@ -130,15 +86,4 @@ fn print_table(body: &Value) {
         );
     }
     println!("{} counter(s)", rows.len());
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ids_are_encoded_for_a_path_segment() {
-        assert_eq!(encode_segment("ShipmentStatus:Carrier-1"), "ShipmentStatus:Carrier-1");
-        assert_eq!(encode_segment("a/b?c#d%"), "a%2Fb%3Fc%23d%25");
-    }
 }

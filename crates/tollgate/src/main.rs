@@ -5,6 +5,7 @@
 //! gateway's hold queue. Usage errors exit with code 2 (clap's convention).
 #![forbid(unsafe_code)]
 
+mod admin;
 mod check;
 mod config;
 mod counters;

@@ -7,17 +7,16 @@
 use std::process::ExitCode;
 
 use clap::Subcommand;
+use reqwest::Method;
 use serde_json::Value;
+
+use crate::admin::{self, AdminTarget, encode_segment};
 
 /// Arguments of `tollgate queue`.
 #[derive(Debug, clap::Args)]
 pub struct QueueArgs {
-    /// Base URL of the running `tollgate serve`.
-    #[arg(long, global = true, default_value = "http://127.0.0.1:8080")]
-    url: String,
-    /// Admin bearer token.
-    #[arg(long, global = true, env = "TOLLGATE_ADMIN_TOKEN", hide_env_values = true)]
-    token: Option<String>,
+    #[command(flatten)]
+    target: AdminTarget,
     #[command(subcommand)]
     action: Action,
 }
@@ -52,83 +51,42 @@ enum Action {
 
 /// Runs `tollgate queue`.
 pub fn run(args: QueueArgs) -> ExitCode {
-    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("tollgate queue: cannot start the runtime: {e}");
-            return ExitCode::from(1);
+    admin::run("queue", async move {
+        let out = call(&args).await?;
+        if !out.is_empty() {
+            println!("{out}");
         }
-    };
-    match rt.block_on(call(&args)) {
-        Ok(out) => {
-            if !out.is_empty() {
-                println!("{out}");
-            }
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("tollgate queue: {e}");
-            ExitCode::from(1)
-        }
-    }
+        Ok(())
+    })
 }
 
-async fn call(args: &QueueArgs) -> Result<String, String> {
-    let base = args.url.trim_end_matches('/');
-    let client = reqwest::Client::new();
-    let seg = |id: &str| -> String {
-        id.bytes()
-            .map(|b| {
-                if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-                    (b as char).to_string()
-                } else {
-                    format!("%{b:02X}")
-                }
-            })
-            .collect()
-    };
-    let req = match &args.action {
+async fn call(args: &QueueArgs) -> anyhow::Result<String> {
+    let (method, path) = match &args.action {
         Action::List { state, .. } => {
-            let query = state.as_deref().map(|s| format!("?state={}", seg(s))).unwrap_or_default();
-            client.get(format!("{base}/v1/queue{query}"))
+            let query = state
+                .as_deref()
+                .map(|s| format!("?state={}", encode_segment(s)))
+                .unwrap_or_default();
+            (Method::GET, format!("/v1/queue{query}"))
         }
-        Action::Retry { id } => client.post(format!("{base}/v1/queue/{}/retry", seg(id))),
-        Action::Release { id } => client.post(format!("{base}/v1/queue/{}/release", seg(id))),
-        Action::Purge { id } => client.delete(format!("{base}/v1/queue/{}", seg(id))),
+        Action::Retry { id } => (Method::POST, format!("/v1/queue/{}/retry", encode_segment(id))),
+        Action::Release { id } => {
+            (Method::POST, format!("/v1/queue/{}/release", encode_segment(id)))
+        }
+        Action::Purge { id } => (Method::DELETE, format!("/v1/queue/{}", encode_segment(id))),
     };
-    let req = match &args.token {
-        Some(t) => req.bearer_auth(t),
-        None => req,
+    let text = args.target.send(method, &path).await?;
+    let parse = |text: &str| -> anyhow::Result<Value> {
+        serde_json::from_str(text).map_err(|e| anyhow::anyhow!("unexpected answer ({e}): {text}"))
     };
-    let resp = req.send().await.map_err(|e| format!("{base}: {e}"))?;
-    let status = resp.status();
-    let text = resp.text().await.map_err(|e| format!("{base}: {e}"))?;
-    if !status.is_success() {
-        let detail = serde_json::from_str::<Value>(&text)
-            .ok()
-            .and_then(|p| {
-                let title = p["title"].as_str()?.to_owned();
-                Some(match p["detail"].as_str() {
-                    Some(d) => format!("{title}: {d}"),
-                    None => title,
-                })
-            })
-            .unwrap_or(text);
-        return Err(format!("{status}: {detail}"));
-    }
     match &args.action {
         Action::List { json: true, .. } => Ok(text),
-        Action::List { .. } => {
-            let rows: Vec<Value> =
-                serde_json::from_str(&text).map_err(|e| format!("unexpected answer: {e}"))?;
-            Ok(table(&rows))
-        }
+        Action::List { .. } => match parse(&text)? {
+            Value::Array(rows) => Ok(table(&rows)),
+            other => anyhow::bail!("unexpected answer: {other}"),
+        },
         Action::Purge { id } => Ok(format!("purged {id}")),
-        Action::Retry { .. } | Action::Release { .. } => {
-            let row: Value =
-                serde_json::from_str(&text).map_err(|e| format!("unexpected answer: {e}"))?;
-            Ok(table(&[row]))
-        }
+        Action::Retry { .. } | Action::Release { .. } => Ok(table(&[parse(&text)?])),
     }
 }
 
