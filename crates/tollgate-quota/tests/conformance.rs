@@ -2,7 +2,7 @@
 //! Redis (whose Lua script re-implements the windows) must give identical decisions, calendar
 //! boundaries included.
 
-mod support;
+use tollgate_testkit as support;
 
 use std::sync::Arc;
 use std::time::Duration;

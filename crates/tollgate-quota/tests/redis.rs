@@ -1,7 +1,7 @@
 //! The Redis store against a real `redis-server`: exactness across instances, time from Redis,
 //! one command per decision, outages in each mode, and the admin operations.
 
-mod support;
+use tollgate_testkit as support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -1,8 +1,13 @@
-//! A real `redis-server` for tests: started on a free loopback port in a temp dir, killed at the
-//! end. Without the binary the Redis tests say so loudly and return, unless
-//! `TOLLGATE_REQUIRE_REDIS=1`, in which case they fail.
-
-#![allow(dead_code)]
+//! Real processes for Tollgate's tests, shared by every crate's test suite (a dev-dependency
+//! only: no crate depends on it at run time).
+//!
+//! [`RedisServer`] starts a real `redis-server` on a free loopback port with its files in a
+//! temp dir and kills it when dropped, so a failing test leaves nothing running. Without the
+//! binary the Redis tests say so loudly and return, unless `TOLLGATE_REQUIRE_REDIS=1` (as in
+//! CI), in which case they fail.
+#![forbid(unsafe_code)]
+// Test support: a broken environment should stop the test at once, with the reason.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -10,33 +15,41 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// A free loopback port (free when asked; the caller binds it soon after).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A real `redis-server` on a free loopback port, its files in a temp dir; killed when dropped.
 pub struct RedisServer {
+    /// The port it listens on (kept across [`RedisServer::restart`]).
     pub port: u16,
     dir: tempfile::TempDir,
     child: Option<Child>,
 }
 
-fn binary() -> Option<PathBuf> {
+fn redis_binary() -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path).map(|d| d.join("redis-server")).find(|p| p.is_file())
 }
 
 impl RedisServer {
-    /// Starts a server, or returns `None` (after a loud message) when none is installed.
+    /// Starts a server, or returns `None` after a loud skip message when none is installed.
+    /// With `TOLLGATE_REQUIRE_REDIS=1` a missing binary fails the test instead.
     pub fn start() -> Option<RedisServer> {
-        let Some(bin) = binary() else {
+        let Some(bin) = redis_binary() else {
             if std::env::var("TOLLGATE_REQUIRE_REDIS").as_deref() == Ok("1") {
                 panic!("redis-server is not installed but TOLLGATE_REQUIRE_REDIS=1");
             }
             eprintln!(
-                "\n*** SKIPPED: redis-server not found on PATH; Redis store tests did not run. \
+                "\n*** SKIPPED: redis-server not found on PATH; the Redis tests did not run. \
                  Install it (apt-get install -y redis-server) or set TOLLGATE_REQUIRE_REDIS=1 \
                  to make this a failure. ***\n"
             );
             return None;
         };
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let mut server = RedisServer { port, dir: tempfile::tempdir().unwrap(), child: None };
+        let mut server =
+            RedisServer { port: free_port(), dir: tempfile::tempdir().unwrap(), child: None };
         server.spawn(&bin);
         Some(server)
     }
@@ -59,6 +72,7 @@ impl RedisServer {
         }
     }
 
+    /// `redis://127.0.0.1:PORT/0`.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/0", self.port)
     }
@@ -105,10 +119,26 @@ impl RedisServer {
         }
     }
 
+    /// Freezes the server (SIGSTOP): connections stay open but nothing is answered, the way a
+    /// hung or overloaded Redis looks to its clients.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Lets a paused server run again (SIGCONT).
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, sig: &str) {
+        let pid = self.child.as_ref().expect("redis-server is not running").id().to_string();
+        assert!(Command::new("kill").args([sig, &pid]).status().unwrap().success());
+    }
+
     /// Starts the server again on the same port (after [`RedisServer::kill`]).
     pub fn restart(&mut self) {
         self.kill();
-        let bin = binary().unwrap();
+        let bin = redis_binary().unwrap();
         self.spawn(&bin);
     }
 }
