@@ -98,8 +98,10 @@ echo "# tollgate $(git rev-parse --short HEAD 2>/dev/null || echo '?') mode=$MOD
 echo "# wrk -t$THREADS -c$CONNECTIONS -d$DURATION, ids=$TOLLGATE_BENCH_IDS, rounds=$ROUNDS"
 echo "# $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -sr), load average $(cut -d' ' -f1-3 /proc/loadavg)"
 
-run() { # store script duration
-  wrk -t"$THREADS" -c"$CONNECTIONS" -d"$3" -s "benches/$2.lua" "${URL[$1]}" | grep '^RESULT' \
+run() { # store healthz|quota duration
+  local path=/v1/quota
+  [ "$2" = healthz ] && path=/healthz
+  TOLLGATE_BENCH_PATH="$path" wrk -t"$THREADS" -c"$CONNECTIONS" -d"$3" -s benches/load.lua "${URL[$1]}" | grep '^RESULT' \
     | sed "s/^RESULT /RESULT store=$1 /"
 }
 
