@@ -40,30 +40,13 @@ pub enum StoreKind {
     Redis,
 }
 
-/// What `/v1/quota` answers when the store cannot decide.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum StoreUnavailable {
-    /// Count in this instance's memory until the shared store is back (done by the store);
-    /// if the store still fails, answer 503.
-    #[default]
-    Local,
-    /// Answer 200 with `Tollgate-Degraded: store-unavailable` (fail open).
-    Allow,
-    /// Answer 503 with `Retry-After` (fail closed).
-    Deny,
-}
+/// What `/v1/quota` answers when the store cannot decide: `local` (count in this instance's
+/// memory, done by the store; 503 if even that fails), `allow` (200 with
+/// `Tollgate-Degraded: store-unavailable`) or `deny` (503 with `Retry-After`).
+pub use tollgate_quota::store::OnUnavailable as StoreUnavailable;
 
-/// When an embedded-store increment is on disk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DurabilityMode {
-    /// Answer at once; on disk within one flush interval.
-    #[default]
-    Buffered,
-    /// Answer after the batch holding the increment is committed.
-    Strict,
-}
+/// When an embedded-store increment is on disk: `buffered` or `strict`.
+pub use tollgate_quota::store::Durability;
 
 /// `[store]`: the counter store and how it behaves when it fails.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
@@ -82,7 +65,7 @@ pub struct StoreSection {
     /// Group-commit period of the embedded store (default 100 ms).
     pub flush_interval_ms: u64,
     /// Buffered (default) or strict.
-    pub durability: DurabilityMode,
+    pub durability: Durability,
 }
 
 impl Default for StoreSection {
@@ -94,7 +77,7 @@ impl Default for StoreSection {
             timeout_ms: None,
             store_unavailable: StoreUnavailable::default(),
             flush_interval_ms: 100,
-            durability: DurabilityMode::default(),
+            durability: Durability::default(),
         }
     }
 }

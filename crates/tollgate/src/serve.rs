@@ -13,13 +13,12 @@ use std::time::Duration;
 
 use anyhow::Context;
 use tollgate_quota::store::{
-    Durability, EmbeddedOptions, EmbeddedStore, MemoryStore, OnUnavailable, RedisOptions,
-    RedisStore,
+    EmbeddedOptions, EmbeddedStore, MemoryStore, RedisOptions, RedisStore,
 };
 use tollgate_quota::{AnyStore, Store};
 use tollgate_server::admin::AdminGuard;
 use tollgate_server::client::ClientKeys;
-use tollgate_server::config::{DurabilityMode, StoreKind, StoreSection, StoreUnavailable};
+use tollgate_server::config::{StoreKind, StoreSection};
 use tollgate_server::policy::{Policies, PolicySet};
 use tollgate_server::{AppState, router};
 
@@ -199,10 +198,7 @@ async fn open_store(s: &Settings) -> anyhow::Result<AnyStore> {
             let opts = EmbeddedOptions {
                 path: path.clone(),
                 flush_interval: Duration::from_millis(s.store_section.flush_interval_ms.max(1)),
-                durability: match s.store_section.durability {
-                    DurabilityMode::Buffered => Durability::Buffered,
-                    DurabilityMode::Strict => Durability::Strict,
-                },
+                durability: s.store_section.durability,
             };
             let store = EmbeddedStore::open(opts)
                 .with_context(|| format!("cannot open the embedded store {}", path.display()))?;
@@ -216,11 +212,7 @@ async fn open_store(s: &Settings) -> anyhow::Result<AnyStore> {
             if let Some(ms) = s.store_section.timeout_ms {
                 opts.timeout = Duration::from_millis(ms.max(1));
             }
-            opts.on_unavailable = match s.store_section.store_unavailable {
-                StoreUnavailable::Local => OnUnavailable::Local,
-                StoreUnavailable::Allow => OnUnavailable::Allow,
-                StoreUnavailable::Deny => OnUnavailable::Deny,
-            };
+            opts.on_unavailable = s.store_section.store_unavailable;
             // Fails only for a malformed URL; an unreachable Redis is handled per request.
             let store = RedisStore::connect(opts)
                 .await

@@ -45,8 +45,9 @@ const COUNTERS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("counters")
 /// How often the flusher sweeps expired counters out of memory (and so out of the file).
 const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
-/// When a check's increment is on disk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// When a check's increment is on disk (`[store] durability` in the config).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Durability {
     /// Answer at once; the increment is on disk within one flush interval.
     #[default]

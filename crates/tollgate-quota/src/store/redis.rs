@@ -44,8 +44,9 @@ const DECIDE_LUA: &str = include_str!("decide.lua");
 /// How often the background probe pings Redis (and so reconnects while idle).
 const PROBE_EVERY: Duration = Duration::from_millis(500);
 
-/// What to do when Redis does not answer in time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// What to do when Redis does not answer in time (`[store] store_unavailable` in the config).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum OnUnavailable {
     /// Count in this instance's memory and mark the answer degraded.
     #[default]
