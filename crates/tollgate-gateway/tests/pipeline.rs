@@ -432,9 +432,9 @@ async fn the_queue_api_is_behind_the_admin_guard() {
 }
 
 #[tokio::test]
-async fn edifact_iftsta_from_the_corpus_is_routed_weighed_and_its_error_kept() {
-    let corpus = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/corpus");
-    let raw = std::fs::read(format!("{corpus}/edifact/edifacttypes-d00b_iftsta.edi")).unwrap();
+async fn edifact_iftsta_is_routed_weighed_and_its_error_kept() {
+    let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/edi");
+    let raw = std::fs::read(format!("{fixtures}/edifact/iftsta-unz-mismatch.edi")).unwrap();
     let sts = String::from_utf8_lossy(&raw).matches("\nSTS+").count() as u64;
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
@@ -444,7 +444,7 @@ async fn edifact_iftsta_from_the_corpus_is_routed_weighed_and_its_error_kept() {
 acks = "{acks}"
 [[partner]]
 name = "RailCo"
-ids = ["ZZZ:SENDER"]
+ids = ["ZZZ:RAILCO"]
 [[route]]
 name = "ShipmentStatus"
 documents = ["214", "IFTSTA"]
@@ -458,22 +458,22 @@ deliver = "dir:{out}"
     );
     let gw = Running::start(&cfg, &dir.path().join("data"), memory_store()).await;
 
-    // As found in the corpus, UNZ 0020 does not match UNB 0020: rejected with the parser's code.
+    // UNZ 0020 does not match UNB 0020: rejected with the parser's code.
     let (status, _) = gw.upload(raw.clone()).await;
     assert_eq!(status, 202);
     let rejected = gw.wait_for("rejected", 1).await;
     let reason = rejected[0]["reason"].as_str().unwrap();
-    assert!(reason.contains("UCI-28") && reason.contains("2805570"), "{reason}");
+    assert!(reason.contains("UCI-28") && reason.contains("4410027"), "{reason}");
     let acks_written: Vec<_> = std::fs::read_dir(&acks).unwrap().collect();
     assert_eq!(acks_written.len(), 1, "a CONTRL for the rejected interchange");
 
     // Repaired, it is delivered, metered for RailCo by its STS status events.
-    let fixed = String::from_utf8(raw).unwrap().replace("UNZ+1+2805570", "UNZ+1+2803570");
+    let fixed = String::from_utf8(raw).unwrap().replace("UNZ+1+4410027", "UNZ+1+4410021");
     gw.upload(fixed.clone().into_bytes()).await;
     let delivered = gw.wait_for("delivered", 1).await;
     assert_eq!(delivered[0]["partner"], "RailCo");
     assert_eq!(delivered[0]["document"], "IFTSTA");
-    assert!(sts > 0);
+    assert_eq!(sts, 3);
     assert_eq!(delivered[0]["weight"], sts);
     gw.gateway.shutdown().await;
 }

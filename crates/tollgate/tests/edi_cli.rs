@@ -5,8 +5,9 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-fn corpus(rel: &str) -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/corpus")).join(rel)
+/// One of the project's own EDI fixtures (`testdata/edi`).
+fn fixture(rel: &str) -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/edi")).join(rel)
 }
 
 fn tollgate(args: &[&str]) -> Output {
@@ -32,7 +33,7 @@ fn keys(v: &Value) -> Vec<&str> {
 
 #[test]
 fn inspect_json_has_the_documented_shape_and_exit_1_on_envelope_errors() {
-    let f = corpus("x12/x12types-004010_310.edi");
+    let f = fixture("x12/310-wrong-trailers.edi");
     let out = tollgate(&["edi", "inspect", "--json", path(&f)]);
     assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
     let docs = json_lines(&out);
@@ -46,8 +47,8 @@ fn inspect_json_has_the_documented_shape_and_exit_1_on_envelope_errors() {
         ["control_number", "errors", "groups", "receiver", "sender", "standard", "test", "version"]
     );
     assert_eq!(ic["standard"], "x12");
-    assert_eq!(ic["sender"], serde_json::json!({"qualifier": "ZZ", "id": "SOURCE"}));
-    assert_eq!(ic["receiver"], serde_json::json!({"qualifier": "02", "id": "TARGET"}));
+    assert_eq!(ic["sender"], serde_json::json!({"qualifier": "ZZ", "id": "OCEANCO"}));
+    assert_eq!(ic["receiver"], serde_json::json!({"qualifier": "02", "id": "ACMECORP"}));
     assert_eq!(ic["control_number"], "000011566");
     assert_eq!(ic["version"], "00401");
     assert_eq!(ic["test"], false);
@@ -57,19 +58,19 @@ fn inspect_json_has_the_documented_shape_and_exit_1_on_envelope_errors() {
     let tx = &g["transactions"][0];
     assert_eq!(keys(tx), ["control_number", "message_version", "segments", "type"]);
     assert_eq!(tx["type"], "310");
-    assert_eq!(tx["segments"], 46);
+    assert_eq!(tx["segments"], 14);
     assert_eq!(tx["message_version"], Value::Null);
     let codes: Vec<&str> =
         ic["errors"].as_array().unwrap().iter().map(|e| e["code"].as_str().unwrap()).collect();
-    assert_eq!(codes, ["AK5-4", "AK5-3", "AK9-4", "TA1-001"]);
+    assert_eq!(codes, ["AK5-4", "AK5-3", "AK9-5", "TA1-001"]);
     assert_eq!(keys(&ic["errors"][0]), ["code", "message", "offset", "segment"]);
-    assert_eq!(ic["errors"][0]["segment"], 48);
+    assert_eq!(ic["errors"][0]["segment"], 16);
 }
 
 #[test]
 fn inspect_several_files_clean_and_edifact() {
-    let a = corpus("x12/staedi-simple810.edi");
-    let b = corpus("edifact/staedi-invoic_d97b_una.edi");
+    let a = fixture("x12/810-850-two-groups.edi");
+    let b = fixture("edifact/invoic-una-release.edi");
     let out = tollgate(&["edi", "inspect", "--json", path(&a), path(&b)]);
     assert_eq!(out.status.code(), Some(0));
     let docs = json_lines(&out);
@@ -87,7 +88,7 @@ fn inspect_several_files_clean_and_edifact() {
     let out = tollgate(&["edi", "inspect", path(&a)]);
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("ZZ:SENDERISA -> ZZ:RECEIVERISA"), "{text}");
+    assert!(text.contains("ZZ:NORTHWIND -> ZZ:ACMECORP"), "{text}");
     assert!(text.contains("810"));
 }
 
@@ -115,14 +116,14 @@ fn inspect_exit_2_for_unreadable_files_and_files_without_interchange() {
 
 #[test]
 fn ack_writes_a_997_with_swapped_parties() {
-    let f = corpus("x12/nodex12-855.edi");
+    let f = fixture("x12/855-po-ack.edi");
     let out = tollgate(&["edi", "ack", "--control-number", "4711", path(&f)]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let parsed = tollgate_edi::parse(&out.stdout);
     assert!(!parsed.has_errors(), "{parsed:?}");
     let ic = &parsed.interchanges[0];
-    assert_eq!(ic.sender.to_string(), "ZZ:123MILL");
-    assert_eq!(ic.receiver.to_string(), "ZZ:1556150");
+    assert_eq!(ic.sender.to_string(), "ZZ:ACMECORP");
+    assert_eq!(ic.receiver.to_string(), "ZZ:NORTHWIND");
     assert_eq!(ic.control_number.as_str(), "000004711");
     let tx = ic.transactions().next().unwrap();
     assert_eq!(tx.kind, "997");
@@ -134,7 +135,7 @@ fn ack_writes_a_997_with_swapped_parties() {
 
 #[test]
 fn ack_formats_and_acknowledgements() {
-    let edifact = corpus("edifact/staedi-orders-with-group.edi");
+    let edifact = fixture("edifact/orders-group-wrong-unt.edi");
     let out = tollgate(&["edi", "ack", "--format", "contrl", path(&edifact)]);
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8_lossy(&out.stdout);
@@ -143,7 +144,7 @@ fn ack_formats_and_acknowledgements() {
     let out = tollgate(&["edi", "ack", "--format", "997", path(&edifact)]);
     assert_eq!(out.status.code(), Some(2));
     // An acknowledgement is never acknowledged.
-    let ack = corpus("x12/staedi-simple997.edi");
+    let ack = fixture("x12/997-three-interchanges.edi");
     let out = tollgate(&["edi", "ack", path(&ack)]);
     assert_eq!(out.status.code(), Some(0));
     assert!(out.stdout.is_empty());
@@ -155,7 +156,7 @@ fn ack_formats_and_acknowledgements() {
 
 #[test]
 fn split_per_transaction_writes_valid_interchanges() {
-    let f = corpus("x12/staedi-invoice810_po850_dual.edi");
+    let f = fixture("x12/810-850-two-groups.edi");
     let dir = tempfile::tempdir().unwrap();
     let out = tollgate(&[
         "edi",
