@@ -2,7 +2,9 @@
 //! delimiters. Finding a segment is a `memchr` for the terminator's first byte; a multi-byte
 //! terminator is confirmed byte by byte and a released (escaped) terminator is skipped by
 //! counting the release characters in front of it (odd count = escaped, so `??'` ends a
-//! segment and `???'` does not).
+//! segment and `???'` does not). Line breaks, spaces and tabs between a terminator and the
+//! next tag are layout, not data (pyx12 reads them the same way), unless one of them is itself
+//! a delimiter.
 
 use memchr::memchr;
 
@@ -249,7 +251,12 @@ pub struct SegmentScanner<'a> {
     pos: usize,
     base: usize,
     delimiters: Delimiters,
+    /// Bytes skipped before a segment: CR, LF, and space and tab unless they are delimiters.
+    layout: [bool; 4],
 }
+
+/// The layout bytes a scanner may skip before a segment, in the order of `layout`.
+const LAYOUT: [u8; 4] = [b'\n', b'\r', b' ', b'\t'];
 
 impl<'a> SegmentScanner<'a> {
     /// A scanner over `input` whose offsets start at 0.
@@ -259,7 +266,19 @@ impl<'a> SegmentScanner<'a> {
 
     /// A scanner over `input`, which starts at absolute offset `base` of a larger stream.
     pub fn with_base(input: &'a [u8], base: usize, delimiters: Delimiters) -> Self {
-        SegmentScanner { input, pos: 0, base, delimiters }
+        let layout = LAYOUT.map(|b| b == b'\n' || b == b'\r' || !delimiters.is_service(b));
+        SegmentScanner { input, pos: 0, base, delimiters, layout }
+    }
+
+    /// Whether `b` is layout before a segment (never part of a tag).
+    #[inline(always)]
+    fn is_layout(&self, b: u8) -> bool {
+        match b {
+            b'\n' | b'\r' => true,
+            b' ' => self.layout[2],
+            b'\t' => self.layout[3],
+            _ => false,
+        }
     }
 
     /// Position (relative to `input`) where the next segment search starts.
@@ -306,13 +325,14 @@ impl<'a> SegmentScanner<'a> {
         }
     }
 
-    /// The next terminated segment, skipping empty ones and CR/LF between segments.
+    /// The next terminated segment, skipping empty ones and the layout (CR, LF, spaces, tabs)
+    /// between segments.
     #[inline]
     pub fn next_segment(&mut self) -> Option<Segment<'a>> {
         let input = self.input;
         loop {
             let mut start = self.pos;
-            while start < input.len() && (input[start] == b'\n' || input[start] == b'\r') {
+            while start < input.len() && self.is_layout(input[start]) {
                 start += 1;
             }
             self.pos = start;
@@ -426,6 +446,25 @@ mod tests {
             }
             assert_eq!(ends, expected, "step {step}");
         }
+    }
+
+    #[test]
+    fn spaces_and_tabs_after_a_terminator_are_layout() {
+        let d = Delimiters::x12(b'*', b'>', None, b"~").unwrap();
+        assert_eq!(tags(b"ST*1~ \nGS*2~ GE*1~\t\r\nIEA*1~", d), ["ST", "GS", "GE", "IEA"]);
+        let seg = SegmentScanner::new(b"~  N1*SH*A B ~", d).next().unwrap();
+        assert_eq!(seg.tag.as_str(), "N1");
+        // Data keeps its spaces.
+        assert_eq!(seg.text(&d, 2), "A B ");
+    }
+
+    #[test]
+    fn a_space_that_is_a_delimiter_is_not_layout() {
+        // A space as the element separator (legal if unusual) must still split elements.
+        let d = Delimiters::x12(b' ', b'>', None, b"~").unwrap();
+        let segs: Vec<_> = SegmentScanner::new(b"ST 214 1~ SE 2 1~", d).collect();
+        assert_eq!(segs[0].tag.as_str(), "ST");
+        assert_eq!(segs[1].bytes, b" SE 2 1");
     }
 
     #[test]
