@@ -13,18 +13,43 @@ pub(crate) struct Names {
     pub header_ref: &'static str,
     pub header: &'static str,
     pub trailer: &'static str,
+    /// How the trailer's reference is compared with the header's.
+    pub reference: Reference,
 }
 
-pub(crate) const X12_TX: Names =
-    Names { count: "SE01", trailer_ref: "SE02", header_ref: "ST02", header: "ST", trailer: "SE" };
-pub(crate) const X12_GROUP: Names =
-    Names { count: "GE01", trailer_ref: "GE02", header_ref: "GS06", header: "GS", trailer: "GE" };
+/// How a trailer's control reference is compared with its header's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reference {
+    /// A numeric data element (ISA13/IEA02, GS06/GE02): `1` and `000000001` are equal.
+    Numeric,
+    /// An identifier (ST02/SE02, UNH/UNT 0062, UNG/UNE 0048, UNB/UNZ 0020): equal strings only,
+    /// so `000121` and `0000121` differ.
+    Text,
+}
+
+pub(crate) const X12_TX: Names = Names {
+    count: "SE01",
+    trailer_ref: "SE02",
+    header_ref: "ST02",
+    header: "ST",
+    trailer: "SE",
+    reference: Reference::Text,
+};
+pub(crate) const X12_GROUP: Names = Names {
+    count: "GE01",
+    trailer_ref: "GE02",
+    header_ref: "GS06",
+    header: "GS",
+    trailer: "GE",
+    reference: Reference::Numeric,
+};
 pub(crate) const X12_IC: Names = Names {
     count: "IEA01",
     trailer_ref: "IEA02",
     header_ref: "ISA13",
     header: "ISA",
     trailer: "IEA",
+    reference: Reference::Numeric,
 };
 pub(crate) const EDI_TX: Names = Names {
     count: "UNT 0074",
@@ -32,6 +57,7 @@ pub(crate) const EDI_TX: Names = Names {
     header_ref: "UNH 0062",
     header: "UNH",
     trailer: "UNT",
+    reference: Reference::Text,
 };
 pub(crate) const EDI_GROUP: Names = Names {
     count: "UNE 0060",
@@ -39,6 +65,7 @@ pub(crate) const EDI_GROUP: Names = Names {
     header_ref: "UNG 0048",
     header: "UNG",
     trailer: "UNE",
+    reference: Reference::Text,
 };
 pub(crate) const EDI_IC: Names = Names {
     count: "UNZ 0036",
@@ -46,6 +73,7 @@ pub(crate) const EDI_IC: Names = Names {
     header_ref: "UNB 0020",
     header: "UNB",
     trailer: "UNZ",
+    reference: Reference::Text,
 };
 
 /// Compares a trailer's count (element 1) and reference (element 2) with the actual values;
@@ -75,7 +103,11 @@ pub(crate) fn check_trailer(
         ));
     }
     let trailer_ref = seg.text(d, 2);
-    if !header_ref.matches(&trailer_ref) {
+    let same = match names.reference {
+        Reference::Numeric => header_ref.matches(&trailer_ref),
+        Reference::Text => header_ref.as_str() == trailer_ref.trim(),
+    };
+    if !same {
         out.push((
             ErrorKind::ReferenceMismatch {
                 header: header_ref.0.clone(),
@@ -112,6 +144,33 @@ fn digits(s: &str, n: usize) -> bool {
     s.len() == n && s.bytes().all(|b| b.is_ascii_digit())
 }
 
+/// The value of the ASCII digits `s` (at most 4 of them).
+fn number(s: &str) -> u32 {
+    s.bytes().fold(0, |n, b| n * 10 + u32::from(b - b'0'))
+}
+
+/// A real calendar date as YYMMDD. The century is unknown, so 29 February is a date in every
+/// year divisible by 4 (2000 was a leap year; 1900 is out of X12's range).
+fn is_yymmdd(s: &str) -> bool {
+    if !digits(s, 6) {
+        return false;
+    }
+    let (yy, mm, dd) = (number(&s[0..2]), number(&s[2..4]), number(&s[4..6]));
+    let days = match mm {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if yy % 4 == 0 => 29,
+        2 => 28,
+        _ => return false,
+    };
+    (1..=days).contains(&dd)
+}
+
+/// A real time of day as HHMM (00:00 to 23:59).
+fn is_hhmm(s: &str) -> bool {
+    digits(s, 4) && number(&s[0..2]) < 24 && number(&s[2..4]) < 60
+}
+
 /// Checks the fixed-format ISA elements; returns (TA1 note code, message) pairs.
 pub(crate) fn check_isa(seg: &Segment<'_>, d: &Delimiters) -> Vec<(&'static str, String)> {
     let mut out = Vec::new();
@@ -134,9 +193,9 @@ pub(crate) fn check_isa(seg: &Segment<'_>, d: &Delimiters) -> Vec<(&'static str,
     let v = el(8);
     check("008", "ISA08", !v.trim().is_empty(), v, "a receiver id");
     let v = el(9);
-    check("014", "ISA09", digits(v.trim(), 6), v, "a YYMMDD date");
+    check("014", "ISA09", is_yymmdd(v.trim()), v, "a YYMMDD date");
     let v = el(10);
-    check("015", "ISA10", digits(v.trim(), 4), v, "an HHMM time");
+    check("015", "ISA10", is_hhmm(v.trim()), v, "an HHMM time");
     let v = el(12);
     check("017", "ISA12", digits(v.trim(), 5), v, "a 5-digit version");
     let v = el(13);
@@ -174,5 +233,26 @@ pub(crate) fn names(standard: Standard, level: crate::error::Level) -> &'static 
         (Standard::Edifact, Transaction) => &EDI_TX,
         (Standard::Edifact, Group) => &EDI_GROUP,
         (Standard::Edifact, _) => &EDI_IC,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn isa_dates_and_times_are_real_ones() {
+        for ok in ["261130", "240229", "000229", "991231", "260131"] {
+            assert!(is_yymmdd(ok), "{ok}");
+        }
+        for bad in ["261131", "250229", "261301", "260000", "260100", "2611300", "26113a", ""] {
+            assert!(!is_yymmdd(bad), "{bad}");
+        }
+        for ok in ["0000", "2359", "1200"] {
+            assert!(is_hhmm(ok), "{ok}");
+        }
+        for bad in ["3339", "2400", "1260", "123", "12:0"] {
+            assert!(!is_hhmm(bad), "{bad}");
+        }
     }
 }
