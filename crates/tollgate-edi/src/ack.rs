@@ -230,7 +230,7 @@ fn x12(ic: &Interchange, format: AckFormat, control_number: u64) -> Vec<u8> {
             let v999 = match format {
                 AckFormat::X999 => true,
                 AckFormat::X997 => false,
-                _ => g.version.as_deref().unwrap_or("") >= "005010",
+                _ => has_999(g.version.as_deref().unwrap_or("")),
             };
             let gcn = (control_number + groups).to_string();
             groups += 1;
@@ -239,6 +239,17 @@ fn x12(ic: &Interchange, format: AckFormat, control_number: u64) -> Vec<u8> {
     }
     w.seg("IEA", &[&[&groups.to_string()], &[&cn9]]);
     w.out
+}
+
+/// Whether `code` is a functional group acknowledge code (X12 list 716): 1-6, 10-19, 23-26.
+fn is_group_code(code: &str) -> bool {
+    matches!(code.parse::<u8>(), Ok(1..=6 | 10..=19 | 23..=26))
+}
+
+/// Whether a group's GS08 version (`005010X231A1`, `004010`, `4010`, …) allows a 999: only
+/// when it begins with six digits at `005010` or later. Anything else gets a 997.
+fn has_999(gs08: &str) -> bool {
+    gs08.get(..6).is_some_and(|v| v.bytes().all(|b| b.is_ascii_digit()) && v >= "005010")
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -299,9 +310,13 @@ fn x12_group(
         })
         .unwrap_or_else(|| g.transaction_count.to_string());
     let received = g.transaction_count;
+    // AK905-AK909 take functional group codes only (list 716); an error without one
+    // rejects the group with no code.
+    let coded: Vec<&str> =
+        group_errors.iter().map(|e| e.standard_code()).filter(|c| is_group_code(c)).collect();
     let status = if accepted == received && group_errors.is_empty() {
         "A"
-    } else if accepted == 0 {
+    } else if accepted == 0 || coded.len() < group_errors.len() {
         "R"
     } else if accepted == received {
         "E"
@@ -314,8 +329,8 @@ fn x12_group(
         vec![received.to_string()],
         vec![accepted.to_string()],
     ];
-    for e in group_errors.iter().take(5) {
-        ak9.push(vec![e.standard_code().to_string()]);
+    for code in coded.into_iter().take(5) {
+        ak9.push(vec![code.to_string()]);
     }
     let ak9_refs: Vec<Vec<&str>> =
         ak9.iter().map(|v| v.iter().map(String::as_str).collect()).collect();
@@ -333,24 +348,8 @@ fn x12_transaction(w: &mut Writer, tx: &Transaction, errs: &[&EnvelopeError], v9
     } else {
         w.seg("AK2", &[&[&tx.kind], &[tx.control_number.as_str()]]);
     }
-    let (seg_tag, el_tag) = if v999 { ("IK3", "IK4") } else { ("AK3", "AK4") };
-    let position = tx.segments.to_string();
-    // Trailer element errors are reported at the SE segment: one AK3/IK3 with code 8 (segment
-    // has data element errors), then an AK4/IK4 with code 7 (invalid value) per element.
-    let elements: Vec<(&str, &str, String)> = errs
-        .iter()
-        .filter_map(|e| match &e.kind {
-            ErrorKind::CountMismatch { declared, .. } => Some(("1", "96", declared.clone())),
-            ErrorKind::ReferenceMismatch { trailer, .. } => Some(("2", "329", trailer.clone())),
-            _ => None,
-        })
-        .collect();
-    if !elements.is_empty() {
-        w.seg(seg_tag, &[&["SE"], &[&position], &[], &["8"]]);
-        for (element, reference, value) in &elements {
-            w.seg(el_tag, &[&[element], &[reference], &["7"], &[value]]);
-        }
-    }
+    // A wrong SE01 or SE02 is said by the AK5/IK5 code itself (4, 3): no AK3/AK4 with code 7
+    // ("invalid code value"), which would name a code list those elements do not have.
     let mut ak5: Vec<String> = vec![if errs.is_empty() { "A" } else { "R" }.to_string()];
     ak5.extend(errs.iter().take(5).map(|e| e.standard_code().to_string()));
     let refs: Vec<&str> = ak5.iter().map(String::as_str).collect();
@@ -461,6 +460,16 @@ mod tests {
         assert_eq!(d.len(), 8);
         assert!(d.as_str() > "20240101");
         assert_eq!(t.len(), 4);
+    }
+
+    #[test]
+    fn a_999_only_from_005010() {
+        for v in ["005010", "005010X231A1", "006020", "007030X1"] {
+            assert!(has_999(v), "{v}");
+        }
+        for v in ["004010", "00204", "4010", "UNKNOWN", "", "00501", "X05010"] {
+            assert!(!has_999(v), "{v}");
+        }
     }
 
     #[test]

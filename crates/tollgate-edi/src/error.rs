@@ -51,7 +51,8 @@ pub enum ErrorKind {
 /// the 1-based index of the segment within its interchange and the byte offset in the input.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EnvelopeError {
-    /// `TA1-001`, `AK9-5`, `AK5-4`, `UCI-28`, `UCF-29`, `UCM-13`, or `FILE` for stray bytes.
+    /// `TA1-001`, `AK9-5`, `AK5-4`, `UCI-28`, `UCF-29`, `UCM-13`; `AK9` alone for a group
+    /// error no functional group code fits; `FILE` for stray bytes.
     pub code: String,
     /// Human-readable explanation naming the segment, element and value received.
     pub message: String,
@@ -70,9 +71,10 @@ pub struct EnvelopeError {
 }
 
 impl EnvelopeError {
-    /// The numeric part of the code as the acknowledgement carries it (`001`, `5`, `29`).
+    /// The numeric part of the code as the acknowledgement carries it (`001`, `5`, `29`);
+    /// empty when the standard's code list has no code for this error (`AK9`, `FILE`).
     pub fn standard_code(&self) -> &str {
-        self.code.rsplit('-').next().unwrap_or("")
+        self.code.split_once('-').map_or("", |(_, n)| n)
     }
 
     pub(crate) fn new(
@@ -125,9 +127,12 @@ fn code_for(standard: Option<Standard>, level: Level, kind: &ErrorKind) -> Strin
                 (Level::Transaction, CountMismatch { .. }) => ("AK5", "4"),
                 (Level::Transaction, MissingTrailer) => ("AK5", "2"),
                 (Level::Transaction, TransactionOutsideGroup) => ("AK5", "18"),
+                // No functional group code (AK9, list 716) fits a stray segment between GS and
+                // ST: the group is rejected without a code, never with one from another list.
+                (Level::Group, _) => ("AK9", ""),
                 _ => ("TA1", "024"),
             };
-            format!("{prefix}-{n}")
+            if n.is_empty() { prefix.to_string() } else { format!("{prefix}-{n}") }
         }
         (Some(Standard::Edifact), level) => {
             let prefix = match level {
