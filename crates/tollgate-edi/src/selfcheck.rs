@@ -31,7 +31,7 @@ pub fn check(data: &[u8]) {
         }
         if ic.errors.is_empty() && ic.complete {
             let all: Vec<usize> = (0..ic.transactions().count()).collect();
-            let piece = split(data, ic, &all, "42");
+            let piece = split(data, ic, &all, "42").expect("a complete, clean interchange splits");
             let back = crate::parse(&piece);
             assert_eq!(back.interchanges.len(), 1, "split parses");
             assert!(!back.has_errors(), "split of a clean interchange is clean");

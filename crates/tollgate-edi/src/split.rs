@@ -1,19 +1,72 @@
 //! Splitting: rebuilds one interchange into a new valid interchange holding a subset of its
 //! transactions, with a new control number and recomputed group and interchange counts. The
 //! gateway uses it to admit part of a batch. Transactions are copied byte for byte.
+//!
+//! Invariant: every piece is a well-formed envelope. A segment that would be copied without
+//! its terminator (a truncated interchange) refuses the split, since the rebuilt trailer
+//! would otherwise be glued onto it as data.
 
 use std::collections::BTreeSet;
 
-use crate::delimiters::Delimiters;
+use crate::delimiters::{Delimiters, show};
 use crate::interchange::{Interchange, Standard};
 use crate::segment::Split;
+
+/// Why an interchange cannot be split.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SplitError {
+    /// A segment that would be copied has no terminator: the interchange is truncated there.
+    #[error(
+        "segment `{segment}` at byte {offset} has no segment terminator (the interchange is \
+         truncated); it cannot be split into well-formed interchanges"
+    )]
+    Truncated {
+        /// The start of the unterminated segment, as received (at most 40 bytes, escaped).
+        segment: String,
+        /// Its byte offset in the input.
+        offset: usize,
+    },
+}
+
+/// Checks that the bytes at `span` end with a segment terminator.
+fn terminated(
+    input: &[u8],
+    span: &std::ops::Range<usize>,
+    d: &Delimiters,
+) -> Result<(), SplitError> {
+    let bytes = input.get(span.clone()).unwrap_or(&[]);
+    let t = d.terminator();
+    let trimmed = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+    let trimmed = trimmed.strip_suffix(b"\r").unwrap_or(trimmed);
+    if bytes.is_empty() || trimmed.ends_with(t) || bytes.ends_with(t) {
+        return Ok(());
+    }
+    // The unterminated segment starts after the last terminator of the span.
+    let start = bytes.windows(t.len()).rposition(|w| w == t).map_or(0, |i| i + t.len());
+    let rest = &bytes[start..];
+    let lead = rest.iter().take_while(|b| b.is_ascii_whitespace()).count();
+    let segment = &rest[lead..];
+    Err(SplitError::Truncated {
+        segment: show(&segment[..segment.len().min(40)]),
+        offset: span.start + start + lead,
+    })
+}
 
 /// One new interchange holding the transactions at indices `keep` of `ic.transactions()`
 /// (out-of-range indices are ignored), with interchange control number `control_number`
 /// (X12: left-padded with zeros to 9 digits). Groups without a kept transaction are left out.
-pub fn split(input: &[u8], ic: &Interchange, keep: &[usize], control_number: &str) -> Vec<u8> {
+///
+/// # Errors
+/// [`SplitError::Truncated`] when a segment to be copied has no terminator.
+pub fn split(
+    input: &[u8],
+    ic: &Interchange,
+    keep: &[usize],
+    control_number: &str,
+) -> Result<Vec<u8>, SplitError> {
     let keep: BTreeSet<usize> = keep.iter().copied().collect();
     let d = ic.delimiters;
+    terminated(input, &ic.header_span, &d)?;
     let mut out = Vec::new();
     let cn = match ic.standard {
         Standard::X12 => format!("{control_number:0>9}"),
@@ -48,11 +101,13 @@ pub fn split(input: &[u8], ic: &Interchange, keep: &[usize], control_number: &st
         }
         let explicit = !g.header_span.is_empty();
         if explicit {
+            terminated(input, &g.header_span, &d)?;
             groups += 1;
             let gs = segment_bytes(input, &g.header_span, &d);
             push_segment(&mut out, &strip_line_breaks(gs), &d);
         }
         for tx in &kept {
+            terminated(input, &tx.span, &d)?;
             if let Some(bytes) = input.get(tx.span.clone()) {
                 out.extend_from_slice(bytes);
                 if !matches!(d.terminator(), b"\n" | b"\r") {
@@ -78,7 +133,7 @@ pub fn split(input: &[u8], ic: &Interchange, keep: &[usize], control_number: &st
     };
     let seg = join(trailer, &[&count.to_string(), &cn], &d);
     push_segment(&mut out, &seg, &d);
-    out
+    Ok(out)
 }
 
 /// The bytes of a segment span without its terminator.

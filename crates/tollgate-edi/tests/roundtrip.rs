@@ -198,7 +198,7 @@ fn actual_txs(p: &ParsedFile) -> Vec<(String, String, usize)> {
 fn check_split(bytes: &[u8], p: &ParsedFile, keep: &[usize]) {
     let ic = &p.interchanges[0];
     let all: Vec<_> = ic.transactions().collect();
-    let piece = split(bytes, ic, keep, "123");
+    let piece = split(bytes, ic, keep, "123").expect("splits");
     let back = parse(&piece);
     assert!(
         !back.has_errors(),

@@ -90,7 +90,7 @@ pub fn transaction_weights(interchange: &[u8], r: &WeightRule) -> Vec<u64> {
 /// A new valid interchange holding the transactions at `keep`, with control number `control`.
 pub fn split(interchange: &[u8], keep: &[usize], control: u64) -> Option<Vec<u8>> {
     let ic = single(interchange)?;
-    Some(tollgate_edi::split::split(interchange, &ic, keep, &format!("{control:09}")))
+    tollgate_edi::split::split(interchange, &ic, keep, &format!("{control:09}")).ok()
 }
 
 /// The acknowledgement (TA1/997/999/CONTRL, chosen by the parser) for a rejected interchange.

@@ -262,7 +262,8 @@ fn ack(file: &Path, format: AckFormat, control_number: u64) -> u8 {
         eprintln!("tollgate edi: cannot write the acknowledgement: {e}");
         return 2;
     }
-    0
+    // As `inspect`: the acknowledgement is written either way, and 1 says it reports errors.
+    if parsed.has_errors() { 1 } else { 0 }
 }
 
 fn split(file: &Path, out: &Path, control_number: u64) -> u8 {
@@ -273,24 +274,40 @@ fn split(file: &Path, out: &Path, control_number: u64) -> u8 {
     if no_interchange(file, &parsed) {
         return 2;
     }
+    let stem =
+        file.file_stem().map_or("interchange".to_string(), |s| s.to_string_lossy().into_owned());
+    // Every piece is built before any is written: a file that cannot be split whole writes
+    // nothing.
+    let mut pieces = Vec::new();
+    let mut next = control_number;
+    for (i, ic) in parsed.interchanges.iter().enumerate() {
+        for t in 0..ic.transactions().count() {
+            match tollgate_edi::split::split(&bytes, ic, &[t], &next.to_string()) {
+                Ok(piece) => {
+                    pieces.push((out.join(format!("{stem}.{}.{}.edi", i + 1, t + 1)), piece))
+                }
+                Err(e) => {
+                    eprintln!(
+                        "tollgate edi: {}: interchange {}: {e}; no pieces written",
+                        file.display(),
+                        ic.control_number
+                    );
+                    return 1;
+                }
+            }
+            next += 1;
+        }
+    }
     if let Err(e) = std::fs::create_dir_all(out) {
         eprintln!("tollgate edi: cannot create {}: {e}", out.display());
         return 2;
     }
-    let stem =
-        file.file_stem().map_or("interchange".to_string(), |s| s.to_string_lossy().into_owned());
-    let mut next = control_number;
-    for (i, ic) in parsed.interchanges.iter().enumerate() {
-        for t in 0..ic.transactions().count() {
-            let piece = tollgate_edi::split::split(&bytes, ic, &[t], &next.to_string());
-            next += 1;
-            let path = out.join(format!("{stem}.{}.{}.edi", i + 1, t + 1));
-            if let Err(e) = std::fs::write(&path, piece) {
-                eprintln!("tollgate edi: cannot write {}: {e}", path.display());
-                return 2;
-            }
-            println!("{}", path.display());
+    for (path, piece) in pieces {
+        if let Err(e) = std::fs::write(&path, piece) {
+            eprintln!("tollgate edi: cannot write {}: {e}", path.display());
+            return 2;
         }
+        println!("{}", path.display());
     }
     if parsed.has_errors() { 1 } else { 0 }
 }

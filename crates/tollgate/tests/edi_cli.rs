@@ -137,7 +137,7 @@ fn ack_writes_a_997_with_swapped_parties() {
 fn ack_formats_and_acknowledgements() {
     let edifact = fixture("edifact/orders-group-wrong-unt.edi");
     let out = tollgate(&["edi", "ack", "--format", "contrl", path(&edifact)]);
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(1), "the CONTRL reports an envelope error");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("UCM+1+ORDERS:D:96B:UN+4+29'"), "{text}");
     // A 997 for EDIFACT does not apply.
@@ -192,4 +192,34 @@ fn split_per_transaction_writes_valid_interchanges() {
     );
     let out = tollgate(&["edi", "split", "--out", path(dir.path()), path(&f)]);
     assert_eq!(out.status.code(), Some(2), "--per-transaction is required");
+}
+
+#[test]
+fn ack_exit_codes_follow_inspect() {
+    // Clean: 0. Envelope errors (the acknowledgement rejects something): 1, ack still written.
+    let out = tollgate(&["edi", "ack", path(&fixture("x12/855-po-ack.edi"))]);
+    assert_eq!(out.status.code(), Some(0));
+    let out = tollgate(&["edi", "ack", path(&fixture("x12/310-wrong-trailers.edi"))]);
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("AK5*R*4*3"));
+    // Unreadable: 2.
+    let out = tollgate(&["edi", "ack", "/nonexistent/file.edi"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn split_refuses_a_truncated_interchange_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let full = std::fs::read_to_string(fixture("x12/810-850-two-groups.edi")).unwrap();
+    // Cut the file inside the last transaction's last segment, before its terminator.
+    let cut_at = full.find("CTT*2").unwrap() + "CTT*2".len();
+    let file = dir.path().join("cut.edi");
+    std::fs::write(&file, &full[..cut_at]).unwrap();
+    let out_dir = dir.path().join("pieces");
+    let out =
+        tollgate(&["edi", "split", "--per-transaction", "--out", path(&out_dir), path(&file)]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("`CTT*2`") && stderr.contains("no segment terminator"), "{stderr}");
+    assert!(!out_dir.exists(), "no pieces written");
 }
