@@ -320,6 +320,11 @@ fn sniff_edifact(buf: &[u8], eof: bool) -> Sniff {
         return need(eof, "file ends before the UNB segment");
     }
     if &buf[i..i + 3] != b"UNB" {
+        // The message quotes 10 bytes: wait for them, so it reads the same however the input
+        // is chunked (the streaming reader and `parse` must agree byte for byte).
+        if !eof && buf.len() < i + 10 {
+            return Sniff::NeedMore;
+        }
         return Sniff::Invalid(format!(
             "UNA is followed by `{}`, not by UNB",
             show(&buf[i..buf.len().min(i + 10)])
