@@ -819,13 +819,15 @@ impl Builder {
                     && self.delimiters.repetition.is_none()
                     && ic.una.is_none()
                 {
-                    // Syntax version 4 level A uses `*` for repetitions.
+                    // Syntax version 4 repeats with `*` at level A and with IS2 (0x19) at
+                    // level B.
+                    let repetition = if d.element == 0x1D { 0x19 } else { b'*' };
                     if let Some(nd) = Delimiters::edifact(
                         d.component,
                         d.element,
                         d.decimal.unwrap_or(b'.'),
                         d.release,
-                        Some(b'*'),
+                        Some(repetition),
                         d.terminator()[0],
                     ) {
                         self.delimiters = nd;
