@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use tollgate_quota::store::{
-    EmbeddedOptions, EmbeddedStore, MemoryStore, RedisOptions, RedisStore,
+    EmbeddedOptions, EmbeddedStore, MemoryStore, OnCorrupt, RedisOptions, RedisStore,
 };
 use tollgate_quota::{AnyStore, Store};
 use tollgate_server::admin::AdminGuard;
@@ -46,6 +46,18 @@ pub struct ServeArgs {
     /// Counter store: memory, embedded or a redis:// URL [default: embedded].
     #[arg(long, value_name = "STORE", value_parser = parse_store_flag)]
     store: Option<StoreFlag>,
+    /// A state file that cannot be read (e.g. counters.redb) is renamed to
+    /// `<name>.corrupt-<unix-seconds>` and replaced by an empty one, instead of refusing to start.
+    #[arg(long)]
+    move_aside_corrupt: bool,
+}
+
+impl ServeArgs {
+    /// What to do with a corrupt state file, as chosen by `--move-aside-corrupt`; meant for
+    /// every state file `serve` opens.
+    pub fn on_corrupt(&self) -> OnCorrupt {
+        if self.move_aside_corrupt { OnCorrupt::MoveAside } else { OnCorrupt::Refuse }
+    }
 }
 
 /// The `--store` flag.
@@ -75,6 +87,7 @@ struct Settings {
     store: StoreFlag,
     store_section: StoreSection,
     admin_token: Option<String>,
+    on_corrupt: OnCorrupt,
 }
 
 impl Settings {
@@ -99,7 +112,14 @@ impl Settings {
             .ok()
             .filter(|t| !t.is_empty())
             .or_else(|| file.server.admin_token.clone());
-        Ok(Self { listen, data, store, store_section: file.store.clone(), admin_token })
+        Ok(Self {
+            listen,
+            data,
+            store,
+            store_section: file.store.clone(),
+            admin_token,
+            on_corrupt: args.on_corrupt(),
+        })
     }
 }
 
@@ -199,6 +219,7 @@ async fn open_store(s: &Settings) -> anyhow::Result<AnyStore> {
                 path: path.clone(),
                 flush_interval: Duration::from_millis(s.store_section.flush_interval_ms.max(1)),
                 durability: s.store_section.durability,
+                on_corrupt: s.on_corrupt,
             };
             let store = EmbeddedStore::open(opts)
                 .with_context(|| format!("cannot open the embedded store {}", path.display()))?;
@@ -259,6 +280,7 @@ mod tests {
             listen: listen.map(|l| l.parse().unwrap()),
             data: None,
             store: store.map(|s| parse_store_flag(s).unwrap()),
+            move_aside_corrupt: false,
         }
     }
 

@@ -24,7 +24,7 @@
 //! * A crash loses at most the increments queued since the last commit: at most one flush
 //!   interval of buffered checks, none of the strict ones that were answered.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
@@ -37,6 +37,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::counter::{Bucket, Counter, Counters};
 use crate::decision::{Decision, Outcome};
 use crate::spec::{CounterShape, MeteringId, QuotaSpec, TimeUnit, WindowKind};
+use crate::store::corrupt::{self, OnCorrupt};
 use crate::store::{CounterInfo, Store, StoreError};
 
 /// Counter rows: key = id, 0x00, shape; value = the counter state (see [`encode_counter`]).
@@ -65,6 +66,8 @@ pub struct EmbeddedOptions {
     pub flush_interval: Duration,
     /// When a check's increment must be on disk before it is answered.
     pub durability: Durability,
+    /// What to do when the file exists but cannot be read (default: refuse to open).
+    pub on_corrupt: OnCorrupt,
 }
 
 impl EmbeddedOptions {
@@ -74,6 +77,7 @@ impl EmbeddedOptions {
             path: path.into(),
             flush_interval: Duration::from_millis(100),
             durability: Durability::Buffered,
+            on_corrupt: OnCorrupt::Refuse,
         }
     }
 }
@@ -119,10 +123,6 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-fn io(context: &str) -> impl Fn(redb::Error) -> StoreError + '_ {
-    move |e| StoreError::Io(format!("{context}: {e}"))
-}
-
 impl EmbeddedStore {
     /// Opens (or creates) the store file and loads the live counters.
     pub fn open(opts: EmbeddedOptions) -> Result<Self, StoreError> {
@@ -138,10 +138,37 @@ impl EmbeddedStore {
             std::fs::create_dir_all(dir)
                 .map_err(|e| StoreError::Io(format!("creating {}: {e}", dir.display())))?;
         }
-        let db = Database::create(&opts.path)
-            .map_err(|e| StoreError::Io(format!("opening {}: {e}", opts.path.display())))?;
-        let counters = Counters::with_eviction_log();
-        load(&db, &counters, clock.now()).map_err(io("loading counters"))?;
+        let (db, counters) = match open_and_load(&opts.path, clock.now()) {
+            Ok(opened) => opened,
+            Err(Unreadable::Io(e)) => return Err(StoreError::Io(e)),
+            Err(Unreadable::Corrupt(why)) => match opts.on_corrupt {
+                OnCorrupt::Refuse => {
+                    return Err(StoreError::Io(corrupt::refusal(
+                        &opts.path,
+                        &why,
+                        "--move-aside-corrupt",
+                    )));
+                }
+                OnCorrupt::MoveAside => {
+                    let moved = corrupt::move_aside(&opts.path).map_err(|e| {
+                        StoreError::Io(format!(
+                            "{} is corrupt ({why}) and cannot be moved aside: {e}",
+                            opts.path.display()
+                        ))
+                    })?;
+                    tracing::error!(
+                        file = %opts.path.display(),
+                        moved_to = %moved.display(),
+                        reason = %why,
+                        "the counters file is corrupt: moved aside as asked, starting with EMPTY \
+                         counters (what it had counted is not enforced)"
+                    );
+                    open_and_load(&opts.path, clock.now()).map_err(|e| match e {
+                        Unreadable::Io(e) | Unreadable::Corrupt(e) => StoreError::Io(e),
+                    })?
+                }
+            },
+        };
         let (committed, receiver) = watch::channel(0);
         let shared = Arc::new(Shared {
             clock,
@@ -344,6 +371,64 @@ impl Shared {
         }
         txn.commit()?;
         Ok(())
+    }
+}
+
+/// Why a counters file could not be opened.
+enum Unreadable {
+    /// The file is damaged: empty, truncated, or failing redb's checks (message: what is wrong).
+    Corrupt(String),
+    /// Anything else (permissions, locks, a full disk): the message names the file.
+    Io(String),
+}
+
+/// Opens `path` (creating it only when it does not exist) and loads its live counters.
+///
+/// An existing file is never re-initialised: a zero-length file, a truncated one or pages
+/// that fail redb's checks (redb panics on some in debug builds; the panic is caught here) are
+/// [`Unreadable::Corrupt`]. An unclean shutdown is not corruption: redb's own recovery runs
+/// inside `Database::open` as before.
+fn open_and_load(path: &Path, now: jiff::Timestamp) -> Result<(Database, Counters), Unreadable> {
+    let shown = path.display();
+    let exists = match std::fs::metadata(path) {
+        Ok(m) if m.len() == 0 => {
+            return Err(Unreadable::Corrupt(
+                "the file is empty (0 bytes), though a counters file is never empty once created"
+                    .into(),
+            ));
+        }
+        Ok(_) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Err(e) => return Err(Unreadable::Io(format!("{shown}: {e}"))),
+    };
+    let attempt = std::panic::catch_unwind(|| {
+        let db = if exists { Database::open(path) } else { Database::create(path) }
+            .map_err(|e| classify(path, "opening", e.into()))?;
+        let counters = Counters::with_eviction_log();
+        load(&db, &counters, now).map_err(|e| classify(path, "loading counters from", e))?;
+        Ok((db, counters))
+    });
+    attempt.unwrap_or_else(|panic| {
+        let msg = panic
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| panic.downcast_ref::<&str>().copied())
+            .unwrap_or("no message");
+        Err(Unreadable::Corrupt(format!("redb failed while reading it: {msg}")))
+    })
+}
+
+/// Sorts a redb error into corruption (damaged content) or any other failure.
+fn classify(path: &Path, doing: &str, e: redb::Error) -> Unreadable {
+    use std::io::ErrorKind;
+    match e {
+        redb::Error::Corrupted(why) => Unreadable::Corrupt(why),
+        redb::Error::Io(io)
+            if matches!(io.kind(), ErrorKind::UnexpectedEof | ErrorKind::InvalidData) =>
+        {
+            Unreadable::Corrupt(format!("it is truncated or malformed: {io}"))
+        }
+        other => Unreadable::Io(format!("{doing} {}: {other}", path.display())),
     }
 }
 
