@@ -15,7 +15,7 @@ use anyhow::Context;
 use tollgate_quota::store::{
     EmbeddedOptions, EmbeddedStore, MemoryStore, OnCorrupt, RedisOptions, RedisStore,
 };
-use tollgate_quota::{AnyStore, Store};
+use tollgate_quota::{AnyStore, Store, StoreHealth};
 use tollgate_server::admin::AdminGuard;
 use tollgate_server::client::ClientKeys;
 use tollgate_server::config::{StoreKind, StoreSection};
@@ -173,6 +173,18 @@ async fn serve(args: ServeArgs, file: ConfigFile) -> anyhow::Result<()> {
         .clients(ClientKeys::new(&file.client))
         .on_store_error(settings.store_section.store_unavailable)
         .build();
+    if let AnyStore::Embedded(_) = store.as_ref() {
+        // A counters file that cannot be written (a full disk, say) is not ready: /readyz
+        // answers 503 until a commit succeeds again (checks meanwhile get store_unavailable).
+        let s = Arc::clone(&store);
+        state.add_readiness_check(
+            "counters_file",
+            Arc::new(move || match s.health() {
+                StoreHealth::Ok => Ok(()),
+                StoreHealth::Degraded(e) => Err(e),
+            }),
+        );
+    }
     let mut app = router(state);
 
     // The EDI gateway, when configured: same store, same admin guard, routes merged.

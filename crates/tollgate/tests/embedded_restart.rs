@@ -168,3 +168,51 @@ fn a_damaged_counters_file_is_refused_unless_moved_aside() {
     let s = start(&data, &conf);
     assert_eq!(check(&s, "Damaged:A", 0), (0, 1));
 }
+
+/// `tollgate check` against this server: the exit code only (0 allowed, 1 store error).
+fn check_code(s: &Server, id: &str) -> i32 {
+    let o = Command::new(BIN)
+        .args(["check", "--url", &s.url, "--id", id, "--limit", "5", "--unit", "day"])
+        .output()
+        .unwrap();
+    o.status.code().unwrap_or(-1)
+}
+
+/// A full disk under `--data` (a real tmpfs, filled): checks answer 503 `store-unavailable`
+/// (the default `store_unavailable = "local"` refuses rather than admitting unsaved) and
+/// `/readyz` answers 503; once the filler is removed both recover without a restart, and what
+/// was admitted survives one.
+#[test]
+fn a_full_disk_is_not_ready_and_recovers_without_a_restart() {
+    let Some(disk) = tollgate_testkit::SmallDisk::mount("4m") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let conf = config(dir.path(), "flush_interval_ms = 20");
+    let data = disk.path().join("data");
+    let s = start(&data, &conf);
+    assert_eq!(check(&s, "Full:A", 2), (0, 2));
+    assert!(s.get("/readyz").starts_with("HTTP/1.1 200"));
+
+    let filler = disk.fill();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut i = 0;
+    // New long ids need new pages until a commit fails; then checks are refused.
+    while check_code(&s, &format!("Full:{i:05}:{}", "x".repeat(200))) == 0 {
+        assert!(Instant::now() < deadline, "checks kept being admitted on a full disk");
+        i += 1;
+    }
+    let ready = s.get("/readyz");
+    assert!(ready.starts_with("HTTP/1.1 503"), "{ready}");
+    assert!(ready.contains("counters_file"), "{ready}");
+    assert_eq!(check_code(&s, "Full:A"), 1, "no admission while nothing is saved");
+
+    std::fs::remove_file(filler).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !s.get("/readyz").starts_with("HTTP/1.1 200") {
+        assert!(Instant::now() < deadline, "not ready 10 s after space was freed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(check(&s, "Full:A", 1), (0, 3));
+    assert_eq!(s.sigterm().code(), Some(0));
+    let s = start(&data, &conf);
+    assert_eq!(check(&s, "Full:A", 0), (0, 3));
+}

@@ -23,6 +23,11 @@
 //!   so their rows are deleted too. The file is bounded by live counters, like memory.
 //! * A crash loses at most the increments queued since the last commit: at most one flush
 //!   interval of buffered checks, none of the strict ones that were answered.
+//! * **No answer is given that cannot be saved.** While the last commit failed (a full disk,
+//!   say), every check is refused with [`StoreError::Io`] before it counts anything, so the
+//!   server answers per `store_unavailable` and `/readyz` reports the store; the failed batch
+//!   is retried every flush interval on a freshly reopened file, and the first commit that
+//!   succeeds clears the failure. No restart is needed.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -95,7 +100,10 @@ pub struct EmbeddedStore {
 struct Shared {
     clock: Arc<dyn Clock>,
     counters: Counters,
-    db: Database,
+    /// The open file; `None` after a failed commit until the next commit reopens it (redb
+    /// refuses every later write on a handle that met an I/O error, e.g. a full disk).
+    db: Mutex<Option<Database>>,
+    path: PathBuf,
     durability: Durability,
     flush_interval: Duration,
     queue: Mutex<Queue>,
@@ -173,7 +181,8 @@ impl EmbeddedStore {
         let shared = Arc::new(Shared {
             clock,
             counters,
-            db,
+            db: Mutex::new(Some(db)),
+            path: opts.path.clone(),
             durability: opts.durability,
             flush_interval: opts.flush_interval.max(Duration::from_millis(1)),
             queue: Mutex::new(Queue::default()),
@@ -202,7 +211,7 @@ impl EmbeddedStore {
         self.shared.counters.is_empty()
     }
 
-    /// The last write error, if the latest commit failed.
+    /// The last write error, if the latest commit failed; checks are refused while it is set.
     pub fn last_error(&self) -> Option<String> {
         lock(&self.shared.failure).clone()
     }
@@ -253,6 +262,11 @@ impl Store for EmbeddedStore {
         spec: &QuotaSpec,
         weight: u64,
     ) -> Result<Decision, StoreError> {
+        // While writes fail, nothing admitted now could be saved: refuse before counting, so
+        // the server answers per `store_unavailable` instead of a 200 that is never persisted.
+        if let Some(e) = lock(&self.shared.failure).clone() {
+            return Err(StoreError::Io(format!("the counters file cannot be written: {e}")));
+        }
         let decision = self.shared.counters.check_at(id, spec, weight, self.shared.clock.now());
         if decision.outcome == Outcome::Allowed && weight == 0 {
             // A probe changed nothing worth writing.
@@ -287,6 +301,9 @@ impl Store for EmbeddedStore {
 impl Shared {
     fn run_flusher(&self) {
         let mut next_sweep = Instant::now() + SWEEP_EVERY;
+        // Set while the last commit failed: the batch was queued again and is retried every
+        // flush interval, even when no new work arrives, until the disk takes it.
+        let mut retrying = false;
         loop {
             let (dirty, resets, seq, stopping) = {
                 let mut q = lock(&self.queue);
@@ -307,10 +324,15 @@ impl Shared {
                 next_sweep = Instant::now() + SWEEP_EVERY;
             }
             let evicted = self.counters.take_evicted();
-            if *self.committed.borrow() < seq || !evicted.is_empty() {
+            if *self.committed.borrow() < seq || !evicted.is_empty() || retrying {
                 let result = self.commit(&dirty, &resets, &evicted);
+                retrying = result.is_err();
                 match result {
-                    Ok(()) => *lock(&self.failure) = None,
+                    Ok(()) => {
+                        if lock(&self.failure).take().is_some() {
+                            tracing::info!(file = %self.path.display(), "quota counters are written again");
+                        }
+                    }
                     Err(e) => {
                         tracing::error!(error = %e, "writing quota counters failed");
                         *lock(&self.failure) = Some(e.to_string());
@@ -333,14 +355,40 @@ impl Shared {
         }
     }
 
-    /// Writes one batch in one transaction.
+    /// Writes one batch in one transaction, reopening the file first if the last commit
+    /// failed. A failed commit drops the handle, so a transient error (a full disk, freed
+    /// again) is recovered from without a restart; redb's recovery runs on the reopen.
     fn commit(
         &self,
         dirty: &[(MeteringId, CounterShape)],
         resets: &[MeteringId],
         evicted: &[(String, CounterShape)],
+    ) -> Result<(), String> {
+        let mut db = lock(&self.db);
+        if db.is_none() {
+            let reopened = Database::open(&self.path)
+                .map_err(|e| format!("reopening {}: {e}", self.path.display()))?;
+            *db = Some(reopened);
+        }
+        let Some(handle) = db.as_ref() else {
+            return Err(format!("{} is not open", self.path.display()));
+        };
+        let written = self.write_batch(handle, dirty, resets, evicted);
+        if written.is_err() {
+            *db = None;
+        }
+        written.map_err(|e| format!("writing {}: {e}", self.path.display()))
+    }
+
+    /// The transaction of [`Shared::commit`].
+    fn write_batch(
+        &self,
+        db: &Database,
+        dirty: &[(MeteringId, CounterShape)],
+        resets: &[MeteringId],
+        evicted: &[(String, CounterShape)],
     ) -> Result<(), redb::Error> {
-        let txn = self.db.begin_write()?;
+        let txn = db.begin_write()?;
         {
             let mut table = txn.open_table(COUNTERS)?;
             for id in resets {
