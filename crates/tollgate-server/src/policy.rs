@@ -504,6 +504,47 @@ mode = "shadow"
     }
 
     #[test]
+    fn policy_windows_beyond_a_century_and_huge_limits_are_located_and_name_the_key() {
+        for (src, needles) in [
+            (
+                "[[policy]]\nmatch = \"Long:*\"\ninterval = 1201\nunit = \"month\"\n",
+                &["p.toml:1:", "\"Long:*\"", "interval", "1201 month", "100 years"][..],
+            ),
+            (
+                "[[policy]]\nmatch = \"*\"\ninterval = 3155760001\n",
+                &["p.toml:1:", "interval", "3155760001", "in seconds"][..],
+            ),
+            (
+                "[[policy]]\nmatch = \"*\"\nlimit = 9223372036854775808\n",
+                &["p.toml:", "limit 9223372036854775808 is too large"][..],
+            ),
+        ] {
+            let err = parse_policies(Path::new("p.toml"), src).unwrap_err();
+            for n in needles {
+                assert!(err.contains(n), "{n} not in {err}");
+            }
+        }
+        // The longest window of each kind is accepted.
+        assert!(
+            parse_policies(
+                Path::new("p.toml"),
+                "[[policy]]\nmatch = \"*\"\ninterval = 1200\nunit = \"month\"\n"
+            )
+            .is_ok()
+        );
+        // A header interval too long for the policy's unit names quota-interval.
+        let s = set("[[policy]]\nmatch = \"*\"\nlimit = 1\nunit = \"month\"\n");
+        let p = s.resolve(&req(&[("metering-id", "a"), ("quota-interval", "1201")])).unwrap_err();
+        assert_eq!(p.body()["invalid_header"], "quota-interval");
+        assert_eq!(p.body()["value"], "1201");
+        // A header unit that makes the policy's interval too long names quota-timeunit.
+        let s = set("[[policy]]\nmatch = \"*\"\nlimit = 1\ninterval = 6000\n");
+        let p = s.resolve(&req(&[("metering-id", "a"), ("quota-timeunit", "weeks")])).unwrap_err();
+        assert_eq!(p.body()["invalid_header"], "quota-timeunit");
+        assert_eq!(p.body()["value"], "week");
+    }
+
+    #[test]
     fn reload_keeps_old_set_on_invalid_file_and_takes_valid_edit() {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("t.toml");
