@@ -37,5 +37,5 @@ pub mod window;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use counter::Counters;
 pub use decision::{Decision, Outcome};
-pub use spec::{MeteringId, QuotaSpec, SpecError, TimeUnit, WindowKind};
+pub use spec::{MAX_WINDOW_YEARS, MeteringId, QuotaSpec, SpecError, TimeUnit, WindowKind};
 pub use store::{AnyStore, CounterInfo, Store, StoreError, StoreHealth};

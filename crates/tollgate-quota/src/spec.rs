@@ -27,7 +27,34 @@ pub enum SpecError {
     /// A `start` anchor was given for a window that is not calendar.
     #[error("a start anchor only applies to calendar windows")]
     StartNotCalendar,
+    /// `interval × unit` is longer than [`MAX_WINDOW_YEARS`] years.
+    #[error(
+        "interval {interval} {unit} is longer than the longest window, {MAX_WINDOW_YEARS} years \
+         ({max} {unit})",
+        max = unit.max_interval()
+    )]
+    WindowTooLong {
+        /// The interval asked for.
+        interval: u32,
+        /// Its unit.
+        unit: TimeUnit,
+    },
+    /// The `start` anchor lies outside [`QuotaSpec::EARLIEST_START`] ..= [`QuotaSpec::LATEST_START`].
+    #[error(
+        "start {0} is out of range: it must lie between {earliest} and {latest}",
+        earliest = QuotaSpec::EARLIEST_START,
+        latest = QuotaSpec::LATEST_START
+    )]
+    StartOutOfRange(Timestamp),
 }
+
+/// The longest window any spec may ask for, in years (see [`TimeUnit::max_interval`]).
+///
+/// Why a bound at all: every window computation, in Rust and in the Redis script, must stay
+/// inside the instants both can represent exactly (jiff's years ±9999; doubles exact until
+/// 2255), and a rolling layout must have sub-buckets that fit in such a window. A century is far
+/// beyond any real quota and keeps `now + 2 windows` (a counter's longest lifetime) before 2255.
+pub const MAX_WINDOW_YEARS: u32 = 100;
 
 /// The counter identifier, e.g. `ShipmentStatus:CarrierXYZ`: 1–256 bytes of visible ASCII.
 ///
@@ -161,6 +188,19 @@ impl TimeUnit {
         }
     }
 
+    /// The largest interval of this unit: [`MAX_WINDOW_YEARS`] years (of 365.25 days, or 12
+    /// months), rounded down to whole units.
+    pub fn max_interval(self) -> u32 {
+        match self {
+            Self::Second => 3_155_760_000,
+            Self::Minute => 52_596_000,
+            Self::Hour => 876_600,
+            Self::Day => 36_525,
+            Self::Week => 5_217,
+            Self::Month => 1_200,
+        }
+    }
+
     /// The unit's length in seconds, or `None` for months, whose length varies.
     pub fn fixed_seconds(self) -> Option<i64> {
         match self {
@@ -258,18 +298,34 @@ pub struct QuotaSpec {
 }
 
 impl QuotaSpec {
+    /// The earliest calendar anchor accepted: 1900-01-01T00:00:00Z.
+    pub const EARLIEST_START: Timestamp = Timestamp::constant(-2_208_988_800, 0);
+    /// The latest calendar anchor accepted: 2200-01-01T00:00:00Z. With windows of at most
+    /// [`MAX_WINDOW_YEARS`], every window edge the stores compute stays before 2255, where the
+    /// Redis script's doubles stop being exact in microseconds.
+    pub const LATEST_START: Timestamp = Timestamp::constant(7_258_118_400, 0);
+
     /// A calendar quota of `limit` per `interval × unit`, anchored at the epoch.
     pub fn new(limit: u64, interval: u32, unit: TimeUnit) -> Result<Self, SpecError> {
         Self { limit, interval, unit, window: WindowKind::Calendar, start: None }.validated()
     }
 
-    /// Returns the spec if it is well formed: interval ≥ 1, `start` only with calendar windows.
+    /// Returns the spec if it is well formed: 1 ≤ interval ≤ [`TimeUnit::max_interval`],
+    /// `start` only with calendar windows and between [`Self::EARLIEST_START`] and
+    /// [`Self::LATEST_START`]. Every window shape that passes is one the stores compute in a
+    /// bounded number of steps.
     pub fn validated(self) -> Result<Self, SpecError> {
         if self.interval == 0 {
             return Err(SpecError::ZeroInterval);
         }
-        if self.start.is_some() && self.window != WindowKind::Calendar {
-            return Err(SpecError::StartNotCalendar);
+        if self.interval > self.unit.max_interval() {
+            return Err(SpecError::WindowTooLong { interval: self.interval, unit: self.unit });
+        }
+        if let Some(start) = self.start {
+            if self.window != WindowKind::Calendar {
+                return Err(SpecError::StartNotCalendar);
+            }
+            check_start(start)?;
         }
         Ok(self)
     }
@@ -294,6 +350,15 @@ impl QuotaSpec {
             window: self.window,
             start: self.start.map(|t| t.as_second()),
         }
+    }
+}
+
+/// `start` if it is a calendar anchor the engine accepts (see [`QuotaSpec::EARLIEST_START`]).
+pub fn check_start(start: Timestamp) -> Result<Timestamp, SpecError> {
+    if (QuotaSpec::EARLIEST_START..=QuotaSpec::LATEST_START).contains(&start) {
+        Ok(start)
+    } else {
+        Err(SpecError::StartOutOfRange(start))
     }
 }
 
@@ -349,5 +414,36 @@ mod tests {
             s.with_start(Timestamp::UNIX_EPOCH).validated(),
             Err(SpecError::StartNotCalendar)
         );
+    }
+
+    #[test]
+    fn windows_longer_than_a_century_and_far_anchors_are_refused() {
+        for unit in [
+            TimeUnit::Second,
+            TimeUnit::Minute,
+            TimeUnit::Hour,
+            TimeUnit::Day,
+            TimeUnit::Week,
+            TimeUnit::Month,
+        ] {
+            let max = unit.max_interval();
+            assert!(QuotaSpec::new(1, max, unit).is_ok(), "{unit}");
+            assert_eq!(
+                QuotaSpec::new(1, max + 1, unit),
+                Err(SpecError::WindowTooLong { interval: max + 1, unit })
+            );
+            // A century, give or take the rounding of each unit.
+            let secs = unit.fixed_seconds().unwrap_or(2_629_800) * i64::from(max);
+            assert!((3_155_000_000..=3_155_760_000).contains(&secs), "{unit}: {secs}");
+        }
+        let msg = QuotaSpec::new(1, 145_000, TimeUnit::Month).unwrap_err().to_string();
+        assert!(msg.contains("145000 month") && msg.contains("100 years"), "{msg}");
+        let day = QuotaSpec::new(1, 1, TimeUnit::Day).unwrap();
+        let far: Timestamp = "2200-01-01T00:00:01Z".parse().unwrap();
+        assert_eq!(day.with_start(far).validated(), Err(SpecError::StartOutOfRange(far)));
+        assert!(day.with_start(QuotaSpec::LATEST_START).validated().is_ok());
+        assert!(day.with_start(QuotaSpec::EARLIEST_START).validated().is_ok());
+        let msg = day.with_start(Timestamp::MIN).validated().unwrap_err().to_string();
+        assert!(msg.contains("out of range") && msg.contains("1900-01-01T00:00:00Z"), "{msg}");
     }
 }

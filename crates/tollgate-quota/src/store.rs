@@ -5,6 +5,7 @@
 //! [`memory::MemoryStore`] in this process only, [`embedded::EmbeddedStore`] in a redb file
 //! that outlives restarts and crashes, [`redis::RedisStore`] in Redis, shared by every instance.
 
+pub mod corrupt;
 pub mod embedded;
 pub mod memory;
 pub mod redis;
@@ -17,6 +18,7 @@ use crate::decision::Decision;
 use crate::spec::{CounterShape, MeteringId, QuotaSpec, TimeUnit, WindowKind};
 use crate::window;
 
+pub use corrupt::OnCorrupt;
 pub use embedded::{Durability, EmbeddedOptions, EmbeddedStore};
 pub use memory::MemoryStore;
 pub use redis::{OnUnavailable, RedisOptions, RedisStore, StoreHealth};

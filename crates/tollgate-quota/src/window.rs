@@ -192,16 +192,56 @@ impl RollingLayout {
     /// The oldest sub-bucket still counted at `now`: the first one whose
     /// [`leaves_at`](Self::leaves_at) is after `now`. (Defined through `leaves_at`, which is
     /// monotonic, because "now minus n months" is not: March 29 to 31 all clamp to February 28.)
+    ///
+    /// Found by galloping from a first guess (exact for fixed units, a few buckets off for
+    /// months), then bisecting: at most ~2·64 evaluations of `leaves_at` whatever the shape, so
+    /// no interval, however long, makes this loop in proportion to it.
     pub fn first_counted(&self, now: i64) -> i64 {
-        // Exact for fixed units; for months a first guess that is off by a few buckets at most.
-        let mut first = self.bucket_of(sub_len(&self.shape, now)).saturating_add(1);
-        while first > i64::MIN / 2 && self.leaves_at(first - 1) > now {
-            first -= 1;
+        const LOWEST: i64 = i64::MIN / 2;
+        const HIGHEST: i64 = i64::MAX / 2;
+        let counted = |b: i64| self.leaves_at(b) > now;
+        let guess =
+            self.bucket_of(sub_len(&self.shape, now)).saturating_add(1).clamp(LOWEST, HIGHEST);
+        // Invariant of the bisection below: `lo` is not counted (or is LOWEST), `hi` is counted
+        // (or is HIGHEST), and the answer lies in (lo, hi].
+        let (mut lo, mut hi);
+        if guess > LOWEST && counted(guess - 1) {
+            hi = guess - 1;
+            let mut step = 1i64;
+            lo = hi.saturating_sub(step).max(LOWEST);
+            while lo > LOWEST && counted(lo) {
+                hi = lo;
+                step = step.saturating_mul(2);
+                lo = hi.saturating_sub(step).max(LOWEST);
+            }
+            if lo == LOWEST && counted(lo) {
+                return LOWEST;
+            }
+        } else {
+            if counted(guess) {
+                return guess;
+            }
+            lo = guess;
+            let mut step = 1i64;
+            hi = lo.saturating_add(step).min(HIGHEST);
+            while hi < HIGHEST && !counted(hi) {
+                lo = hi;
+                step = step.saturating_mul(2);
+                hi = lo.saturating_add(step).min(HIGHEST);
+            }
+            if hi == HIGHEST && !counted(hi) {
+                return HIGHEST;
+            }
         }
-        while first < i64::MAX / 2 && self.leaves_at(first) <= now {
-            first += 1;
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if counted(mid) {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
         }
-        first
+        hi
     }
 
     /// When sub-bucket `bucket` stops being counted.

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use tollgate_quota::store::{
-    Durability, EmbeddedOptions, EmbeddedStore, MemoryStore, RedisOptions, RedisStore,
+    EmbeddedOptions, EmbeddedStore, MemoryStore, RedisOptions, RedisStore,
 };
 use tollgate_quota::{Decision, ManualClock, MeteringId, QuotaSpec, Store, TimeUnit, WindowKind};
 
@@ -142,11 +142,8 @@ async fn every_store_gives_the_same_answers() {
     assert!(reference.iter().filter(|d| d.allowed()).count() > 50);
 
     let dir = tempfile::tempdir().unwrap();
-    let opts = EmbeddedOptions {
-        path: dir.path().join("c.redb"),
-        flush_interval: Duration::from_millis(100),
-        durability: Durability::Buffered,
-    };
+    // The defaults: 100 ms flush interval, buffered.
+    let opts = EmbeddedOptions::new(dir.path().join("c.redb"));
     let embedded = EmbeddedStore::open_with_clock(opts, Arc::new(clock.clone())).unwrap();
     let answers = run(&embedded, &clock, &steps).await;
     assert_same("embedded", &reference, &answers, &steps);

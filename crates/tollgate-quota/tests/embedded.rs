@@ -21,9 +21,9 @@ fn key() -> MeteringId {
 
 fn opts(path: &Path, durability: Durability, flush_ms: u64) -> EmbeddedOptions {
     EmbeddedOptions {
-        path: path.to_owned(),
         flush_interval: Duration::from_millis(flush_ms),
         durability,
+        ..EmbeddedOptions::new(path)
     }
 }
 

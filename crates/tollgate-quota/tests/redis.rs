@@ -228,3 +228,43 @@ async fn counters_and_reset() {
     assert_eq!(s.counters("").await.unwrap().len(), 2);
     assert_eq!(s.check(&acme, &hour, 0).await.unwrap().used, 0);
 }
+
+/// Resetting `A` used to delete the counters of `A}:x` (its keys matched `{A}:*`), and ids
+/// holding glob or brace characters could reach each other's keys. Every id here keeps its
+/// count when any other is reset, and listing by prefix returns only ids with that prefix.
+#[tokio::test]
+async fn reset_and_listing_never_reach_another_ids_keys() {
+    let Some(server) = support::RedisServer::start() else { return };
+    let s = store(&server, "iso:", OnUnavailable::Deny, 2_000).await;
+    let ids = ["A", "A}:x", "A}", "{A}", "A%7D:x", "A*", "A?", "[A]", "A\\", "A:x", "%"];
+    let day = QuotaSpec::new(100, 1, TimeUnit::Day).unwrap();
+    let rolling = day.with_window(WindowKind::Rolling);
+    let flexi = day.with_window(WindowKind::Flexi);
+    for (n, raw) in ids.iter().enumerate() {
+        for spec in [&day, &rolling, &flexi] {
+            let d = s.check(&id(raw), spec, n as u64 + 1).await.unwrap();
+            assert_eq!(d.used, n as u64 + 1, "{raw}");
+        }
+    }
+    for (n, raw) in ids.iter().enumerate() {
+        assert_eq!(s.reset(&id(raw)).await.unwrap(), 3, "{raw}: its own three counters");
+        for (m, other) in ids.iter().enumerate().skip(n + 1) {
+            for spec in [&day, &rolling, &flexi] {
+                let d = s.check(&id(other), spec, 0).await.unwrap();
+                assert_eq!(d.used, m as u64 + 1, "resetting {raw:?} touched {other:?}");
+            }
+        }
+        let d = s.check(&id(raw), &day, 0).await.unwrap();
+        assert_eq!(d.used, 0, "{raw} was reset");
+    }
+    // Listing by prefix: `A}` lists itself and `A}:x`, never `A` or `A%7D:x`.
+    for raw in ["A", "A}:x", "A}", "A%7D:x", "A*"] {
+        s.check(&id(raw), &day, 1).await.unwrap();
+    }
+    let listed: Vec<String> =
+        s.counters("A}").await.unwrap().into_iter().map(|c| c.identifier.to_string()).collect();
+    assert_eq!(listed, ["A}", "A}:x"]);
+    let listed: Vec<String> =
+        s.counters("A*").await.unwrap().into_iter().map(|c| c.identifier.to_string()).collect();
+    assert_eq!(listed, ["A*"]);
+}

@@ -149,8 +149,11 @@ impl From<GlobPattern> for String {
 /// `[[policy]]`: limits owned by the server for ids matching a glob. The first matching
 /// policy wins. Without `override` it only fills what the request headers omit; with it, it
 /// beats the headers.
+///
+/// Invariant: every `PolicyRule` passed [`crate::policy::check_rule`] (it is only made through
+/// [`PolicyFields`]), so a set of rules needs no further validation.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "PolicyFields")]
 pub struct PolicyRule {
     /// Glob over `metering-id`.
     #[serde(rename = "match")]
@@ -173,6 +176,50 @@ pub struct PolicyRule {
     /// enforce (default) or shadow.
     #[serde(default)]
     pub mode: PolicyMode,
+}
+
+/// A `[[policy]]` table as written, before its keys are checked together.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PolicyFields {
+    /// Glob over `metering-id`.
+    #[serde(rename = "match")]
+    pattern: GlobPattern,
+    /// Units per window.
+    #[serde(default)]
+    limit: Option<u64>,
+    /// Window length in units (≥ 1).
+    #[serde(default)]
+    interval: Option<NonZeroU32>,
+    /// second … month.
+    #[serde(default, with = "text")]
+    unit: Option<TimeUnit>,
+    /// calendar, flexi or rolling.
+    #[serde(default, with = "text")]
+    window: Option<WindowKind>,
+    /// The policy beats the headers instead of filling gaps.
+    #[serde(rename = "override", default)]
+    override_headers: bool,
+    /// enforce (default) or shadow.
+    #[serde(default)]
+    mode: PolicyMode,
+}
+
+impl TryFrom<PolicyFields> for PolicyRule {
+    type Error = String;
+    fn try_from(f: PolicyFields) -> Result<Self, String> {
+        let rule = PolicyRule {
+            pattern: f.pattern,
+            limit: f.limit,
+            interval: f.interval,
+            unit: f.unit,
+            window: f.window,
+            override_headers: f.override_headers,
+            mode: f.mode,
+        };
+        crate::policy::check_rule(&rule)?;
+        Ok(rule)
+    }
 }
 
 /// `[[client]]`: an API key allowed to call `/v1/quota` (sent as `x-api-key`), for ids

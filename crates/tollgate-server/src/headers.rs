@@ -10,8 +10,10 @@ use std::str::FromStr;
 
 use axum::http::{HeaderMap, HeaderName, StatusCode};
 use jiff::Timestamp;
+use jiff::civil::DateTime;
 use serde_json::Value;
-use tollgate_quota::{MeteringId, TimeUnit, WindowKind};
+use tollgate_quota::spec::check_start;
+use tollgate_quota::{MeteringId, QuotaSpec, TimeUnit, WindowKind};
 
 use crate::problem::Problem;
 
@@ -118,15 +120,7 @@ impl QuotaRequest {
             })
             .transpose()?;
         let start = single(headers, &H_QUOTA_START)?
-            .map(|v| {
-                parse_rfc3339(v).ok_or_else(|| {
-                    invalid_header(
-                        QUOTA_START,
-                        Some(v),
-                        "quota-start must be an RFC 3339 timestamp, e.g. 2026-01-01T00:00:00Z",
-                    )
-                })
-            })
+            .map(|v| parse_start(v).map_err(|why| invalid_header(QUOTA_START, Some(v), why)))
             .transpose()?;
         let weight = match single(headers, &H_MESSAGE_WEIGHT)? {
             None => 1,
@@ -207,25 +201,56 @@ fn is_decimal_fraction(value: &str) -> bool {
     }
 }
 
-/// RFC 3339 only: a full date, `T` (or `t`/space), a time and an explicit offset (`Z` or
-/// `±hh:mm`). jiff parses the instant; the shape check keeps out its other accepted forms.
-fn parse_rfc3339(value: &str) -> Option<Timestamp> {
+/// A `quota-start` anchor: RFC 3339 only (a full date, `T` (or `t`/space), a time and an
+/// explicit offset, `Z` or `±hh:mm` with hours 00–23), and inside the engine's anchor range.
+/// The refusal says which of the three failed: shape, offset, or range.
+fn parse_start(value: &str) -> Result<Timestamp, String> {
+    const SHAPE: &str = "quota-start must be an RFC 3339 timestamp, e.g. 2026-01-01T00:00:00Z";
     let b = value.as_bytes();
     let shape_ok = b.len() >= 20
+        && value.is_ascii()
         && b[..4].iter().all(u8::is_ascii_digit)
         && b[4] == b'-'
         && b[7] == b'-'
         && matches!(b[10], b'T' | b't' | b' ')
         && b[13] == b':'
-        && b[16] == b':'
-        && (value.ends_with(['Z', 'z']) || {
-            let tail = &b[b.len() - 6..];
-            matches!(tail[0], b'+' | b'-') && tail[3] == b':'
-        });
-    if !shape_ok {
-        return None;
+        && b[16] == b':';
+    let zulu = value.ends_with(['Z', 'z']);
+    let offset = &value[value.len().saturating_sub(6)..];
+    let o = offset.as_bytes();
+    let offset_shaped = o.len() == 6
+        && matches!(o[0], b'+' | b'-')
+        && o[3] == b':'
+        && [o[1], o[2], o[4], o[5]].iter().all(u8::is_ascii_digit);
+    if !shape_ok || !(zulu || offset_shaped) {
+        return Err(SHAPE.into());
     }
-    value.parse::<Timestamp>().ok()
+    if !zulu {
+        let hours = (o[1] - b'0') * 10 + (o[2] - b'0');
+        let minutes = (o[4] - b'0') * 10 + (o[5] - b'0');
+        if hours > 23 || minutes > 59 {
+            return Err(format!(
+                "quota-start offset {offset} is not a valid UTC offset: RFC 3339 allows hours \
+                 00 to 23 and minutes 00 to 59"
+            ));
+        }
+    }
+    let out_of_range = || {
+        format!(
+            "quota-start {value} is out of range: it must lie between {} and {}",
+            QuotaSpec::EARLIEST_START,
+            QuotaSpec::LATEST_START
+        )
+    };
+    match value.parse::<Timestamp>() {
+        Ok(t) => check_start(t).map_err(|_| out_of_range()),
+        // A well-formed date and time that jiff cannot place (e.g. 9999-12-31T23:59:59Z, past
+        // its last instant) is out of range, not malformed.
+        Err(_) if value[..19].replace(['t', ' '], "T").parse::<DateTime>().is_ok() => {
+            Err(out_of_range())
+        }
+        Err(_) => Err(SHAPE.into()),
+    }
 }
 
 #[cfg(test)]
@@ -345,6 +370,46 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!(r.start.unwrap().to_string(), "2026-01-01T04:00:00Z");
+    }
+
+    fn start_detail(v: &str) -> String {
+        let p = QuotaRequest::from_headers(&headers(&[("metering-id", "a"), ("quota-start", v)]))
+            .unwrap_err();
+        assert_eq!(p.body()["invalid_header"], "quota-start", "{v}");
+        assert_eq!(p.body()["value"], v, "{v}");
+        p.body()["detail"].as_str().unwrap().to_owned()
+    }
+
+    #[test]
+    fn start_offsets_beyond_23_59_are_refused() {
+        for v in
+            ["2026-01-01T00:00:00+25:00", "2026-01-01T00:00:00-24:00", "2026-01-01T00:00:00+05:60"]
+        {
+            let d = start_detail(v);
+            assert!(d.contains("offset") && d.contains(&v[19..]), "{v}: {d}");
+        }
+        assert!(start_detail("2026-01-01T00:00:00+5:00").contains("RFC 3339"));
+        let ok = headers(&[("metering-id", "a"), ("quota-start", "2026-01-01T00:00:00-23:59")]);
+        assert!(QuotaRequest::from_headers(&ok).is_ok());
+    }
+
+    #[test]
+    fn far_dates_are_out_of_range_not_malformed() {
+        for v in [
+            "9999-12-31T23:59:59Z",
+            "9999-12-30T00:00:00Z",
+            "0000-01-01T00:00:00Z",
+            "2200-01-01T00:00:01Z",
+            "1899-12-31T23:59:59Z",
+        ] {
+            let d = start_detail(v);
+            assert!(d.contains("out of range") && !d.contains("RFC 3339"), "{v}: {d}");
+            assert!(
+                d.contains("1900-01-01T00:00:00Z") && d.contains("2200-01-01T00:00:00Z"),
+                "{d}"
+            );
+        }
+        assert!(start_detail("2026-02-30T00:00:00Z").contains("RFC 3339"));
     }
 
     #[test]

@@ -20,10 +20,12 @@ use notify::Watcher;
 use serde::Deserialize;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-use tollgate_quota::{QuotaSpec, WindowKind};
+use tollgate_quota::{QuotaSpec, SpecError, TimeUnit, WindowKind};
 
 use crate::config::{PolicyMode, PolicyRule, located};
-use crate::headers::{QUOTA_LIMIT, QUOTA_START, QUOTA_TIMEUNIT, QuotaRequest, invalid_header};
+use crate::headers::{
+    QUOTA_INTERVAL, QUOTA_LIMIT, QUOTA_START, QUOTA_TIMEUNIT, QuotaRequest, invalid_header,
+};
 use crate::metrics;
 use crate::problem::Problem;
 
@@ -96,11 +98,18 @@ impl PolicySet {
         let spec = QuotaSpec { limit, interval, unit, window, start: req.start }
             .validated()
             .map_err(|e| {
-                invalid_header(
-                    QUOTA_START,
-                    req.start.map(|s| s.to_string()).as_deref(),
-                    e.to_string(),
-                )
+                // Policies are checked when loaded, so a window too long comes from a header:
+                // the interval's if it was the one used, else the unit's.
+                let (header, value) = match e {
+                    SpecError::WindowTooLong { .. } if req.interval == Some(interval) => {
+                        (QUOTA_INTERVAL, Some(interval.to_string()))
+                    }
+                    SpecError::WindowTooLong { .. } => {
+                        (QUOTA_TIMEUNIT, req.unit.map(|u| u.as_str().to_owned()))
+                    }
+                    _ => (QUOTA_START, req.start.map(|s| s.to_string())),
+                };
+                invalid_header(header, value.as_deref(), e.to_string())
             })?;
         Ok(Resolved {
             spec,
@@ -108,6 +117,30 @@ impl PolicySet {
             policy: rule.map(|r| r.pattern.as_str().to_owned()),
         })
     }
+}
+
+/// The largest `limit` a policy may hold: `i64::MAX`, the largest integer a TOML file can
+/// store, so a set accepted through the admin API can always be written back to the file.
+pub const MAX_POLICY_LIMIT: u64 = i64::MAX as u64;
+
+/// Checks the keys of one `[[policy]]` together: `limit` at most [`MAX_POLICY_LIMIT`],
+/// `interval × unit` no longer than the engine's longest window (an `interval` without `unit`
+/// must fit the finest unit, seconds). The message names the policy and the key.
+pub fn check_rule(rule: &PolicyRule) -> Result<(), String> {
+    let glob = rule.pattern.as_str();
+    if let Some(limit) = rule.limit.filter(|&l| l > MAX_POLICY_LIMIT) {
+        return Err(format!(
+            "policy {glob:?}: limit {limit} is too large: the largest limit is {MAX_POLICY_LIMIT}"
+        ));
+    }
+    if let Some(interval) = rule.interval.map(|n| n.get()) {
+        let unit = rule.unit.unwrap_or(TimeUnit::Second);
+        if let Err(e) = QuotaSpec::new(0, interval, unit) {
+            let hint = if rule.unit.is_none() { " (with no unit given, in seconds)" } else { "" };
+            return Err(format!("policy {glob:?}: interval: {e}{hint}"));
+        }
+    }
+    Ok(())
 }
 
 /// The policies part of the config file; every other section is ignored here (the binary
@@ -468,6 +501,47 @@ mode = "shadow"
             ]))
             .unwrap_err();
         assert_eq!(p.body()["invalid_header"], "quota-start");
+    }
+
+    #[test]
+    fn policy_windows_beyond_a_century_and_huge_limits_are_located_and_name_the_key() {
+        for (src, needles) in [
+            (
+                "[[policy]]\nmatch = \"Long:*\"\ninterval = 1201\nunit = \"month\"\n",
+                &["p.toml:1:", "\"Long:*\"", "interval", "1201 month", "100 years"][..],
+            ),
+            (
+                "[[policy]]\nmatch = \"*\"\ninterval = 3155760001\n",
+                &["p.toml:1:", "interval", "3155760001", "in seconds"][..],
+            ),
+            (
+                "[[policy]]\nmatch = \"*\"\nlimit = 9223372036854775808\n",
+                &["p.toml:", "limit 9223372036854775808 is too large"][..],
+            ),
+        ] {
+            let err = parse_policies(Path::new("p.toml"), src).unwrap_err();
+            for n in needles {
+                assert!(err.contains(n), "{n} not in {err}");
+            }
+        }
+        // The longest window of each kind is accepted.
+        assert!(
+            parse_policies(
+                Path::new("p.toml"),
+                "[[policy]]\nmatch = \"*\"\ninterval = 1200\nunit = \"month\"\n"
+            )
+            .is_ok()
+        );
+        // A header interval too long for the policy's unit names quota-interval.
+        let s = set("[[policy]]\nmatch = \"*\"\nlimit = 1\nunit = \"month\"\n");
+        let p = s.resolve(&req(&[("metering-id", "a"), ("quota-interval", "1201")])).unwrap_err();
+        assert_eq!(p.body()["invalid_header"], "quota-interval");
+        assert_eq!(p.body()["value"], "1201");
+        // A header unit that makes the policy's interval too long names quota-timeunit.
+        let s = set("[[policy]]\nmatch = \"*\"\nlimit = 1\ninterval = 6000\n");
+        let p = s.resolve(&req(&[("metering-id", "a"), ("quota-timeunit", "weeks")])).unwrap_err();
+        assert_eq!(p.body()["invalid_header"], "quota-timeunit");
+        assert_eq!(p.body()["value"], "week");
     }
 
     #[test]

@@ -4,10 +4,14 @@
 //! [`RedisServer`] starts a real `redis-server` on a free loopback port with its files in a
 //! temp dir and kills it when dropped, so a failing test leaves nothing running. Without the
 //! binary the Redis tests say so loudly and return, unless `TOLLGATE_REQUIRE_REDIS=1` (as in
-//! CI), in which case they fail.
+//! CI), in which case they fail. [`SmallDisk`] mounts a small tmpfs that a test can fill up.
 #![forbid(unsafe_code)]
 // Test support: a broken environment should stop the test at once, with the reason.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod disk;
+
+pub use disk::SmallDisk;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};

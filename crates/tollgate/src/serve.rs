@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use tollgate_quota::store::{
-    EmbeddedOptions, EmbeddedStore, MemoryStore, RedisOptions, RedisStore,
+    EmbeddedOptions, EmbeddedStore, MemoryStore, OnCorrupt, RedisOptions, RedisStore,
 };
-use tollgate_quota::{AnyStore, Store};
+use tollgate_quota::{AnyStore, Store, StoreHealth};
 use tollgate_server::admin::AdminGuard;
 use tollgate_server::client::ClientKeys;
 use tollgate_server::config::{StoreKind, StoreSection};
@@ -46,6 +46,18 @@ pub struct ServeArgs {
     /// Counter store: memory, embedded or a redis:// URL [default: embedded].
     #[arg(long, value_name = "STORE", value_parser = parse_store_flag)]
     store: Option<StoreFlag>,
+    /// A state file that cannot be read (e.g. counters.redb) is renamed to
+    /// `<name>.corrupt-<unix-seconds>` and replaced by an empty one, instead of refusing to start.
+    #[arg(long)]
+    move_aside_corrupt: bool,
+}
+
+impl ServeArgs {
+    /// What to do with a corrupt state file, as chosen by `--move-aside-corrupt`; meant for
+    /// every state file `serve` opens.
+    pub fn on_corrupt(&self) -> OnCorrupt {
+        if self.move_aside_corrupt { OnCorrupt::MoveAside } else { OnCorrupt::Refuse }
+    }
 }
 
 /// The `--store` flag.
@@ -75,6 +87,7 @@ struct Settings {
     store: StoreFlag,
     store_section: StoreSection,
     admin_token: Option<String>,
+    on_corrupt: OnCorrupt,
 }
 
 impl Settings {
@@ -99,7 +112,14 @@ impl Settings {
             .ok()
             .filter(|t| !t.is_empty())
             .or_else(|| file.server.admin_token.clone());
-        Ok(Self { listen, data, store, store_section: file.store.clone(), admin_token })
+        Ok(Self {
+            listen,
+            data,
+            store,
+            store_section: file.store.clone(),
+            admin_token,
+            on_corrupt: args.on_corrupt(),
+        })
     }
 }
 
@@ -153,6 +173,18 @@ async fn serve(args: ServeArgs, file: ConfigFile) -> anyhow::Result<()> {
         .clients(ClientKeys::new(&file.client))
         .on_store_error(settings.store_section.store_unavailable)
         .build();
+    if let AnyStore::Embedded(_) = store.as_ref() {
+        // A counters file that cannot be written (a full disk, say) is not ready: /readyz
+        // answers 503 until a commit succeeds again (checks meanwhile get store_unavailable).
+        let s = Arc::clone(&store);
+        state.add_readiness_check(
+            "counters_file",
+            Arc::new(move || match s.health() {
+                StoreHealth::Ok => Ok(()),
+                StoreHealth::Degraded(e) => Err(e),
+            }),
+        );
+    }
     let mut app = router(state);
 
     // The EDI gateway, when configured: same store, same admin guard, routes merged.
@@ -199,6 +231,7 @@ async fn open_store(s: &Settings) -> anyhow::Result<AnyStore> {
                 path: path.clone(),
                 flush_interval: Duration::from_millis(s.store_section.flush_interval_ms.max(1)),
                 durability: s.store_section.durability,
+                on_corrupt: s.on_corrupt,
             };
             let store = EmbeddedStore::open(opts)
                 .with_context(|| format!("cannot open the embedded store {}", path.display()))?;
@@ -259,6 +292,7 @@ mod tests {
             listen: listen.map(|l| l.parse().unwrap()),
             data: None,
             store: store.map(|s| parse_store_flag(s).unwrap()),
+            move_aside_corrupt: false,
         }
     }
 

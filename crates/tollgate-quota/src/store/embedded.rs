@@ -23,8 +23,13 @@
 //!   so their rows are deleted too. The file is bounded by live counters, like memory.
 //! * A crash loses at most the increments queued since the last commit: at most one flush
 //!   interval of buffered checks, none of the strict ones that were answered.
+//! * **No answer is given that cannot be saved.** While the last commit failed (a full disk,
+//!   say), every check is refused with [`StoreError::Io`] before it counts anything, so the
+//!   server answers per `store_unavailable` and `/readyz` reports the store; the failed batch
+//!   is retried every flush interval on a freshly reopened file, and the first commit that
+//!   succeeds clears the failure. No restart is needed.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
@@ -37,6 +42,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::counter::{Bucket, Counter, Counters};
 use crate::decision::{Decision, Outcome};
 use crate::spec::{CounterShape, MeteringId, QuotaSpec, TimeUnit, WindowKind};
+use crate::store::corrupt::{self, OnCorrupt};
 use crate::store::{CounterInfo, Store, StoreError};
 
 /// Counter rows: key = id, 0x00, shape; value = the counter state (see [`encode_counter`]).
@@ -65,6 +71,8 @@ pub struct EmbeddedOptions {
     pub flush_interval: Duration,
     /// When a check's increment must be on disk before it is answered.
     pub durability: Durability,
+    /// What to do when the file exists but cannot be read (default: refuse to open).
+    pub on_corrupt: OnCorrupt,
 }
 
 impl EmbeddedOptions {
@@ -74,6 +82,7 @@ impl EmbeddedOptions {
             path: path.into(),
             flush_interval: Duration::from_millis(100),
             durability: Durability::Buffered,
+            on_corrupt: OnCorrupt::Refuse,
         }
     }
 }
@@ -91,7 +100,10 @@ pub struct EmbeddedStore {
 struct Shared {
     clock: Arc<dyn Clock>,
     counters: Counters,
-    db: Database,
+    /// The open file; `None` after a failed commit until the next commit reopens it (redb
+    /// refuses every later write on a handle that met an I/O error, e.g. a full disk).
+    db: Mutex<Option<Database>>,
+    path: PathBuf,
     durability: Durability,
     flush_interval: Duration,
     queue: Mutex<Queue>,
@@ -119,10 +131,6 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-fn io(context: &str) -> impl Fn(redb::Error) -> StoreError + '_ {
-    move |e| StoreError::Io(format!("{context}: {e}"))
-}
-
 impl EmbeddedStore {
     /// Opens (or creates) the store file and loads the live counters.
     pub fn open(opts: EmbeddedOptions) -> Result<Self, StoreError> {
@@ -138,15 +146,43 @@ impl EmbeddedStore {
             std::fs::create_dir_all(dir)
                 .map_err(|e| StoreError::Io(format!("creating {}: {e}", dir.display())))?;
         }
-        let db = Database::create(&opts.path)
-            .map_err(|e| StoreError::Io(format!("opening {}: {e}", opts.path.display())))?;
-        let counters = Counters::with_eviction_log();
-        load(&db, &counters, clock.now()).map_err(io("loading counters"))?;
+        let (db, counters) = match open_and_load(&opts.path, clock.now()) {
+            Ok(opened) => opened,
+            Err(Unreadable::Io(e)) => return Err(StoreError::Io(e)),
+            Err(Unreadable::Corrupt(why)) => match opts.on_corrupt {
+                OnCorrupt::Refuse => {
+                    return Err(StoreError::Io(corrupt::refusal(
+                        &opts.path,
+                        &why,
+                        "--move-aside-corrupt",
+                    )));
+                }
+                OnCorrupt::MoveAside => {
+                    let moved = corrupt::move_aside(&opts.path).map_err(|e| {
+                        StoreError::Io(format!(
+                            "{} is corrupt ({why}) and cannot be moved aside: {e}",
+                            opts.path.display()
+                        ))
+                    })?;
+                    tracing::error!(
+                        file = %opts.path.display(),
+                        moved_to = %moved.display(),
+                        reason = %why,
+                        "the counters file is corrupt: moved aside as asked, starting with EMPTY \
+                         counters (what it had counted is not enforced)"
+                    );
+                    open_and_load(&opts.path, clock.now()).map_err(|e| match e {
+                        Unreadable::Io(e) | Unreadable::Corrupt(e) => StoreError::Io(e),
+                    })?
+                }
+            },
+        };
         let (committed, receiver) = watch::channel(0);
         let shared = Arc::new(Shared {
             clock,
             counters,
-            db,
+            db: Mutex::new(Some(db)),
+            path: opts.path.clone(),
             durability: opts.durability,
             flush_interval: opts.flush_interval.max(Duration::from_millis(1)),
             queue: Mutex::new(Queue::default()),
@@ -175,7 +211,7 @@ impl EmbeddedStore {
         self.shared.counters.is_empty()
     }
 
-    /// The last write error, if the latest commit failed.
+    /// The last write error, if the latest commit failed; checks are refused while it is set.
     pub fn last_error(&self) -> Option<String> {
         lock(&self.shared.failure).clone()
     }
@@ -226,6 +262,11 @@ impl Store for EmbeddedStore {
         spec: &QuotaSpec,
         weight: u64,
     ) -> Result<Decision, StoreError> {
+        // While writes fail, nothing admitted now could be saved: refuse before counting, so
+        // the server answers per `store_unavailable` instead of a 200 that is never persisted.
+        if let Some(e) = lock(&self.shared.failure).clone() {
+            return Err(StoreError::Io(format!("the counters file cannot be written: {e}")));
+        }
         let decision = self.shared.counters.check_at(id, spec, weight, self.shared.clock.now());
         if decision.outcome == Outcome::Allowed && weight == 0 {
             // A probe changed nothing worth writing.
@@ -260,6 +301,9 @@ impl Store for EmbeddedStore {
 impl Shared {
     fn run_flusher(&self) {
         let mut next_sweep = Instant::now() + SWEEP_EVERY;
+        // Set while the last commit failed: the batch was queued again and is retried every
+        // flush interval, even when no new work arrives, until the disk takes it.
+        let mut retrying = false;
         loop {
             let (dirty, resets, seq, stopping) = {
                 let mut q = lock(&self.queue);
@@ -280,10 +324,15 @@ impl Shared {
                 next_sweep = Instant::now() + SWEEP_EVERY;
             }
             let evicted = self.counters.take_evicted();
-            if *self.committed.borrow() < seq || !evicted.is_empty() {
+            if *self.committed.borrow() < seq || !evicted.is_empty() || retrying {
                 let result = self.commit(&dirty, &resets, &evicted);
+                retrying = result.is_err();
                 match result {
-                    Ok(()) => *lock(&self.failure) = None,
+                    Ok(()) => {
+                        if lock(&self.failure).take().is_some() {
+                            tracing::info!(file = %self.path.display(), "quota counters are written again");
+                        }
+                    }
                     Err(e) => {
                         tracing::error!(error = %e, "writing quota counters failed");
                         *lock(&self.failure) = Some(e.to_string());
@@ -306,14 +355,40 @@ impl Shared {
         }
     }
 
-    /// Writes one batch in one transaction.
+    /// Writes one batch in one transaction, reopening the file first if the last commit
+    /// failed. A failed commit drops the handle, so a transient error (a full disk, freed
+    /// again) is recovered from without a restart; redb's recovery runs on the reopen.
     fn commit(
         &self,
         dirty: &[(MeteringId, CounterShape)],
         resets: &[MeteringId],
         evicted: &[(String, CounterShape)],
+    ) -> Result<(), String> {
+        let mut db = lock(&self.db);
+        if db.is_none() {
+            let reopened = Database::open(&self.path)
+                .map_err(|e| format!("reopening {}: {e}", self.path.display()))?;
+            *db = Some(reopened);
+        }
+        let Some(handle) = db.as_ref() else {
+            return Err(format!("{} is not open", self.path.display()));
+        };
+        let written = self.write_batch(handle, dirty, resets, evicted);
+        if written.is_err() {
+            *db = None;
+        }
+        written.map_err(|e| format!("writing {}: {e}", self.path.display()))
+    }
+
+    /// The transaction of [`Shared::commit`].
+    fn write_batch(
+        &self,
+        db: &Database,
+        dirty: &[(MeteringId, CounterShape)],
+        resets: &[MeteringId],
+        evicted: &[(String, CounterShape)],
     ) -> Result<(), redb::Error> {
-        let txn = self.db.begin_write()?;
+        let txn = db.begin_write()?;
         {
             let mut table = txn.open_table(COUNTERS)?;
             for id in resets {
@@ -344,6 +419,64 @@ impl Shared {
         }
         txn.commit()?;
         Ok(())
+    }
+}
+
+/// Why a counters file could not be opened.
+enum Unreadable {
+    /// The file is damaged: empty, truncated, or failing redb's checks (message: what is wrong).
+    Corrupt(String),
+    /// Anything else (permissions, locks, a full disk): the message names the file.
+    Io(String),
+}
+
+/// Opens `path` (creating it only when it does not exist) and loads its live counters.
+///
+/// An existing file is never re-initialised: a zero-length file, a truncated one or pages
+/// that fail redb's checks (redb panics on some in debug builds; the panic is caught here) are
+/// [`Unreadable::Corrupt`]. An unclean shutdown is not corruption: redb's own recovery runs
+/// inside `Database::open` as before.
+fn open_and_load(path: &Path, now: jiff::Timestamp) -> Result<(Database, Counters), Unreadable> {
+    let shown = path.display();
+    let exists = match std::fs::metadata(path) {
+        Ok(m) if m.len() == 0 => {
+            return Err(Unreadable::Corrupt(
+                "the file is empty (0 bytes), though a counters file is never empty once created"
+                    .into(),
+            ));
+        }
+        Ok(_) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Err(e) => return Err(Unreadable::Io(format!("{shown}: {e}"))),
+    };
+    let attempt = std::panic::catch_unwind(|| {
+        let db = if exists { Database::open(path) } else { Database::create(path) }
+            .map_err(|e| classify(path, "opening", e.into()))?;
+        let counters = Counters::with_eviction_log();
+        load(&db, &counters, now).map_err(|e| classify(path, "loading counters from", e))?;
+        Ok((db, counters))
+    });
+    attempt.unwrap_or_else(|panic| {
+        let msg = panic
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| panic.downcast_ref::<&str>().copied())
+            .unwrap_or("no message");
+        Err(Unreadable::Corrupt(format!("redb failed while reading it: {msg}")))
+    })
+}
+
+/// Sorts a redb error into corruption (damaged content) or any other failure.
+fn classify(path: &Path, doing: &str, e: redb::Error) -> Unreadable {
+    use std::io::ErrorKind;
+    match e {
+        redb::Error::Corrupted(why) => Unreadable::Corrupt(why),
+        redb::Error::Io(io)
+            if matches!(io.kind(), ErrorKind::UnexpectedEof | ErrorKind::InvalidData) =>
+        {
+            Unreadable::Corrupt(format!("it is truncated or malformed: {io}"))
+        }
+        other => Unreadable::Io(format!("{doing} {}: {other}", path.display())),
     }
 }
 

@@ -9,7 +9,9 @@
 //! * **Exactness across instances** comes from Redis running each script alone: no two
 //!   decisions on one counter interleave, whichever instance sent them.
 //! * **Every key of one identifier shares the hash tag `{id}`**, and the script is routed by its
-//!   one declared key, so all keys it touches live in one Redis Cluster slot.
+//!   one declared key, so all keys it touches live in one Redis Cluster slot. The id is encoded
+//!   in the tag so that it never holds `}` (see [`key`]): no id's SCAN pattern matches another
+//!   id's keys, so a reset deletes that id's counters only.
 //! * **No request waits longer than the timeout.** Every call to Redis is bounded by
 //!   `RedisOptions::timeout`; what happens then is `OnUnavailable`'s choice.
 //! * **Local answers never pretend to be shared.** In `Local` mode a decision made in this
@@ -33,10 +35,12 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use crate::clock::Clock;
 use crate::counter::Verdict;
 use crate::decision::{Decision, Outcome};
-use crate::spec::{CounterShape, MeteringId, QuotaSpec, TimeUnit, WindowKind};
+use crate::spec::{MeteringId, QuotaSpec, TimeUnit, WindowKind};
 use crate::store::memory::MemoryStore;
 use crate::store::{CounterInfo, Store, StoreError};
 use crate::window::{self, RollingLayout};
+
+mod key;
 
 /// The decision script.
 const DECIDE_LUA: &str = include_str!("decide.lua");
@@ -192,23 +196,6 @@ impl RedisStore {
         *self.health.lock().unwrap_or_else(PoisonError::into_inner) = error;
     }
 
-    /// The key every key of `id` with `shape` starts with.
-    fn base_key(&self, id: &MeteringId, shape: &CounterShape) -> String {
-        let kind = match shape.window {
-            WindowKind::Calendar => 'c',
-            WindowKind::Flexi => 'f',
-            WindowKind::Rolling => 'r',
-        };
-        let start = shape.start.map_or_else(|| "-".to_owned(), |s| s.to_string());
-        format!(
-            "{}{{{}}}:{kind}:{}:{}:{start}",
-            self.opts.key_prefix,
-            id.as_str(),
-            shape.interval,
-            shape.unit.as_str()
-        )
-    }
-
     /// Runs one bounded Redis call.
     async fn bounded<T>(
         &self,
@@ -250,7 +237,7 @@ impl RedisStore {
             (None, _) => 0,
         };
         let now = self.clock.as_ref().map_or(-1, |c| c.now().as_microsecond());
-        let mut invocation = self.script.key(self.base_key(id, &shape));
+        let mut invocation = self.script.key(key::base_key(&self.opts.key_prefix, id, &shape));
         invocation
             .arg(kind)
             .arg(spec.limit)
@@ -318,13 +305,18 @@ impl RedisStore {
     }
 
     async fn counters_shared(&self, prefix: &str) -> Result<Vec<CounterInfo>, StoreError> {
-        let pattern = format!("{}{{{}*", glob_escape(&self.opts.key_prefix), glob_escape(prefix));
-        let keys = self.scan(&pattern).await?;
+        let keys = self.scan(&key::id_prefix_pattern(&self.opts.key_prefix, prefix)).await?;
         let now = self.redis_now().await?;
         let mut out = Vec::new();
         let mut conn = self.conn.clone();
         for key in keys {
-            let Some((id, shape, window_start)) = self.parse_key(&key) else { continue };
+            let Some((id, shape, window_start)) = key::parse_key(&self.opts.key_prefix, &key)
+            else {
+                continue;
+            };
+            if !id.as_str().starts_with(prefix) {
+                continue;
+            }
             let fields: Vec<(String, String)> =
                 self.bounded(redis::cmd("HGETALL").arg(&key).query_async(&mut conn)).await?;
             let field = |name: &str| -> u64 {
@@ -388,46 +380,15 @@ impl RedisStore {
         Ok(out)
     }
 
-    /// Splits a key into id, shape and (calendar windows) the window start; `None` for total
-    /// keys and foreign keys.
-    fn parse_key(&self, key: &str) -> Option<(MeteringId, CounterShape, Option<i64>)> {
-        let rest = key.strip_prefix(&self.opts.key_prefix)?.strip_prefix('{')?;
-        let close = rest.rfind("}:")?;
-        let id = MeteringId::new(&rest[..close]).ok()?;
-        let mut parts = rest[close + 2..].split(':');
-        let window = match parts.next()? {
-            "c" => WindowKind::Calendar,
-            "f" => WindowKind::Flexi,
-            "r" => WindowKind::Rolling,
-            _ => return None,
-        };
-        let interval = parts.next()?.parse().ok()?;
-        let unit = parts.next()?.parse().ok()?;
-        let start = match parts.next()? {
-            "-" => None,
-            s => Some(s.parse().ok()?),
-        };
-        let window_start = match (window, parts.next(), parts.next()) {
-            (WindowKind::Calendar, Some("w"), Some(s)) => Some(s.parse().ok()?),
-            (WindowKind::Calendar, _, _) => return None,
-            (_, None, None) => None,
-            _ => return None,
-        };
-        Some((id, CounterShape { interval, unit, window, start }, window_start))
-    }
-
     async fn reset_shared(&self, id: &MeteringId) -> Result<u64, StoreError> {
-        let pattern =
-            format!("{}{{{}}}:*", glob_escape(&self.opts.key_prefix), glob_escape(id.as_str()));
-        let keys = self.scan(&pattern).await?;
-        let mut counters = std::collections::HashSet::new();
-        for key in &keys {
-            if let Some((kid, shape, _)) = self.parse_key(key)
-                && kid == *id
-            {
-                counters.insert(shape);
-            }
-        }
+        let mut keys = self.scan(&key::id_pattern(&self.opts.key_prefix, id)).await?;
+        // The pattern already matches this id's keys only (see `key`); checking each key's id
+        // again means no other id's counter is ever deleted, whatever the pattern matched.
+        keys.retain(|k| key::id_of(&self.opts.key_prefix, k).is_some_and(|(kid, _)| kid == *id));
+        let counters: std::collections::HashSet<_> = keys
+            .iter()
+            .filter_map(|k| key::parse_key(&self.opts.key_prefix, k).map(|(_, shape, _)| shape))
+            .collect();
         let mut conn = self.conn.clone();
         for chunk in keys.chunks(500) {
             let _: u64 =
@@ -440,18 +401,6 @@ impl RedisStore {
 /// A script reply field that the script never sends: Redis answered with something else.
 fn bad_reply(field: &str, value: i64) -> StoreError {
     StoreError::Unavailable(format!("redis: unexpected {field} {value} in the script reply"))
-}
-
-/// Escapes the glob characters of SCAN's MATCH.
-fn glob_escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
 }
 
 impl Store for RedisStore {

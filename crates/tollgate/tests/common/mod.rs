@@ -99,3 +99,18 @@ impl Drop for Server {
         let _ = self.child.wait();
     }
 }
+
+impl Server {
+    /// A plain `GET path` on this server (std has no HTTP client; kept tiny): the whole raw
+    /// answer, status line included. A 10 s read timeout keeps a stuck server from hanging.
+    pub fn get(&self, path: &str) -> String {
+        use std::io::{Read, Write};
+        let mut c = std::net::TcpStream::connect(&self.addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        write!(c, "GET {path} HTTP/1.1\r\nhost: {}\r\nconnection: close\r\n\r\n", self.addr)
+            .unwrap();
+        let mut s = String::new();
+        c.read_to_string(&mut s).unwrap();
+        s
+    }
+}
