@@ -24,12 +24,14 @@
 pub mod admin;
 pub mod client;
 pub mod config;
+pub mod config_file;
 pub mod headers;
 pub mod health;
 pub mod metrics;
 pub mod policy;
 pub mod problem;
 pub mod quota;
+pub mod reload;
 pub mod serve;
 pub mod state;
 
