@@ -22,12 +22,15 @@
 #![forbid(unsafe_code)]
 
 pub mod admin;
+pub mod body_timeout;
 pub mod client;
 pub mod config;
 pub mod config_file;
 pub mod headers;
 pub mod health;
+pub mod limits;
 pub mod metrics;
+pub mod parse_error;
 pub mod policy;
 pub mod problem;
 pub mod quota;
@@ -39,7 +42,8 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::get;
 
-pub use serve::serve;
+pub use limits::ConnectionLimits;
+pub use serve::{serve, serve_with};
 pub use state::{AppState, AppStateBuilder, ReadinessCheck};
 
 /// The largest request body the service's own routes read (`PUT /v1/policies`); larger

@@ -64,6 +64,7 @@ impl ConfigFile {
                 path.display()
             )));
         }
+        self.server.check_limits().map_err(|e| ConfigError(format!("{}: {e}", path.display())))?;
         if self.store.flush_interval_ms == 0 {
             return Err(ConfigError(format!(
                 "{}: [store] flush_interval_ms must be at least 1",
@@ -126,6 +127,32 @@ mod tests {
         let src = "[gateway]\n[[gateway.route]]\nname = \"S\"\ndocuments = [\"214\"]\nlimit = 1\nunit = \"fortnight\"\ndeliver = \"dir:x\"\n";
         let e = ConfigFile::parse(Path::new("t.toml"), src).unwrap_err().to_string();
         assert!(e.contains("gateway.route[0].unit") && e.contains("fortnight"), "{e}");
+    }
+
+    #[test]
+    fn listener_limits_are_read_and_zero_is_refused() {
+        let src =
+            "[server]\nheader_timeout_ms = 5000\nbody_timeout_ms = 7000\nmax_connections = 10\n";
+        let l = ConfigFile::parse(Path::new("t.toml"), src).unwrap().server.limits();
+        assert_eq!(l.header_timeout.as_millis(), 5000);
+        assert_eq!(l.body_timeout.as_millis(), 7000);
+        assert_eq!(l.max_connections, 10);
+        let d = ConfigFile::default().server.limits();
+        assert!(d.header_timeout.as_secs() <= 30);
+        assert!(d.max_connections >= 1000);
+        for (src, key) in [
+            ("[server]\nheader_timeout_ms = 0\n", "header_timeout_ms = 0"),
+            ("[server]\nbody_timeout_ms = 0\n", "body_timeout_ms = 0"),
+            ("[server]\nbody_timeout_ms = 99999999999\n", "body_timeout_ms = 99999999999"),
+            ("[server]\nmax_connections = 0\n", "max_connections = 0"),
+        ] {
+            let e = ConfigFile::parse(Path::new("t.toml"), src).unwrap_err().to_string();
+            assert!(e.starts_with("t.toml: [server] ") && e.contains(key), "{e}");
+        }
+        let e = ConfigFile::parse(Path::new("t.toml"), "[server]\nmax_connections = -1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("t.toml:2:"), "{e}");
     }
 
     #[test]

@@ -174,7 +174,9 @@ async fn serve(args: ServeArgs, file: ConfigFile) -> anyhow::Result<()> {
     use std::io::Write;
     let _ = std::io::stdout().flush();
 
-    tollgate_server::serve(listener, app, shutdown).await.context("serving HTTP")?;
+    let mut limits = file.server.limits();
+    limits.max_connections = crate::fd_limit::fit_connections(limits.max_connections);
+    tollgate_server::serve_with(listener, app, shutdown, limits).await.context("serving HTTP")?;
 
     if let Some(gw) = gateway {
         tracing::info!("shutting down: stopping the gateway");
