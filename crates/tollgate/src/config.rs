@@ -3,16 +3,25 @@
 //!
 //! A parse or validation error reads `FILE:LINE:COL: message` and makes `tollgate serve` exit
 //! with code 2. Precedence for each setting: command-line flag, then this file, then the
-//! built-in default. Only `[[policy]]` is re-read while running (hot reload, by the server).
+//! built-in default.
+//!
+//! Hot reload: the server re-reads the file when it changes. Each reload passes the whole
+//! file through the same validation as start-up ([`ConfigFile::reload_validator`]), so a
+//! typo anywhere is refused (old policies stay, error in logs, `/readyz` and
+//! `tollgate_policy_reload_errors_total`) instead of being accepted now and failing the next
+//! restart. Only `[[policy]]` applies live; any other change is listed as needing a restart.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Deserialize;
 use tollgate_server::config::{ClientKey, PolicyRule, ServerSection, StoreSection, located};
+use tollgate_server::policy::PolicySet;
+use tollgate_server::reload::{FileCheck, FileValidator};
 
 /// The whole config file.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ConfigFile {
     /// `[server]`: listen address, data directory, admin token.
@@ -75,6 +84,51 @@ impl ConfigFile {
             gateway.plan().map_err(|e| ConfigError(format!("{}: {e}", path.display())))?;
         }
         Ok(())
+    }
+}
+
+impl ConfigFile {
+    /// The check each hot reload runs: full validation, then the live policies and what
+    /// differs from `self` (the file the process started with) that needs a restart.
+    /// `flag_keys` are `[server]` keys a command-line flag overrides (their changes in the
+    /// file make no difference, so they are not reported).
+    pub fn reload_validator(&self, flag_keys: &[&'static str]) -> FileValidator {
+        let running = self.clone();
+        let flag_keys = flag_keys.to_vec();
+        Arc::new(move |path: &Path, source: &str| {
+            let next = ConfigFile::parse(path, source).map_err(|e| e.to_string())?;
+            let restart_needed = running.restart_needed(&next, &flag_keys);
+            Ok(FileCheck { policies: PolicySet::new(next.policy), restart_needed })
+        })
+    }
+
+    /// What `next` changes against `self` outside `[[policy]]`, one line per setting:
+    /// `"[server] listen changed: restart to apply"`. Secrets are named, never shown.
+    fn restart_needed(&self, next: &ConfigFile, flag_keys: &[&str]) -> Vec<String> {
+        let (a, b) = (&self.server, &next.server);
+        let server = [
+            ("listen", a.listen != b.listen),
+            ("data", a.data != b.data),
+            ("admin_token", a.admin_token != b.admin_token),
+            ("header_timeout_ms", a.header_timeout_ms != b.header_timeout_ms),
+            ("body_timeout_ms", a.body_timeout_ms != b.body_timeout_ms),
+            ("max_connections", a.max_connections != b.max_connections),
+        ];
+        let mut changes: Vec<String> = server
+            .into_iter()
+            .filter(|(key, changed)| *changed && !flag_keys.contains(key))
+            .map(|(key, _)| format!("[server] {key} changed: restart to apply"))
+            .collect();
+        if self.store != next.store {
+            changes.push("[store] changed: restart to apply".into());
+        }
+        if self.client != next.client {
+            changes.push("[[client]] changed: restart to apply".into());
+        }
+        if self.gateway != next.gateway {
+            changes.push("[gateway] changed: restart to apply".into());
+        }
+        changes
     }
 }
 

@@ -34,7 +34,7 @@ const POLICY_POLL: Duration = Duration::from_secs(2);
 /// Arguments of `tollgate serve`.
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
-    /// Config file (TOML); its [[policy]] tables are reloaded when it changes.
+    /// Config file (TOML); re-validated whole when it changes, its [[policy]] tables applied.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Address to listen on [default: 127.0.0.1:8080].
@@ -46,6 +46,20 @@ pub struct ServeArgs {
     /// Counter store: memory, embedded or a redis:// URL [default: embedded].
     #[arg(long, value_name = "STORE", value_parser = parse_store_flag)]
     store: Option<StoreFlag>,
+}
+
+impl ServeArgs {
+    /// The `[server]` keys set by a flag here (a change to them in the file changes nothing).
+    fn flag_keys(&self) -> Vec<&'static str> {
+        let mut keys = Vec::new();
+        if self.listen.is_some() {
+            keys.push("listen");
+        }
+        if self.data.is_some() {
+            keys.push("data");
+        }
+        keys
+    }
 }
 
 /// The `--store` flag.
@@ -136,7 +150,10 @@ async fn serve(args: ServeArgs, file: ConfigFile) -> anyhow::Result<()> {
     let store = Arc::new(open_store(&settings).await?);
 
     let policies = match &args.config {
-        Some(path) => Policies::with_file(PolicySet::new(file.policy.clone()), path),
+        Some(path) => {
+            let validator = file.reload_validator(&args.flag_keys());
+            Policies::with_checked_file(PolicySet::new(file.policy.clone()), path, validator)
+        }
         None => Policies::fixed(PolicySet::default()),
     };
     let _watcher = policies.watch(POLICY_POLL);
