@@ -6,10 +6,11 @@
 //! - `PUT /v1/policies` with `{"policies": [ … ]}` (the `[[policy]]` keys, as JSON) validates
 //!   the whole set and replaces the one in force. When the server reads a config file, the
 //!   file's `[[policy]]` tables are rewritten atomically too, so the change survives a reload
-//!   and a restart (other sections are kept, comments are not).
+//!   and a restart (other sections, comments, the file's mode, owner and symlink are kept;
+//!   see [`crate::config_file`]).
 //!
 //! Access: with a configured token, `Authorization: Bearer <token>` is required (401
-//! otherwise). With no token, the admin API is open only when the server listens on a
+//! otherwise; the scheme is case-insensitive, the token is not). With no token, the admin API is open only when the server listens on a
 //! loopback address, and refused with 403 elsewhere.
 
 use std::sync::Arc;

@@ -51,7 +51,8 @@ pub use state::{AppState, AppStateBuilder, ReadinessCheck};
 pub const MAX_BODY_BYTES: usize = 256 * 1024;
 
 /// The service's routes. The binary may `merge` more (the gateway's) before [`serve`]; 404,
-/// 405, 413 and 431 become problem+json in [`serve`], so they cover merged routes too.
+/// 405, 408, 413, 414 and 431 become problem+json in [`serve`], so they cover merged routes
+/// too, as do the listener's timeouts and connection cap ([`ConnectionLimits`]).
 pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/v1/quota", get(quota::check))

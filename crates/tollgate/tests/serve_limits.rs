@@ -102,3 +102,34 @@ fn the_default_cap_serves_a_thousand_keep_alive_clients() {
         }
     }
 }
+
+#[test]
+fn a_low_soft_open_file_limit_is_raised_to_serve_the_default_cap() {
+    // Start under a soft limit of 512 descriptors (the hard limit is left as it is): the
+    // server raises its soft limit, or 1,000 clients could not all be connected at once.
+    let hard = Command::new("sh").args(["-c", "ulimit -Hn"]).output().unwrap();
+    let hard = String::from_utf8_lossy(&hard.stdout).trim().to_owned();
+    assert!(
+        hard == "unlimited" || hard.parse::<u64>().unwrap() >= 1400,
+        "this test needs a hard open-file limit of at least 1400, found {hard}"
+    );
+    let mut launcher = Command::new("sh");
+    launcher.args(["-c", "ulimit -Sn 512 && exec \"$0\" \"$@\"", BIN]);
+    let s = Server::start_via(launcher, &["--store", "memory"], &[]);
+    let mut clients = Vec::with_capacity(1000);
+    for _ in 0..1000 {
+        let mut c = TcpStream::connect(&s.addr).unwrap();
+        c.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        clients.push(c);
+    }
+    for (i, c) in clients.iter_mut().enumerate() {
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut buf = [0u8; 256];
+        let n = c.read(&mut buf).unwrap_or_else(|e| panic!("client {i}: {e}"));
+        assert!(buf[..n].starts_with(b"HTTP/1.1 200"), "client {i}");
+    }
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", s.pid())).unwrap_or_default();
+    if let Some(line) = limits.lines().find(|l| l.starts_with("Max open files")) {
+        assert!(!line.contains(" 512 "), "the soft limit was not raised: {line}");
+    }
+}
