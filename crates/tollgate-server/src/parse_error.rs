@@ -41,7 +41,7 @@ pub const MAX_HEADERS: usize = 100;
 #[derive(Debug)]
 pub struct ProblemIo<S> {
     inner: S,
-    /// The start of what was read since the last response; empty (no allocation) when idle.
+    /// The start of what was read since the last response (at most [`CAPTURE_BYTES`]).
     capture: Vec<u8>,
     /// A replacement response being written, the bytes already written, and the length of
     /// hyper's buffer to report once it is all out.
@@ -52,6 +52,18 @@ impl<S> ProblemIo<S> {
     /// Wraps a connection.
     pub fn new(inner: S) -> Self {
         Self { inner, capture: Vec::new(), replacing: None }
+    }
+}
+
+impl<S> ProblemIo<S> {
+    /// Drops the captured request. A small buffer is kept for the next request; a large one
+    /// is freed, so an idle keep-alive connection holds at most 1 KiB for this.
+    fn forget_request(&mut self) {
+        if self.capture.capacity() > 1024 {
+            self.capture = Vec::new();
+        } else {
+            self.capture.clear();
+        }
     }
 }
 
@@ -86,7 +98,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for ProblemIo<S> {
                 this.replacing = Some((problem, 0, buf.len()));
             } else {
                 // A response is going out: the request it answers was parsed.
-                this.capture = Vec::new();
+                this.forget_request();
                 return Pin::new(&mut this.inner).poll_write(cx, buf);
             }
         }
@@ -103,7 +115,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for ProblemIo<S> {
         }
         let reported = *reported;
         this.replacing = None;
-        this.capture = Vec::new();
+        this.forget_request();
         Poll::Ready(Ok(reported))
     }
 
@@ -123,16 +135,16 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for ProblemIo<S> {
 /// The status of `buf` when it is hyper's own bodiless answer to a request it could not
 /// parse (see the module docs).
 fn bare_parse_error(buf: &[u8]) -> Option<StatusCode> {
-    let status = [
-        StatusCode::BAD_REQUEST,
-        StatusCode::URI_TOO_LONG,
-        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-    ]
-    .into_iter()
-    .find(|s| {
-        buf.starts_with(format!("HTTP/1.1 {} ", s.as_u16()).as_bytes())
-            || buf.starts_with(format!("HTTP/1.0 {} ", s.as_u16()).as_bytes())
-    })?;
+    // Cheap checks first: this runs on every write of every response.
+    if !(buf.starts_with(b"HTTP/1.1 4") || buf.starts_with(b"HTTP/1.0 4")) {
+        return None;
+    }
+    let status = match buf.get(9..13)? {
+        b"400 " => StatusCode::BAD_REQUEST,
+        b"414 " => StatusCode::URI_TOO_LONG,
+        b"431 " => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+        _ => return None,
+    };
     let end = memchr_crlfcrlf(buf)?;
     if end + 4 != buf.len() {
         return None; // a body follows: not hyper's bare answer
@@ -315,6 +327,9 @@ mod tests {
         let with_body = b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\nx";
         assert_eq!(bare_parse_error(with_body), None);
         assert_eq!(bare_parse_error(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n"), None);
+        assert_eq!(bare_parse_error(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n"), None);
+        let too_long = b"HTTP/1.1 414 URI Too Long\r\ncontent-length: 0\r\n\r\n";
+        assert_eq!(bare_parse_error(too_long), Some(StatusCode::URI_TOO_LONG));
     }
 
     #[test]
