@@ -6,10 +6,11 @@
 //! - `PUT /v1/policies` with `{"policies": [ … ]}` (the `[[policy]]` keys, as JSON) validates
 //!   the whole set and replaces the one in force. When the server reads a config file, the
 //!   file's `[[policy]]` tables are rewritten atomically too, so the change survives a reload
-//!   and a restart (other sections are kept, comments are not).
+//!   and a restart (other sections, comments, the file's mode, owner and symlink are kept;
+//!   see [`crate::config_file`]).
 //!
 //! Access: with a configured token, `Authorization: Bearer <token>` is required (401
-//! otherwise). With no token, the admin API is open only when the server listens on a
+//! otherwise; the scheme is case-insensitive, the token is not). With no token, the admin API is open only when the server listens on a
 //! loopback address, and refused with 403 elsewhere.
 
 use std::sync::Arc;
@@ -72,11 +73,7 @@ impl AdminGuard {
                  [server] admin_token or TOLLGATE_ADMIN_TOKEN",
             ));
         };
-        let presented = headers
-            .get(AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
-            .map(str::trim);
+        let presented = headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer);
         let unauthorized = |detail: &str| {
             Problem::new(StatusCode::UNAUTHORIZED, "admin-unauthorized", "Admin token required")
                 .detail(detail)
@@ -88,6 +85,14 @@ impl AdminGuard {
             Some(_) => Err(unauthorized("the bearer token is not the admin token")),
         }
     }
+}
+
+/// The credentials of an `Authorization: Bearer <token>` value. The auth-scheme is matched
+/// case-insensitively (RFC 9110 §11.1), so `bearer`, `BEARER` and `bEaReR` all work; the token
+/// itself is compared exactly by the caller.
+fn bearer(value: &str) -> Option<&str> {
+    let (scheme, credentials) = value.trim_start().split_once([' ', '\t'])?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| credentials.trim())
 }
 
 /// `?prefix=` of the counter listing.
@@ -220,6 +225,21 @@ mod tests {
         assert_eq!(g.authorize(&HeaderMap::new()).unwrap_err().status(), StatusCode::UNAUTHORIZED);
         assert_eq!(g.authorize(&bearer("nope")).unwrap_err().status(), StatusCode::UNAUTHORIZED);
         assert!(g.authorize(&bearer("s3cret")).is_ok());
+    }
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive() {
+        let g = AdminGuard::new(Some("s3cret"), true);
+        for v in ["Bearer s3cret", "bearer s3cret", "BEARER s3cret", "bEaReR  s3cret"] {
+            let mut h = HeaderMap::new();
+            h.insert(AUTHORIZATION, HeaderValue::from_static(v));
+            assert!(g.authorize(&h).is_ok(), "{v}");
+        }
+        for v in ["Basic s3cret", "Bearers3cret", "s3cret", "Bearer S3CRET", "Bearer"] {
+            let mut h = HeaderMap::new();
+            h.insert(AUTHORIZATION, HeaderValue::from_static(v));
+            assert!(g.authorize(&h).is_err(), "{v}");
+        }
     }
 
     #[test]

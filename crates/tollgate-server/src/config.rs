@@ -26,6 +26,48 @@ pub struct ServerSection {
     pub data: Option<PathBuf>,
     /// Bearer token for the admin API (`TOLLGATE_ADMIN_TOKEN` overrides it).
     pub admin_token: Option<String>,
+    /// Time to receive a request head, also the keep-alive idle time (default 20 000 ms).
+    pub header_timeout_ms: Option<u64>,
+    /// Longest silence between request body chunks before a 408 (default 30 000 ms).
+    pub body_timeout_ms: Option<u64>,
+    /// Connections served at once (default 4096).
+    pub max_connections: Option<usize>,
+}
+
+impl ServerSection {
+    /// The listener's limits: the values set here, defaults for the rest. Zero values are
+    /// refused when the file is read ([`ServerSection::check_limits`]).
+    pub fn limits(&self) -> crate::limits::ConnectionLimits {
+        let d = crate::limits::ConnectionLimits::default();
+        let ms = std::time::Duration::from_millis;
+        crate::limits::ConnectionLimits {
+            header_timeout: self.header_timeout_ms.map_or(d.header_timeout, ms),
+            body_timeout: self.body_timeout_ms.map_or(d.body_timeout, ms),
+            max_connections: self.max_connections.unwrap_or(d.max_connections),
+        }
+    }
+
+    /// Refuses limits that would stop the service: each must be at least 1, and a timeout
+    /// at most one day. The error names the key and the value.
+    pub fn check_limits(&self) -> Result<(), String> {
+        const DAY_MS: u64 = 24 * 60 * 60 * 1000;
+        for (key, value) in [
+            ("header_timeout_ms", self.header_timeout_ms),
+            ("body_timeout_ms", self.body_timeout_ms),
+        ] {
+            if let Some(v) = value {
+                if !(1..=DAY_MS).contains(&v) {
+                    return Err(format!(
+                        "[server] {key} = {v}: must be between 1 and {DAY_MS} (one day)"
+                    ));
+                }
+            }
+        }
+        if self.max_connections == Some(0) {
+            return Err("[server] max_connections = 0: must be at least 1".into());
+        }
+        Ok(())
+    }
 }
 
 /// Which counter store to use.

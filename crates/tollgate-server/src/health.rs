@@ -7,6 +7,7 @@
 //! `"status": "degraded"` with the reason, but stays 200: the previous policies are still
 //! enforced and `store_unavailable` decides the answers, and pulling every instance out of a
 //! load balancer over a config typo or a Redis blip would stop the pipeline it protects.
+//! `restart_needed` lists accepted config changes that only a restart applies.
 
 use axum::Json;
 use axum::extract::State;
@@ -59,6 +60,8 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
             "generation": status.generation,
             "last_error": status.last_error,
         },
+        // Changes in the file that only a restart applies (the policies are live already).
+        "restart_needed": status.restart_needed,
         "checks": Value::Object(checks),
     });
     let code = if failing { StatusCode::SERVICE_UNAVAILABLE } else { StatusCode::OK };

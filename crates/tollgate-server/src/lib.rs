@@ -22,14 +22,19 @@
 #![forbid(unsafe_code)]
 
 pub mod admin;
+pub mod body_timeout;
 pub mod client;
 pub mod config;
+pub mod config_file;
 pub mod headers;
 pub mod health;
+pub mod limits;
 pub mod metrics;
+pub mod parse_error;
 pub mod policy;
 pub mod problem;
 pub mod quota;
+pub mod reload;
 pub mod serve;
 pub mod state;
 
@@ -37,7 +42,8 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::get;
 
-pub use serve::serve;
+pub use limits::ConnectionLimits;
+pub use serve::{serve, serve_with};
 pub use state::{AppState, AppStateBuilder, ReadinessCheck};
 
 /// The largest request body the service's own routes read (`PUT /v1/policies`); larger
@@ -45,7 +51,8 @@ pub use state::{AppState, AppStateBuilder, ReadinessCheck};
 pub const MAX_BODY_BYTES: usize = 256 * 1024;
 
 /// The service's routes. The binary may `merge` more (the gateway's) before [`serve`]; 404,
-/// 405, 413 and 431 become problem+json in [`serve`], so they cover merged routes too.
+/// 405, 408, 413, 414 and 431 become problem+json in [`serve`], so they cover merged routes
+/// too, as do the listener's timeouts and connection cap ([`ConnectionLimits`]).
 pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/v1/quota", get(quota::check))

@@ -28,6 +28,7 @@ use crate::headers::{
 };
 use crate::metrics;
 use crate::problem::Problem;
+use crate::reload::{FileCheck, FileValidator};
 
 /// An ordered, validated list of policies; the first match wins.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -165,16 +166,29 @@ pub struct ReloadStatus {
     pub generation: u64,
     /// Why the file was last refused; `None` once a valid file is in force.
     pub last_error: Option<String>,
+    /// What the file in force changed that only a restart applies (empty: nothing).
+    pub restart_needed: Vec<String>,
 }
 
 /// The policy set in force, and where it comes from. Shared by every request.
-#[derive(Debug)]
 pub struct Policies {
     current: RwLock<Arc<PolicySet>>,
     status: Mutex<ReloadStatus>,
     /// Hash of the file content last looked at, so an unchanged file is not re-applied.
     seen: Mutex<Option<u64>>,
     file: Option<PathBuf>,
+    /// Validates the whole file on reload (without one, only `[[policy]]` is read).
+    validator: Option<FileValidator>,
+}
+
+impl std::fmt::Debug for Policies {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Policies")
+            .field("current", &self.current)
+            .field("file", &self.file)
+            .field("validated", &self.validator.is_some())
+            .finish()
+    }
 }
 
 impl Policies {
@@ -203,12 +217,33 @@ impl Policies {
         Arc::new(p)
     }
 
+    /// Like [`Policies::with_file`], but each reload validates the whole file with
+    /// `validator` (the same checks as start-up) and refuses it as a whole if that fails.
+    pub fn with_checked_file(set: PolicySet, file: &Path, validator: FileValidator) -> Arc<Self> {
+        let mut p = Self::build(set, Some(file.to_owned()));
+        p.validator = Some(validator);
+        if let Ok(source) = std::fs::read_to_string(file) {
+            *lock(&p.seen) = Some(hash(&source));
+        }
+        Arc::new(p)
+    }
+
     fn build(set: PolicySet, file: Option<PathBuf>) -> Self {
         Self {
             current: RwLock::new(Arc::new(set)),
-            status: Mutex::new(ReloadStatus { generation: 1, last_error: None }),
+            status: Mutex::new(ReloadStatus { generation: 1, ..ReloadStatus::default() }),
             seen: Mutex::new(None),
             file,
+            validator: None,
+        }
+    }
+
+    /// The file's policies, after the whole-file check when there is one.
+    fn check(&self, file: &Path, source: &str) -> Result<FileCheck, String> {
+        match &self.validator {
+            Some(validate) => validate(file, source),
+            None => parse_policies(file, source)
+                .map(|policies| FileCheck { policies, restart_needed: Vec::new() }),
         }
     }
 
@@ -242,11 +277,12 @@ impl Policies {
     }
 
     /// Replaces the set in force (e.g. from `PUT /v1/policies`). When a file is configured,
-    /// the file's `[[policy]]` tables are rewritten first, atomically (temp file + rename), so
-    /// the next reload keeps the new set; other sections survive but comments do not.
+    /// the file's `[[policy]]` tables are rewritten first (see [`crate::config_file`]: mode,
+    /// owner, symlink and comments outside `[[policy]]` are kept), so the next reload keeps
+    /// the new set.
     pub fn replace(&self, set: PolicySet) -> Result<(), String> {
         if let Some(file) = &self.file {
-            let written = write_policies(file, set.rules())?;
+            let written = crate::config_file::rewrite_policies(file, set.rules())?;
             *lock(&self.seen) = Some(hash(&written));
         }
         self.install(set);
@@ -276,10 +312,14 @@ impl Policies {
             }
             *seen = Some(h);
         }
-        match parse_policies(file, &source) {
-            Ok(set) => {
+        match self.check(file, &source) {
+            Ok(FileCheck { policies: set, restart_needed }) => {
                 let n = set.rules().len();
+                for change in &restart_needed {
+                    tracing::warn!(file = %file.display(), "{change}");
+                }
                 self.install(set);
+                lock(&self.status).restart_needed = restart_needed;
                 metrics::policy_reloaded();
                 tracing::info!(file = %file.display(), policies = n, "policies reloaded");
                 Ok(true)
@@ -371,43 +411,6 @@ fn hash(s: &str) -> u64 {
     let mut h = DefaultHasher::new();
     s.hash(&mut h);
     h.finish()
-}
-
-/// Rewrites the `[[policy]]` tables of `file` (keeping its other tables), via a temporary
-/// file in the same directory and a rename, so readers see the old or the new file, never
-/// half of one. Returns the content written.
-fn write_policies(file: &Path, rules: &[PolicyRule]) -> Result<String, String> {
-    let shown = file.display();
-    let mut table: toml::Table = match std::fs::read_to_string(file) {
-        Ok(s) => toml::from_str(&s).map_err(|e| located(file, &s, &e))?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => toml::Table::new(),
-        Err(e) => return Err(format!("{shown}: cannot read: {e}")),
-    };
-    let value = toml::Value::try_from(rules).map_err(|e| format!("cannot encode policies: {e}"))?;
-    table.insert("policy".into(), value);
-    let text = toml::to_string(&table).map_err(|e| format!("cannot encode {shown}: {e}"))?;
-    let dir = match file.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
-        _ => PathBuf::from("."),
-    };
-    let name = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tollgate-tmp"));
-    let write = || -> std::io::Result<()> {
-        use std::io::Write;
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, file)?;
-        if let Ok(d) = std::fs::File::open(&dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
-    };
-    write().map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        format!("{shown}: cannot write: {e}")
-    })?;
-    Ok(text)
 }
 
 #[cfg(test)]

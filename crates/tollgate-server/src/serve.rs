@@ -1,33 +1,52 @@
 //! The HTTP/1.1 listener: accepts connections, enforces the 8 KiB header limit, turns bare
-//! framework errors into problem+json, and shuts down gracefully.
+//! framework errors into problem+json, bounds slow and idle clients, and shuts down
+//! gracefully.
+//!
+//! Bounds ([`ConnectionLimits`]): at most `max_connections` connections are served at once
+//! (further clients wait in the accept queue); a request head must arrive within
+//! `header_timeout` (also the keep-alive idle time: hyper starts that clock when it waits for
+//! the next head), else the connection is closed; a body silent for `body_timeout` gets 408
+//! and the connection closed. Together they guarantee that a slot held by a client that
+//! sends nothing is freed within `header_timeout`, so a flood of half-open connections
+//! delays `/healthz` by at most that long.
 //!
 //! This sits below the router on purpose, so it covers every route, including those merged
 //! in by the gateway: a request whose header fields exceed [`MAX_HEADER_BYTES`] gets a 431
 //! problem before any handler runs, and any 4xx/5xx answered with a plain-text or empty body
 //! (axum's 404, 405, 413 and extractor rejections) is rewritten as `application/problem+json`
-//! with the same status and headers (e.g. `Allow` on a 405).
+//! with the same status and headers (e.g. `Allow` on a 405). A request target longer than
+//! [`MAX_URI_BYTES`] gets a 414 problem. Requests the parser itself refuses get
+//! problem+json through [`crate::parse_error::ProblemIo`].
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
-use axum::http::header::CONTENT_TYPE;
+use axum::http::header::{CONNECTION, CONTENT_TYPE, HeaderValue};
 use axum::http::{HeaderMap, Method, Request, Response, StatusCode, Uri};
 use axum::response::IntoResponse;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use tower::ServiceExt;
 
+use crate::body_timeout::{StallFlag, StallTimeout};
+use crate::limits::ConnectionLimits;
+use crate::parse_error::ProblemIo;
 use crate::problem::{PROBLEM_JSON, Problem};
 
 /// The most bytes of header fields a request may carry (names, values and `": "` + CRLF).
 pub const MAX_HEADER_BYTES: usize = 8 * 1024;
+
+/// The longest request target (path and query) served; longer ones get 414.
+pub const MAX_URI_BYTES: usize = 8 * 1024;
 
 /// The HTTP parser's read buffer. Headers between [`MAX_HEADER_BYTES`] and this size get a
 /// 431 problem+json; beyond it, or beyond 100 header fields, the parser itself answers a bare
@@ -40,17 +59,42 @@ const GRACE: Duration = Duration::from_secs(10);
 /// The largest error body we read back to put into a problem's `detail`.
 const MAX_DETAIL_BYTES: usize = 4 * 1024;
 
-/// Serves `app` on `listener` until `shutdown` completes, then stops accepting, lets
-/// in-flight requests finish (up to 10 s) and returns.
+/// Serves `app` on `listener` with the default [`ConnectionLimits`]; see [`serve_with`].
 pub async fn serve<F>(listener: TcpListener, app: Router, shutdown: F) -> std::io::Result<()>
+where
+    F: Future<Output = ()> + Send,
+{
+    serve_with(listener, app, shutdown, ConnectionLimits::default()).await
+}
+
+/// Serves `app` on `listener` within `limits` until `shutdown` completes, then stops
+/// accepting, lets in-flight requests finish (up to 10 s) and returns.
+pub async fn serve_with<F>(
+    listener: TcpListener,
+    app: Router,
+    shutdown: F,
+    limits: ConnectionLimits,
+) -> std::io::Result<()>
 where
     F: Future<Output = ()> + Send,
 {
     let graceful = GracefulShutdown::new();
     let mut builder = http1::Builder::new();
-    builder.max_buf_size(READ_BUFFER);
+    builder
+        .max_buf_size(READ_BUFFER)
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout);
+    // Invariant: one permit per live connection; it is released when the connection ends.
+    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let mut shutdown = pin!(shutdown);
     loop {
+        let permit = tokio::select! {
+            permit = Arc::clone(&slots).acquire_owned() => match permit {
+                Ok(p) => p,
+                Err(_closed) => break,
+            },
+            () = &mut shutdown => break,
+        };
         let stream = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _peer)) => stream,
@@ -64,13 +108,19 @@ where
             () = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
+        if slots.available_permits() == 0 {
+            tracing::debug!(max = limits.max_connections, "connection cap reached");
+        }
         let app = app.clone();
-        let service = hyper::service::service_fn(move |req| handle(app.clone(), req));
-        let conn = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+        let body_timeout = limits.body_timeout;
+        let service = hyper::service::service_fn(move |req| handle(app.clone(), req, body_timeout));
+        let io = TokioIo::new(ProblemIo::new(stream));
+        let conn = graceful.watch(builder.serve_connection(io, service));
         tokio::spawn(async move {
             if let Err(e) = conn.await {
                 tracing::debug!(error = %e, "connection ended with an error");
             }
+            drop(permit);
         });
     }
     drop(listener);
@@ -81,7 +131,21 @@ where
     Ok(())
 }
 
-async fn handle(app: Router, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+async fn handle(
+    app: Router,
+    req: Request<Incoming>,
+    body_timeout: Duration,
+) -> Result<Response<Body>, Infallible> {
+    let uri_len = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
+    if uri_len > MAX_URI_BYTES {
+        return Ok(Problem::new(StatusCode::URI_TOO_LONG, "uri-too-long", "URI Too Long")
+            .detail(format!(
+                "the request target is {uri_len} bytes long; the limit is {MAX_URI_BYTES}"
+            ))
+            .with("limit", MAX_URI_BYTES)
+            .with("received", uri_len)
+            .into_response());
+    }
     let size = header_bytes(req.headers());
     if size > MAX_HEADER_BYTES {
         return Ok(Problem::new(
@@ -98,7 +162,21 @@ async fn handle(app: Router, req: Request<Incoming>) -> Result<Response<Body>, I
     }
     let method = req.method().clone();
     let uri = req.uri().clone();
-    let response = app.oneshot(req.map(Body::new)).await?;
+    let stalled = StallFlag::default();
+    let flag = stalled.clone();
+    let req = req.map(|b| Body::new(StallTimeout::new(b, body_timeout, flag)));
+    let response = app.oneshot(req).await?;
+    if stalled.fired() {
+        // Whatever the route made of its failed body, the cause was the client's silence.
+        return Ok(Problem::new(StatusCode::REQUEST_TIMEOUT, "body-timeout", "Request Timeout")
+            .detail(format!(
+                "no request body data arrived for {} ms; the connection is closed",
+                body_timeout.as_millis()
+            ))
+            .with("path", uri.path())
+            .header(CONNECTION, HeaderValue::from_static("close"))
+            .into_response());
+    }
     Ok(as_problem(response, &method, &uri).await)
 }
 

@@ -3,16 +3,25 @@
 //!
 //! A parse or validation error reads `FILE:LINE:COL: message` and makes `tollgate serve` exit
 //! with code 2. Precedence for each setting: command-line flag, then this file, then the
-//! built-in default. Only `[[policy]]` is re-read while running (hot reload, by the server).
+//! built-in default.
+//!
+//! Hot reload: the server re-reads the file when it changes. Each reload passes the whole
+//! file through the same validation as start-up ([`ConfigFile::reload_validator`]), so a
+//! typo anywhere is refused (old policies stay, error in logs, `/readyz` and
+//! `tollgate_policy_reload_errors_total`) instead of being accepted now and failing the next
+//! restart. Only `[[policy]]` applies live; any other change is listed as needing a restart.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Deserialize;
 use tollgate_server::config::{ClientKey, PolicyRule, ServerSection, StoreSection, located};
+use tollgate_server::policy::PolicySet;
+use tollgate_server::reload::{FileCheck, FileValidator};
 
 /// The whole config file.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ConfigFile {
     /// `[server]`: listen address, data directory, admin token.
@@ -64,6 +73,7 @@ impl ConfigFile {
                 path.display()
             )));
         }
+        self.server.check_limits().map_err(|e| ConfigError(format!("{}: {e}", path.display())))?;
         if self.store.flush_interval_ms == 0 {
             return Err(ConfigError(format!(
                 "{}: [store] flush_interval_ms must be at least 1",
@@ -74,6 +84,51 @@ impl ConfigFile {
             gateway.plan().map_err(|e| ConfigError(format!("{}: {e}", path.display())))?;
         }
         Ok(())
+    }
+}
+
+impl ConfigFile {
+    /// The check each hot reload runs: full validation, then the live policies and what
+    /// differs from `self` (the file the process started with) that needs a restart.
+    /// `flag_keys` are `[server]` keys a command-line flag overrides (their changes in the
+    /// file make no difference, so they are not reported).
+    pub fn reload_validator(&self, flag_keys: &[&'static str]) -> FileValidator {
+        let running = self.clone();
+        let flag_keys = flag_keys.to_vec();
+        Arc::new(move |path: &Path, source: &str| {
+            let next = ConfigFile::parse(path, source).map_err(|e| e.to_string())?;
+            let restart_needed = running.restart_needed(&next, &flag_keys);
+            Ok(FileCheck { policies: PolicySet::new(next.policy), restart_needed })
+        })
+    }
+
+    /// What `next` changes against `self` outside `[[policy]]`, one line per setting:
+    /// `"[server] listen changed: restart to apply"`. Secrets are named, never shown.
+    fn restart_needed(&self, next: &ConfigFile, flag_keys: &[&str]) -> Vec<String> {
+        let (a, b) = (&self.server, &next.server);
+        let server = [
+            ("listen", a.listen != b.listen),
+            ("data", a.data != b.data),
+            ("admin_token", a.admin_token != b.admin_token),
+            ("header_timeout_ms", a.header_timeout_ms != b.header_timeout_ms),
+            ("body_timeout_ms", a.body_timeout_ms != b.body_timeout_ms),
+            ("max_connections", a.max_connections != b.max_connections),
+        ];
+        let mut changes: Vec<String> = server
+            .into_iter()
+            .filter(|(key, changed)| *changed && !flag_keys.contains(key))
+            .map(|(key, _)| format!("[server] {key} changed: restart to apply"))
+            .collect();
+        if self.store != next.store {
+            changes.push("[store] changed: restart to apply".into());
+        }
+        if self.client != next.client {
+            changes.push("[[client]] changed: restart to apply".into());
+        }
+        if self.gateway != next.gateway {
+            changes.push("[gateway] changed: restart to apply".into());
+        }
+        changes
     }
 }
 
@@ -126,6 +181,32 @@ mod tests {
         let src = "[gateway]\n[[gateway.route]]\nname = \"S\"\ndocuments = [\"214\"]\nlimit = 1\nunit = \"fortnight\"\ndeliver = \"dir:x\"\n";
         let e = ConfigFile::parse(Path::new("t.toml"), src).unwrap_err().to_string();
         assert!(e.contains("gateway.route[0].unit") && e.contains("fortnight"), "{e}");
+    }
+
+    #[test]
+    fn listener_limits_are_read_and_zero_is_refused() {
+        let src =
+            "[server]\nheader_timeout_ms = 5000\nbody_timeout_ms = 7000\nmax_connections = 10\n";
+        let l = ConfigFile::parse(Path::new("t.toml"), src).unwrap().server.limits();
+        assert_eq!(l.header_timeout.as_millis(), 5000);
+        assert_eq!(l.body_timeout.as_millis(), 7000);
+        assert_eq!(l.max_connections, 10);
+        let d = ConfigFile::default().server.limits();
+        assert!(d.header_timeout.as_secs() <= 30);
+        assert!(d.max_connections >= 1000);
+        for (src, key) in [
+            ("[server]\nheader_timeout_ms = 0\n", "header_timeout_ms = 0"),
+            ("[server]\nbody_timeout_ms = 0\n", "body_timeout_ms = 0"),
+            ("[server]\nbody_timeout_ms = 99999999999\n", "body_timeout_ms = 99999999999"),
+            ("[server]\nmax_connections = 0\n", "max_connections = 0"),
+        ] {
+            let e = ConfigFile::parse(Path::new("t.toml"), src).unwrap_err().to_string();
+            assert!(e.starts_with("t.toml: [server] ") && e.contains(key), "{e}");
+        }
+        let e = ConfigFile::parse(Path::new("t.toml"), "[server]\nmax_connections = -1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("t.toml:2:"), "{e}");
     }
 
     #[test]

@@ -10,6 +10,7 @@ mod check;
 mod config;
 mod counters;
 mod edi;
+mod fd_limit;
 mod queue;
 mod serve;
 

@@ -34,7 +34,7 @@ const POLICY_POLL: Duration = Duration::from_secs(2);
 /// Arguments of `tollgate serve`.
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
-    /// Config file (TOML); its [[policy]] tables are reloaded when it changes.
+    /// Config file (TOML); re-validated whole when it changes, its [[policy]] tables applied.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Address to listen on [default: 127.0.0.1:8080].
@@ -57,6 +57,20 @@ impl ServeArgs {
     /// every state file `serve` opens.
     pub fn on_corrupt(&self) -> OnCorrupt {
         if self.move_aside_corrupt { OnCorrupt::MoveAside } else { OnCorrupt::Refuse }
+    }
+}
+
+impl ServeArgs {
+    /// The `[server]` keys set by a flag here (a change to them in the file changes nothing).
+    fn flag_keys(&self) -> Vec<&'static str> {
+        let mut keys = Vec::new();
+        if self.listen.is_some() {
+            keys.push("listen");
+        }
+        if self.data.is_some() {
+            keys.push("data");
+        }
+        keys
     }
 }
 
@@ -156,7 +170,10 @@ async fn serve(args: ServeArgs, file: ConfigFile) -> anyhow::Result<()> {
     let store = Arc::new(open_store(&settings).await?);
 
     let policies = match &args.config {
-        Some(path) => Policies::with_file(PolicySet::new(file.policy.clone()), path),
+        Some(path) => {
+            let validator = file.reload_validator(&args.flag_keys());
+            Policies::with_checked_file(PolicySet::new(file.policy.clone()), path, validator)
+        }
         None => Policies::fixed(PolicySet::default()),
     };
     let _watcher = policies.watch(POLICY_POLL);
@@ -206,7 +223,9 @@ async fn serve(args: ServeArgs, file: ConfigFile) -> anyhow::Result<()> {
     use std::io::Write;
     let _ = std::io::stdout().flush();
 
-    tollgate_server::serve(listener, app, shutdown).await.context("serving HTTP")?;
+    let mut limits = file.server.limits();
+    limits.max_connections = crate::fd_limit::fit_connections(limits.max_connections);
+    tollgate_server::serve_with(listener, app, shutdown, limits).await.context("serving HTTP")?;
 
     if let Some(gw) = gateway {
         tracing::info!("shutting down: stopping the gateway");

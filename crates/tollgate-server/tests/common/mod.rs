@@ -13,7 +13,7 @@ use tollgate_server::admin::AdminGuard;
 use tollgate_server::client::ClientKeys;
 use tollgate_server::config::ClientKey;
 use tollgate_server::policy::{Policies, PolicySet, parse_policies};
-use tollgate_server::{AppState, router, serve};
+use tollgate_server::{AppState, ConnectionLimits, router, serve_with};
 
 /// 2026-11-30T10:00:00Z: 14 hours before the end of the calendar day.
 pub const NOW: &str = "2026-11-30T10:00:00Z";
@@ -32,6 +32,7 @@ pub struct Options {
     pub token: Option<&'static str>,
     pub loopback: bool,
     pub clients: Vec<ClientKey>,
+    pub limits: ConnectionLimits,
 }
 
 impl Default for Options {
@@ -41,6 +42,7 @@ impl Default for Options {
             token: None,
             loopback: true,
             clients: Vec::new(),
+            limits: ConnectionLimits::default(),
         }
     }
 }
@@ -65,9 +67,10 @@ impl Server {
         let addr = listener.local_addr().unwrap();
         let (tx, rx) = oneshot::channel();
         let app = router(state.clone());
-        let task = tokio::spawn(serve(listener, app, async {
+        let stop = async {
             let _ = rx.await;
-        }));
+        };
+        let task = tokio::spawn(serve_with(listener, app, stop, opts.limits));
         let http = reqwest::Client::builder().no_proxy().build().unwrap();
         Self { addr, clock, http, state, stop: Some(tx), task: Some(task) }
     }

@@ -34,7 +34,12 @@ impl Server {
     /// Like [`Server::start`], with extra environment variables. `TOLLGATE_ADMIN_TOKEN` from the
     /// outer environment is never inherited.
     pub fn start_with_env(args: &[&str], envs: &[(&str, &str)]) -> Server {
-        let mut cmd = Command::new(BIN);
+        Server::start_via(Command::new(BIN), args, envs)
+    }
+
+    /// Like [`Server::start_with_env`], run through `launcher` (e.g. `sh -c '…; exec "$@"'
+    /// sh tollgate`), which gets `serve ARGS` as further arguments.
+    pub fn start_via(mut cmd: Command, args: &[&str], envs: &[(&str, &str)]) -> Server {
         cmd.arg("serve");
         if !args.contains(&"--listen") {
             cmd.args(["--listen", "127.0.0.1:0"]);

@@ -1,0 +1,151 @@
+//! Rewriting the config file from `PUT /v1/policies` without harming it.
+//!
+//! The file usually holds secrets (`admin_token`, `[[client]]` keys) and is often managed by
+//! a deployment tool, so a rewrite must leave everything but the `[[policy]]` tables as the
+//! operator wrote it:
+//! - a symlinked path is resolved and its *target* is rewritten; the link stays a link;
+//! - the new content goes to a temporary file in the target's own directory (so the rename is
+//!   atomic on one file system), which gets the old file's mode and owner *before* the rename,
+//!   is fsynced, and then replaces the target; readers see the old or the new file, never
+//!   half of one, and never a moment where a 0600 file is world-readable;
+//! - comments, order and formatting outside `[[policy]]` are kept (`toml_edit`); the
+//!   `[[policy]]` tables themselves are written anew (their comments are not kept).
+
+use std::path::{Path, PathBuf};
+
+use crate::config::{PolicyRule, located};
+
+/// Replaces the `[[policy]]` tables of `file` with `rules` (see the module docs). Returns the
+/// content written. Errors name the file and what failed.
+pub fn rewrite_policies(file: &Path, rules: &[PolicyRule]) -> Result<String, String> {
+    let target = resolve(file)?;
+    let shown = target.display();
+    let (source, meta) = match std::fs::read_to_string(&target) {
+        Ok(s) => {
+            let meta = std::fs::metadata(&target)
+                .map_err(|e| format!("{shown}: cannot read its permissions: {e}"))?;
+            (s, Some(meta))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (String::new(), None),
+        Err(e) => return Err(format!("{shown}: cannot read: {e}")),
+    };
+    let text = with_policies(&target, &source, rules)?;
+    write_atomically(&target, text.as_bytes(), meta.as_ref())
+        .map_err(|e| format!("{shown}: cannot write: {e}"))?;
+    Ok(text)
+}
+
+/// `source` with its `[[policy]]` tables replaced by `rules`, everything else untouched.
+fn with_policies(file: &Path, source: &str, rules: &[PolicyRule]) -> Result<String, String> {
+    // Validate with the strict parser first, so an error carries FILE:LINE:COL.
+    toml::from_str::<toml::Table>(source).map_err(|e| located(file, source, &e))?;
+    let mut doc: toml_edit::DocumentMut =
+        source.parse().map_err(|e| format!("{}: {e}", file.display()))?;
+    doc.remove("policy");
+    if !rules.is_empty() {
+        let mut wrapper = toml::Table::new();
+        let value =
+            toml::Value::try_from(rules).map_err(|e| format!("cannot encode policies: {e}"))?;
+        wrapper.insert("policy".into(), value);
+        let encoded =
+            toml::to_string(&wrapper).map_err(|e| format!("cannot encode policies: {e}"))?;
+        let fresh: toml_edit::DocumentMut =
+            encoded.parse().map_err(|e| format!("cannot encode policies: {e}"))?;
+        if let Some(item) = fresh.get("policy") {
+            let mut item = item.clone();
+            if let Some(tables) = item.as_array_of_tables_mut() {
+                // Positions from the fresh document would interleave with the file's own
+                // tables; without one, each table is written after the file's tables.
+                for t in tables.iter_mut() {
+                    t.set_position(None);
+                }
+            }
+            doc.insert("policy", item);
+        }
+    }
+    let mut text = doc.to_string();
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    Ok(text)
+}
+
+/// The file a (possibly symlinked) config path really names. A missing file resolves to
+/// itself (it will be created).
+fn resolve(file: &Path) -> Result<PathBuf, String> {
+    match std::fs::canonicalize(file) {
+        Ok(p) => Ok(p),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            // A dangling link must not be replaced by a plain file.
+            if std::fs::symlink_metadata(file).is_ok() {
+                return Err(format!("{}: is a symlink to a missing file", file.display()));
+            }
+            Ok(file.to_owned())
+        }
+        Err(e) => Err(format!("{}: cannot resolve: {e}", file.display())),
+    }
+}
+
+/// Writes `bytes` to `target` through a temporary sibling carrying `meta`'s mode and owner.
+fn write_atomically(
+    target: &Path,
+    bytes: &[u8],
+    meta: Option<&std::fs::Metadata>,
+) -> std::io::Result<()> {
+    use std::io::Write;
+    let dir = match target.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.tollgate-tmp"));
+    let result = (|| {
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create(true).truncate(true);
+        #[cfg(unix)]
+        {
+            // Born private: the secrets are never readable by others, even for a moment.
+            use std::os::unix::fs::OpenOptionsExt;
+            options.mode(0o600);
+        }
+        let mut f = options.open(&tmp)?;
+        if let Some(meta) = meta {
+            keep_owner_and_mode(&f, meta)?;
+        }
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        drop(f);
+        std::fs::rename(&tmp, target)?;
+        if let Ok(d) = std::fs::File::open(&dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Gives `f` the owner (when allowed: only root may give a file away) and mode of `meta`.
+#[cfg(unix)]
+fn keep_owner_and_mode(f: &std::fs::File, meta: &std::fs::Metadata) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    if let Err(e) = std::os::unix::fs::fchown(f, Some(meta.uid()), Some(meta.gid())) {
+        // An unprivileged server can only keep its own uid; a different owner it cannot
+        // restore is an error rather than a silent change of who may read the secrets.
+        let current = f.metadata()?;
+        if current.uid() != meta.uid() || current.gid() != meta.gid() {
+            return Err(std::io::Error::new(
+                e.kind(),
+                format!("cannot keep the owner {}:{}: {e}", meta.uid(), meta.gid()),
+            ));
+        }
+    }
+    f.set_permissions(meta.permissions())
+}
+
+#[cfg(not(unix))]
+fn keep_owner_and_mode(f: &std::fs::File, meta: &std::fs::Metadata) -> std::io::Result<()> {
+    f.set_permissions(meta.permissions())
+}

@@ -1,0 +1,41 @@
+//! What one client may hold of the listener: how long it may take to send a request head or
+//! the next body chunk, and how many connections are served at once.
+//!
+//! These bound what anyone who can reach the port consumes without credentials (slowloris
+//! heads, stalled uploads, floods of idle connections). They are read from `[server]` in the
+//! config file (`header_timeout_ms`, `body_timeout_ms`, `max_connections`).
+
+use std::time::Duration;
+
+/// Default time to receive a whole request head, and the keep-alive idle time.
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(20);
+/// Default longest silence between two chunks of a request body.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default number of connections served at once.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
+
+/// Limits on each client connection; see the module docs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectionLimits {
+    /// Time allowed to receive a request head, counted from when the connection starts
+    /// waiting for it. That includes the wait for the next request on a keep-alive
+    /// connection, so this is also the idle keep-alive timeout. Beyond it the connection is
+    /// closed.
+    pub header_timeout: Duration,
+    /// Longest silence allowed between two chunks of a request body (and before the first).
+    /// Beyond it the request is answered 408 and the connection closed.
+    pub body_timeout: Duration,
+    /// Connections served at once. Further clients wait in the kernel's accept queue until a
+    /// slot frees up, which the timeouts above guarantee happens.
+    pub max_connections: usize,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        Self {
+            header_timeout: DEFAULT_HEADER_TIMEOUT,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+        }
+    }
+}

@@ -1,0 +1,165 @@
+//! Slow and idle clients cannot exhaust the listener: real sockets against a real server with
+//! short, test-sized limits. A slowloris head is closed after the header timeout, a stalled
+//! body gets 408 and a closed connection after the body timeout, an idle keep-alive
+//! connection is closed, the connection cap holds, and `/healthz` still answers within a
+//! bound while hundreds of half-open connections sit on the port.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Options, Server};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::time::timeout;
+use tollgate_server::ConnectionLimits;
+
+fn limits(max_connections: usize) -> ConnectionLimits {
+    ConnectionLimits {
+        header_timeout: Duration::from_millis(500),
+        body_timeout: Duration::from_millis(500),
+        max_connections,
+    }
+}
+
+async fn start(max_connections: usize) -> Server {
+    Server::with(Options { limits: limits(max_connections), ..Options::default() }).await
+}
+
+/// Reads until the peer closes (or 10 s pass: a test failure, not a hang).
+async fn read_to_close(stream: &mut TcpStream) -> (Vec<u8>, Duration) {
+    let t0 = Instant::now();
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match timeout(Duration::from_secs(10), stream.read(&mut buf)).await {
+            Err(_) => panic!("the server kept the connection open for 10 s: {out:?}"),
+            Ok(Ok(0)) | Ok(Err(_)) => return (out, t0.elapsed()),
+            Ok(Ok(n)) => out.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+/// `GET /healthz` on a fresh connection; the time it took.
+async fn healthz(s: &Server, bound: Duration) -> Duration {
+    let t0 = Instant::now();
+    let r = timeout(bound, s.http.get(s.url("/healthz")).send())
+        .await
+        .unwrap_or_else(|_| panic!("/healthz did not answer within {bound:?}"))
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    t0.elapsed()
+}
+
+#[tokio::test]
+async fn a_slowloris_head_is_closed_after_the_header_timeout() {
+    let s = start(64).await;
+    let mut c = TcpStream::connect(s.addr).await.unwrap();
+    c.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: a").await.unwrap();
+    // Keep trickling bytes: a per-read timeout would never fire, the head deadline must.
+    let trickle = async {
+        for _ in 0..20 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            if c.write_all(b"a").await.is_err() {
+                break;
+            }
+        }
+    };
+    trickle.await;
+    let (_, waited) = read_to_close(&mut c).await;
+    assert!(waited < Duration::from_secs(3), "closed only after {waited:?}");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_stalled_body_gets_408_and_the_connection_is_closed() {
+    let s = start(64).await;
+    let mut c = TcpStream::connect(s.addr).await.unwrap();
+    c.write_all(
+        b"PUT /v1/policies HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{\"policies\":",
+    )
+    .await
+    .unwrap();
+    let (out, waited) = read_to_close(&mut c).await;
+    let text = String::from_utf8_lossy(&out);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(text.contains("application/problem+json"), "{text}");
+    assert!(text.contains("body-timeout"), "{text}");
+    assert!(waited < Duration::from_secs(3), "answered only after {waited:?}");
+    // The policies did not change.
+    let r: serde_json::Value =
+        s.http.get(s.url("/v1/policies")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(r["generation"], 1, "{r}");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn an_idle_keep_alive_connection_is_closed() {
+    let s = start(64).await;
+    let mut c = TcpStream::connect(s.addr).await.unwrap();
+    c.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+    let (out, waited) = read_to_close(&mut c).await;
+    assert!(String::from_utf8_lossy(&out).starts_with("HTTP/1.1 200"));
+    assert!(waited < Duration::from_secs(3), "idle connection kept for {waited:?}");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn healthz_answers_while_hundreds_of_half_open_connections_wait() {
+    let s = start(100).await;
+    let mut idle = Vec::new();
+    for i in 0..300 {
+        let mut c = TcpStream::connect(s.addr).await.unwrap();
+        let partial: &[u8] = if i % 2 == 0 { b"GET /heal" } else { b"" };
+        c.write_all(partial).await.unwrap();
+        idle.push(c);
+    }
+    // 300 half-open connections against a cap of 100: slots free up as each group hits the
+    // header timeout, so /healthz waits at most a few header timeouts.
+    let waited = healthz(&s, Duration::from_secs(5)).await;
+    assert!(waited < Duration::from_secs(4), "{waited:?}");
+    // And every one of the half-open connections is eventually closed.
+    let mut closed = 0;
+    for c in &mut idle {
+        let (_, _) = read_to_close(c).await;
+        closed += 1;
+    }
+    assert_eq!(closed, 300);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn the_connection_cap_is_respected() {
+    let s = Server::with(Options {
+        limits: ConnectionLimits {
+            header_timeout: Duration::from_secs(30),
+            body_timeout: Duration::from_secs(30),
+            max_connections: 5,
+        },
+        ..Options::default()
+    })
+    .await;
+    // Five connections that keep their slot (each sends a request, then stays idle).
+    let mut held = Vec::new();
+    for _ in 0..5 {
+        let mut c = TcpStream::connect(s.addr).await.unwrap();
+        c.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+        let mut buf = [0u8; 512];
+        let n = timeout(Duration::from_secs(5), c.read(&mut buf)).await.unwrap().unwrap();
+        assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
+        held.push(c);
+    }
+    // A sixth is not served while they are open...
+    let mut sixth = TcpStream::connect(s.addr).await.unwrap();
+    sixth.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+    let mut buf = [0u8; 512];
+    assert!(
+        timeout(Duration::from_millis(500), sixth.read(&mut buf)).await.is_err(),
+        "a sixth connection was served beyond the cap of 5"
+    );
+    // ...and is served as soon as one of them leaves.
+    drop(held.pop());
+    let n = timeout(Duration::from_secs(5), sixth.read(&mut buf)).await.unwrap().unwrap();
+    assert!(buf[..n].starts_with(b"HTTP/1.1 200"), "{:?}", String::from_utf8_lossy(&buf[..n]));
+    s.stop().await;
+}
