@@ -34,15 +34,16 @@ impl Server {
     /// Like [`Server::start`], with extra environment variables. `TOLLGATE_ADMIN_TOKEN` from the
     /// outer environment is never inherited.
     pub fn start_with_env(args: &[&str], envs: &[(&str, &str)]) -> Server {
+        Server::spawn(args, envs, Stdio::null())
+    }
+
+    fn spawn(args: &[&str], envs: &[(&str, &str)], stderr: Stdio) -> Server {
         let mut cmd = Command::new(BIN);
         cmd.arg("serve");
         if !args.contains(&"--listen") {
             cmd.args(["--listen", "127.0.0.1:0"]);
         }
-        cmd.args(args)
-            .env_remove("TOLLGATE_ADMIN_TOKEN")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
+        cmd.args(args).env_remove("TOLLGATE_ADMIN_TOKEN").stdout(Stdio::piped()).stderr(stderr);
         for (k, v) in envs {
             cmd.env(k, v);
         }
@@ -98,4 +99,34 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+impl Server {
+    /// Like [`Server::start`], with the server's log (stderr) written to `log`.
+    pub fn start_logging(args: &[&str], log: &std::path::Path) -> Server {
+        let file = std::fs::File::create(log).unwrap();
+        Server::spawn(args, &[], Stdio::from(file))
+    }
+}
+
+/// Runs `tollgate ARGS` to its exit and returns its output; fails the test (and kills the
+/// child) if it has not exited within `limit`.
+pub fn exit_within(args: &[&str], limit: Duration) -> std::process::Output {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .env_remove("TOLLGATE_ADMIN_TOKEN")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + limit;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("tollgate {args:?} did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
 }
