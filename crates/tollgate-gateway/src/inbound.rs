@@ -406,7 +406,9 @@ fn take(spool: &Spool, batch: Vec<Candidate>) -> Result<Took, crate::spool::Spoo
                 files.push((bytes, c.path.display().to_string()));
                 read.push(c);
             }
-            Ok(Contents::Changed) => {} // seen again, with its new stamp, on the next scan
+            // Seen again, with its new stamp, on the next scan (or gone: the sender took it back).
+            Ok(Contents::Changed) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => took.failed.push((c.path, e.to_string())),
         }
     }
@@ -525,6 +527,34 @@ mod tests {
         std::thread::sleep(Duration::from_millis(60));
         let ready: Vec<PathBuf> = scan(&l, &mut mem).0.into_iter().map(|c| c.path).collect();
         assert_eq!(ready, vec![dir.path().join("a.edi")]);
+    }
+
+    #[test]
+    fn a_file_changed_since_it_settled_is_neither_spooled_nor_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let spool = Spool::open(&dir.path().join("data")).unwrap();
+        let path = dir.path().join("a.edi");
+        std::fs::write(&path, b"ISA*first half").unwrap();
+        let settled = Stamp::at(&path).unwrap();
+        std::fs::write(&path, b"ISA*first half, and more").unwrap();
+        let c = Candidate {
+            path: path.clone(),
+            sender: String::new(),
+            stamp: settled,
+            grace_passed: true,
+        };
+        let took = take(&spool, vec![c]).unwrap();
+        assert!(took.records.is_empty() && took.spooled.is_empty() && took.failed.is_empty());
+        assert!(spool.pending_files().unwrap().is_empty());
+        assert!(path.exists());
+        // Gone before it was read: not an error to report.
+        let gone = Candidate {
+            path: dir.path().join("gone.edi"),
+            sender: String::new(),
+            stamp: settled,
+            grace_passed: true,
+        };
+        assert!(take(&spool, vec![gone]).unwrap().failed.is_empty());
     }
 
     #[test]
