@@ -76,6 +76,25 @@ async fn a_file_written_in_place_with_pauses_is_taken_whole_once() {
 }
 
 #[tokio::test]
+async fn an_unfinished_file_left_past_incomplete_grace_is_rejected_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let (landing, out) = (dir.path().join("in"), dir.path().join("out"));
+    let cfg = config(&landing, &out, "incomplete_grace_ms = 500");
+    let gw = Running::start(&cfg, &dir.path().join("data"), memory_store()).await;
+    let full = x12_214("XYZ", 1, 3, 2);
+    let cut = &full[..full.len() - 30];
+    std::fs::write(landing.join("abandoned.edi"), cut).unwrap();
+    several_polls().await;
+    assert!(landing.join("abandoned.edi").exists(), "waits while it may still be written");
+    let rejected = gw.wait_for("rejected", 1).await;
+    let reason = rejected[0]["reason"].as_str().unwrap();
+    assert!(!reason.is_empty(), "{rejected:?}");
+    assert!(!landing.join("abandoned.edi").exists());
+    assert!(files_in(&out).is_empty());
+    gw.gateway.shutdown().await;
+}
+
+#[tokio::test]
 async fn temporary_names_of_sftp_clients_wait_for_the_rename() {
     let dir = tempfile::tempdir().unwrap();
     let (landing, out) = (dir.path().join("in"), dir.path().join("out"));
