@@ -12,13 +12,14 @@
 //!   reported once; symlinks and other non-regular entries are skipped and reported once; a
 //!   name that is not UTF-8 is taken like any other (shown lossily) and reported once.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
 
+use crate::batch::{Candidate, fair_batch};
 use crate::config::Plan;
 use crate::envelope;
 use crate::landing::{self, Contents, PartialNames, Stamp};
@@ -82,17 +83,6 @@ impl Watch {
     }
 }
 
-/// A settled file, ready to be read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Candidate {
-    path: PathBuf,
-    sender: String,
-    stamp: Stamp,
-    /// Unchanged for `grace`: taken even if its last interchange is unfinished.
-    grace_passed: bool,
-}
-
-/// The poller's memory between scans.
 #[derive(Default)]
 struct Memory {
     files: HashMap<PathBuf, Watch>,
@@ -221,43 +211,6 @@ fn watch_dirs(dirs: &[PathBuf], wake: mpsc::Sender<()>) -> Option<notify::Recomm
         }
     }
     Some(watcher)
-}
-
-/// Up to `max` files, taken round-robin across senders (in arrival order within a sender), so
-/// that one partner's backlog of files does not delay the others' files; their sizes add up
-/// to at most `max_bytes` (or the batch is one file).
-fn fair_batch(ready: Vec<Candidate>, max: usize, max_bytes: u64) -> Vec<Candidate> {
-    let mut order: Vec<String> = Vec::new();
-    let mut queues: HashMap<String, VecDeque<Candidate>> = HashMap::new();
-    for c in ready {
-        if !queues.contains_key(&c.sender) {
-            order.push(c.sender.clone());
-        }
-        queues.entry(c.sender.clone()).or_default().push_back(c);
-    }
-    let mut batch = Vec::new();
-    let mut bytes = 0u64;
-    'fill: while batch.len() < max {
-        let before = batch.len();
-        for s in &order {
-            if batch.len() >= max {
-                break;
-            }
-            let Some(q) = queues.get_mut(s) else { continue };
-            let Some(c) = q.front() else { continue };
-            if !batch.is_empty() && bytes.saturating_add(c.stamp.len) > max_bytes {
-                break 'fill;
-            }
-            if let Some(c) = q.pop_front() {
-                bytes = bytes.saturating_add(c.stamp.len);
-                batch.push(c);
-            }
-        }
-        if batch.len() == before {
-            break;
-        }
-    }
-    batch
 }
 
 /// The sender of the first interchange, from the head of the file (empty when unknown).
@@ -475,35 +428,6 @@ pub fn ensure_dirs(dirs: &[PathBuf]) -> Result<(), (PathBuf, std::io::Error)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn cand(path: &str, sender: &str, len: u64) -> Candidate {
-        Candidate {
-            path: PathBuf::from(path),
-            sender: sender.to_owned(),
-            stamp: Stamp { len, modified: None, ino: 0 },
-            grace_passed: false,
-        }
-    }
-
-    fn paths(batch: Vec<Candidate>) -> Vec<PathBuf> {
-        batch.into_iter().map(|c| c.path).collect()
-    }
-
-    #[test]
-    fn batches_are_fair_across_senders_and_bounded_in_bytes() {
-        let ready: Vec<Candidate> = (0..6)
-            .map(|i| cand(&format!("b{i}"), "ZZ:BURST", 10))
-            .chain([cand("n1", "ZZ:NORMAL", 10)])
-            .collect();
-        let batch = fair_batch(ready.clone(), 3, u64::MAX);
-        assert_eq!(
-            paths(batch),
-            vec![PathBuf::from("b0"), PathBuf::from("n1"), PathBuf::from("b1")]
-        );
-        assert_eq!(paths(fair_batch(ready.clone(), 64, 25)).len(), 2);
-        // One file over the byte bound still goes alone.
-        assert_eq!(paths(fair_batch(vec![cand("big", "A", 100)], 64, 25)).len(), 1);
-    }
 
     fn landing(dir: &Path, settle_ms: u64) -> Landing {
         let config = crate::config::GatewayConfig {

@@ -12,6 +12,7 @@
 //! work on disk (it resumes on the next start).
 #![forbid(unsafe_code)]
 
+pub mod batch;
 pub mod breaker;
 pub mod config;
 pub mod credentials;
