@@ -35,6 +35,20 @@ pub struct GatewayConfig {
     /// The largest body `POST /v1/interchanges` accepts, in bytes.
     #[serde(default = "defaults::max_upload_bytes")]
     pub max_upload_bytes: u64,
+    /// Upload bodies held in memory at once, in bytes, across all uploads (each reserves its
+    /// `Content-Length`, or `max_upload_bytes` when unknown; 503 when the budget is spent).
+    #[serde(default = "defaults::upload_budget_bytes")]
+    pub upload_budget_bytes: u64,
+    /// The largest landing file taken, in bytes; a larger one is moved to `too-large/`.
+    #[serde(default = "defaults::max_file_bytes")]
+    pub max_file_bytes: u64,
+    /// Globs over landing file names that mark a file still being written (never taken).
+    #[serde(default = "defaults::partial_names")]
+    pub partial_names: Vec<String>,
+    /// How long (milliseconds) a landing file whose last interchange has no trailer yet must
+    /// stay unchanged before it is taken as it is (and rejected by the parser).
+    #[serde(default = "defaults::incomplete_grace_ms")]
+    pub incomplete_grace_ms: u64,
     /// How interchanges are metered.
     #[serde(default)]
     pub quota: QuotaSection,
@@ -55,6 +69,10 @@ impl Default for GatewayConfig {
             dedup_days: defaults::dedup_days(),
             acks: None,
             max_upload_bytes: defaults::max_upload_bytes(),
+            upload_budget_bytes: defaults::upload_budget_bytes(),
+            max_file_bytes: defaults::max_file_bytes(),
+            partial_names: defaults::partial_names(),
+            incomplete_grace_ms: defaults::incomplete_grace_ms(),
             quota: QuotaSection::default(),
             partner: Vec::new(),
             route: Vec::new(),
@@ -166,6 +184,23 @@ mod defaults {
     }
     pub fn max_upload_bytes() -> u64 {
         52_428_800
+    }
+    pub fn upload_budget_bytes() -> u64 {
+        268_435_456
+    }
+    pub fn max_file_bytes() -> u64 {
+        52_428_800
+    }
+    /// Temporary names of common transfer clients: dot files (OpenSSH sftp/rsync temp files,
+    /// editors), WinSCP `.filepart`, FileZilla/Cyberduck/curl `.part`, `.partial`, `.tmp`,
+    /// `.crdownload`, `.inprogress`, and `~` backups.
+    pub fn partial_names() -> Vec<String> {
+        [".*", "*.filepart", "*.part", "*.partial", "*.tmp", "*.crdownload", "*.inprogress", "*~"]
+            .map(str::to_owned)
+            .to_vec()
+    }
+    pub fn incomplete_grace_ms() -> u64 {
+        300_000
     }
     pub fn timeout_ms() -> u64 {
         200
@@ -320,6 +355,14 @@ pub struct Plan {
     pub acks: Option<PathBuf>,
     /// Upload limit in bytes.
     pub max_upload_bytes: u64,
+    /// Upload bytes held in memory at once, across all uploads.
+    pub upload_budget_bytes: u64,
+    /// Landing file limit in bytes.
+    pub max_file_bytes: u64,
+    /// Names of landing files still being written.
+    pub partial_names: crate::landing::PartialNames,
+    /// How long an unchanged file with an unfinished last interchange waits.
+    pub incomplete_grace: Duration,
     /// `None` for embedded metering.
     pub remote: Option<RemoteQuota>,
     /// Fail-open or hold while the remote quota service is down.
@@ -358,6 +401,30 @@ impl GatewayConfig {
         if self.poll_ms == 0 {
             return Err(ConfigError::new("gateway.poll_ms", "0", "must be at least 1"));
         }
+        if self.max_upload_bytes == 0 {
+            return Err(ConfigError::new("gateway.max_upload_bytes", "0", "must be at least 1"));
+        }
+        if self.max_upload_bytes > u64::from(u32::MAX) {
+            return Err(ConfigError::new(
+                "gateway.max_upload_bytes",
+                self.max_upload_bytes.to_string(),
+                format!("must be at most {} (4 GiB - 1)", u32::MAX),
+            ));
+        }
+        if self.upload_budget_bytes < self.max_upload_bytes {
+            return Err(ConfigError::new(
+                "gateway.upload_budget_bytes",
+                self.upload_budget_bytes.to_string(),
+                format!("must be at least max_upload_bytes ({})", self.max_upload_bytes),
+            ));
+        }
+        if self.max_file_bytes == 0 {
+            return Err(ConfigError::new("gateway.max_file_bytes", "0", "must be at least 1"));
+        }
+        let partial_names =
+            crate::landing::PartialNames::new(&self.partial_names).map_err(|(i, value, m)| {
+                ConfigError::new(format!("gateway.partial_names[{i}]"), value, m)
+            })?;
         if self.dedup_days == 0 {
             return Err(ConfigError::new("gateway.dedup_days", "0", "must be at least 1"));
         }
@@ -451,6 +518,10 @@ impl GatewayConfig {
             dedup: Duration::from_secs(u64::from(self.dedup_days) * 86_400),
             acks: self.acks.clone(),
             max_upload_bytes: self.max_upload_bytes,
+            upload_budget_bytes: self.upload_budget_bytes,
+            max_file_bytes: self.max_file_bytes,
+            partial_names,
+            incomplete_grace: Duration::from_millis(self.incomplete_grace_ms),
             remote,
             on_unavailable: self.quota.on_unavailable,
             partners,
@@ -525,6 +596,9 @@ mod tests {
         assert_eq!(c.poll_ms, 500);
         assert_eq!(c.settle_ms, 200);
         assert_eq!(c.max_upload_bytes, 52_428_800);
+        assert_eq!(c.upload_budget_bytes, 268_435_456);
+        assert_eq!(c.max_file_bytes, 52_428_800);
+        assert_eq!(c.incomplete_grace_ms, 300_000);
         let p = c.plan().unwrap();
         let r = p.route_for("IFTSTA").unwrap();
         assert_eq!(r.spec.limit, 1000);
@@ -554,6 +628,21 @@ mod tests {
             assert!(e.key.ends_with(key), "{e}");
             assert_eq!(e.value, value);
             assert!(e.to_string().contains(value));
+        }
+    }
+
+    #[test]
+    fn intake_limits_are_checked() {
+        for (text, key) in [
+            ("max_upload_bytes = 0", "gateway.max_upload_bytes"),
+            ("max_upload_bytes = 4294967296", "gateway.max_upload_bytes"),
+            ("max_upload_bytes = 10\nupload_budget_bytes = 9", "gateway.upload_budget_bytes"),
+            ("max_file_bytes = 0", "gateway.max_file_bytes"),
+            ("partial_names = [\"*.part\", \"a[\"]", "gateway.partial_names[1]"),
+            ("partial_names = [\"\"]", "gateway.partial_names[0]"),
+        ] {
+            let e = parse(text).unwrap().plan().unwrap_err();
+            assert_eq!(e.key, key, "{text}: {e}");
         }
     }
 

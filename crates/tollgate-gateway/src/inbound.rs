@@ -1,84 +1,162 @@
-//! Inbound: files taken from landing directories, and uploads to `POST /v1/interchanges`.
+//! Inbound: the poller that takes finished files from the landing directories into the spool.
 //!
-//! Invariants:
-//! - A landing file is taken only once it has been unchanged (size and mtime) for `settle_ms`,
-//!   and never while its name starts with `.` or ends in `.tmp` / `.part` (an upload still in
-//!   progress).
-//! - A landing file is removed, and an upload answered 202, only after [`Spool::receive`] has
-//!   made the bytes durable and recorded them. A crash before that leaves the landing file in
-//!   place (taken again) or the upload unanswered (the sender retries).
+//! Invariants (see [`crate::landing`] for when a file is finished):
+//! - A landing file is taken only once its stamp (size, mtime, inode) has been unchanged for
+//!   `settle_ms`, it is not empty, and its name matches none of `partial_names`.
+//! - A landing file is removed only after [`Spool::receive`] has made its bytes durable and the
+//!   file still has the stamp it was read with. A file that changed meanwhile stays, and its
+//!   spooled copy is discarded before anyone sees it: it is taken again, whole, later.
+//! - At most `max_file_bytes` are read per file, and a batch holds at most `max_file_bytes`
+//!   (or one file); a larger file is moved to `too-large/` in its landing directory.
+//! - A file that cannot be read is retried with exponential backoff (up to [`MAX_BACKOFF`]) and
+//!   reported once; symlinks and other non-regular entries are skipped and reported once; a
+//!   name that is not UTF-8 is taken like any other (shown lossily) and reported once.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant};
 
-use axum::Json;
-use axum::body::Body;
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header::CONTENT_LENGTH};
-use axum::response::{IntoResponse, Response};
 use tokio::sync::{mpsc, watch};
-use tollgate_server::problem::Problem;
 
+use crate::batch::{Candidate, fair_batch};
+use crate::config::Plan;
 use crate::envelope;
+use crate::landing::{self, Contents, PartialNames, Stamp};
 use crate::pipeline::Event;
-use crate::spool::Spool;
+use crate::spool::{Change, Spool};
 
 /// Files taken per spool transaction at most.
 const MAX_FILES_PER_BATCH: usize = 64;
+/// The longest wait between two attempts at a file that cannot be read.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
 
-/// True for names of files still being written by the sender.
-pub fn in_progress(name: &str) -> bool {
-    name.starts_with('.') || name.ends_with(".tmp") || name.ends_with(".part")
+/// The landing-directory settings, from the [`Plan`].
+#[derive(Debug, Clone)]
+pub struct Landing {
+    /// Landing directories.
+    pub dirs: Vec<PathBuf>,
+    /// Scan period.
+    pub poll: Duration,
+    /// Unchanged this long before a file is taken.
+    pub settle: Duration,
+    /// Unchanged this long before a file with an unfinished last interchange is taken.
+    pub grace: Duration,
+    /// Files larger than this are moved aside.
+    pub max_file_bytes: u64,
+    /// Names of files still being written.
+    pub partial: PartialNames,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Seen {
-    len: u64,
-    modified: Option<SystemTime>,
+impl Landing {
+    /// The landing settings of `plan`.
+    pub fn new(plan: &Plan) -> Self {
+        Self {
+            dirs: plan.inbound.clone(),
+            poll: plan.poll,
+            settle: plan.settle,
+            grace: plan.incomplete_grace,
+            max_file_bytes: plan.max_file_bytes,
+            partial: plan.partial_names.clone(),
+        }
+    }
+}
+
+/// What the poller knows about one landing file.
+#[derive(Debug, Clone)]
+struct Watch {
+    stamp: Stamp,
+    /// When this stamp was first seen.
     since: Instant,
     /// Sniffed once the file has settled.
     sender: Option<String>,
+    /// This version was read and its last interchange had no trailer.
+    incomplete: bool,
+    /// Failed attempts at this version, and when to try again.
+    failures: u32,
+    retry_at: Option<Instant>,
+}
+
+impl Watch {
+    fn new(stamp: Stamp, now: Instant) -> Self {
+        Self { stamp, since: now, sender: None, incomplete: false, failures: 0, retry_at: None }
+    }
+}
+
+#[derive(Default)]
+struct Memory {
+    files: HashMap<PathBuf, Watch>,
+    /// Entries already reported (symlinks, non-regular, non-UTF-8 names).
+    noted: HashSet<PathBuf>,
 }
 
 /// Polls the landing directories (woken early by file-system notifications where available)
 /// until `stop` turns true.
 pub async fn poll(
-    dirs: Vec<PathBuf>,
-    poll: std::time::Duration,
-    settle: std::time::Duration,
+    landing: Landing,
     spool: Arc<Spool>,
     events: mpsc::UnboundedSender<Event>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let mut seen: HashMap<PathBuf, Seen> = HashMap::new();
+    let mut mem = Memory::default();
     let (wake_tx, mut wake_rx) = mpsc::channel::<()>(1);
-    let _watcher = watch_dirs(&dirs, wake_tx);
+    let _watcher = watch_dirs(&landing.dirs, wake_tx);
     loop {
         if *stop.borrow() {
             return;
         }
-        let ready = scan(&dirs, settle, &mut seen);
-        let mut more = ready.len() > MAX_FILES_PER_BATCH;
-        let batch = fair_batch(ready, MAX_FILES_PER_BATCH);
+        let (ready, too_large) = scan(&landing, &mut mem);
+        if !too_large.is_empty() {
+            let max = landing.max_file_bytes;
+            let moved = tokio::task::spawn_blocking(move || set_aside(too_large, max))
+                .await
+                .unwrap_or_default();
+            for (path, res) in moved {
+                if let Err(e) = res {
+                    failed(
+                        &landing,
+                        &mut mem,
+                        &path,
+                        &format!("cannot move it to too-large/: {e}"),
+                    );
+                }
+            }
+        }
+        let waiting = ready.len();
+        let batch = fair_batch(ready, MAX_FILES_PER_BATCH, landing.max_file_bytes);
+        let mut more = waiting > batch.len();
         if !batch.is_empty() {
             let spool = spool.clone();
             let taken = tokio::task::spawn_blocking(move || take(&spool, batch)).await;
             match taken {
-                Ok(Ok((mut records, taken_paths, senders))) => {
-                    for (r, s) in records.iter_mut().zip(senders) {
-                        r.sender = s;
+                Ok(Ok(took)) => {
+                    if !took.records.is_empty() {
+                        let _ = events.send(Event::Received(took.records));
                     }
-                    if !records.is_empty() {
-                        let _ = events.send(Event::Received(records));
+                    for (path, why) in &took.failed {
+                        failed(&landing, &mut mem, path, why);
+                    }
+                    for path in &took.incomplete {
+                        if let Some(w) = mem.files.get_mut(path) {
+                            if !w.incomplete {
+                                tracing::info!(
+                                    path = %path.display(),
+                                    grace_ms = landing.grace.as_millis() as u64,
+                                    "landing file's last interchange has no trailer yet: waiting \
+                                     for the sender to finish (taken as it is after \
+                                     incomplete_grace_ms unchanged)"
+                                );
+                            }
+                            w.incomplete = true;
+                        }
                     }
                     // Durable and recorded: now the landing files may go (after the event,
                     // so that removing them is not on the way to delivery).
-                    for p in &taken_paths {
-                        seen.remove(p);
+                    for p in &took.spooled {
+                        mem.files.remove(p);
                     }
-                    let _ = tokio::task::spawn_blocking(move || remove_taken(&taken_paths)).await;
+                    let spooled = took.spooled;
+                    let _ = tokio::task::spawn_blocking(move || remove_taken(&spooled)).await;
                 }
                 Ok(Err(e)) => {
                     tracing::error!(error = %e, "spooling inbound files failed; retrying");
@@ -97,9 +175,25 @@ pub async fn poll(
         }
         tokio::select! {
             _ = stop.changed() => return,
-            _ = tokio::time::sleep(poll) => {}
+            _ = tokio::time::sleep(landing.poll) => {}
             _ = wake_rx.recv() => {}
         }
+    }
+}
+
+/// Records a failed attempt at `path`: backs off exponentially, reports the first failure only.
+fn failed(landing: &Landing, mem: &mut Memory, path: &Path, why: &str) {
+    let Some(w) = mem.files.get_mut(path) else { return };
+    w.failures = w.failures.saturating_add(1);
+    let wait = landing.poll.saturating_mul(1u32 << w.failures.min(16)).min(MAX_BACKOFF);
+    w.retry_at = Some(Instant::now() + wait);
+    if w.failures == 1 {
+        tracing::warn!(
+            path = %path.display(),
+            error = why,
+            "cannot take landing file; retrying with backoff (up to {} s), reported once",
+            MAX_BACKOFF.as_secs()
+        );
     }
 }
 
@@ -119,35 +213,6 @@ fn watch_dirs(dirs: &[PathBuf], wake: mpsc::Sender<()>) -> Option<notify::Recomm
     Some(watcher)
 }
 
-/// Up to `max` files, taken round-robin across senders (in arrival order within a sender), so
-/// that one partner's backlog of files does not delay the others' files.
-fn fair_batch(ready: Vec<(PathBuf, String)>, max: usize) -> Vec<(PathBuf, String)> {
-    let mut order: Vec<String> = Vec::new();
-    let mut queues: HashMap<String, std::collections::VecDeque<PathBuf>> = HashMap::new();
-    for (path, sender) in ready {
-        if !queues.contains_key(&sender) {
-            order.push(sender.clone());
-        }
-        queues.entry(sender).or_default().push_back(path);
-    }
-    let mut batch = Vec::new();
-    while batch.len() < max {
-        let before = batch.len();
-        for s in &order {
-            if batch.len() >= max {
-                break;
-            }
-            if let Some(p) = queues.get_mut(s).and_then(|q| q.pop_front()) {
-                batch.push((p, s.clone()));
-            }
-        }
-        if batch.len() == before {
-            break;
-        }
-    }
-    batch
-}
-
 /// The sender of the first interchange, from the head of the file (empty when unknown).
 fn sniff_sender(path: &Path) -> String {
     use std::io::Read;
@@ -157,68 +222,174 @@ fn sniff_sender(path: &Path) -> String {
     envelope::scan(&head).envelopes.first().map(|e| e.sender.clone()).unwrap_or_default()
 }
 
-/// Lists settled files with their sender; remembers the others' size and mtime.
-fn scan(
-    dirs: &[PathBuf],
-    settle: std::time::Duration,
-    seen: &mut HashMap<PathBuf, Seen>,
-) -> Vec<(PathBuf, String)> {
+/// Lists settled files (and settled files over the size limit); remembers the others' stamps.
+fn scan(landing: &Landing, mem: &mut Memory) -> (Vec<Candidate>, Vec<PathBuf>) {
     let now = Instant::now();
     let mut ready = Vec::new();
-    let mut present = std::collections::HashSet::new();
-    for dir in dirs {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            let Some(name) = name.to_str() else { continue };
-            if in_progress(name) {
+    let mut too_large = Vec::new();
+    let mut present = HashSet::new();
+    for dir in &landing.dirs {
+        let entries = match std::fs::read_dir(dir) {
+            Ok(e) => e,
+            Err(e) => {
+                if mem.noted.insert(dir.clone()) {
+                    tracing::error!(dir = %dir.display(), error = %e, "cannot list landing directory");
+                }
                 continue;
+            }
+        };
+        mem.noted.remove(dir);
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let raw = entry.file_name();
+            let name = raw.to_string_lossy();
+            let Ok(kind) = entry.file_type() else { continue };
+            if kind.is_dir() {
+                continue; // too-large/ and the like: never taken
+            }
+            if landing.partial.matches(&name) {
+                continue;
+            }
+            present.insert(path.clone());
+            if !kind.is_file() {
+                if mem.noted.insert(path.clone()) {
+                    let what = if kind.is_symlink() { "a symlink" } else { "not a regular file" };
+                    tracing::warn!(
+                        path = %path.display(),
+                        "skipping landing entry: {what} (only regular files are taken)"
+                    );
+                }
+                continue;
+            }
+            if raw.to_str().is_none() && mem.noted.insert(path.clone()) {
+                tracing::warn!(
+                    path = %path.display(),
+                    "landing file name is not UTF-8; taking it (the name is shown lossily)"
+                );
             }
             let Ok(meta) = entry.metadata() else { continue };
-            if !meta.is_file() {
+            let stamp = Stamp::of(&meta);
+            let w = mem.files.entry(path.clone()).or_insert_with(|| Watch::new(stamp, now));
+            if w.stamp != stamp {
+                *w = Watch::new(stamp, now);
+            }
+            let unchanged = now.duration_since(w.since);
+            if stamp.len == 0 || unchanged < landing.settle {
+                continue; // empty: created, not written yet
+            }
+            if w.retry_at.is_some_and(|t| t > now) {
                 continue;
             }
-            let path = entry.path();
-            present.insert(path.clone());
-            let cur =
-                Seen { len: meta.len(), modified: meta.modified().ok(), since: now, sender: None };
-            let e = seen.entry(path.clone()).or_insert_with(|| cur.clone());
-            if e.len != cur.len || e.modified != cur.modified {
-                *e = cur;
+            if stamp.len > landing.max_file_bytes {
+                too_large.push(path);
+                continue;
             }
-            if now.duration_since(e.since) >= settle {
-                let sender = e.sender.get_or_insert_with(|| sniff_sender(&path)).clone();
-                ready.push((path, sender));
+            let grace_passed = unchanged >= landing.grace;
+            if w.incomplete && !grace_passed {
+                continue;
             }
+            let sender = w.sender.get_or_insert_with(|| sniff_sender(&path)).clone();
+            ready.push(Candidate { path, sender, stamp, grace_passed });
         }
     }
-    seen.retain(|p, _| present.contains(p));
-    ready.sort();
-    ready
+    mem.files.retain(|p, _| present.contains(p));
+    mem.noted.retain(|p| present.contains(p) || landing.dirs.contains(p));
+    ready.sort_by(|a, b| a.path.cmp(&b.path));
+    (ready, too_large)
 }
 
-type Taken = (Vec<crate::spool::FileRecord>, Vec<PathBuf>, Vec<String>);
-
-/// Reads the files and spools them durably (the caller then removes them).
-fn take(spool: &Spool, paths: Vec<(PathBuf, String)>) -> Result<Taken, crate::spool::SpoolError> {
-    let mut files = Vec::new();
-    let mut taken = Vec::new();
-    let mut senders = Vec::new();
-    for (p, sender) in paths {
-        match std::fs::read(&p) {
-            Ok(bytes) => {
-                files.push((bytes, p.display().to_string()));
-                taken.push(p);
-                senders.push(sender);
+/// Moves files over `max` bytes aside, logging why.
+fn set_aside(paths: Vec<PathBuf>, max: u64) -> Vec<(PathBuf, std::io::Result<PathBuf>)> {
+    paths
+        .into_iter()
+        .map(|p| {
+            let len = Stamp::at(&p).map(|s| s.len).unwrap_or(0);
+            let reason =
+                format!("{}: {len} bytes is over max_file_bytes ({max}); not taken", p.display());
+            let res = landing::move_aside(&p, &reason);
+            if let Ok(to) = &res {
+                tracing::error!(
+                    path = %p.display(),
+                    moved_to = %to.display(),
+                    bytes = len,
+                    max_file_bytes = max,
+                    "landing file over max_file_bytes moved aside"
+                );
             }
-            Err(e) => tracing::warn!(path = %p.display(), error = %e, "cannot read inbound file"),
+            (p, res)
+        })
+        .collect()
+}
+
+/// What one batch gave.
+struct Took {
+    records: Vec<crate::spool::FileRecord>,
+    /// Spooled and unchanged since: remove them.
+    spooled: Vec<PathBuf>,
+    /// Read, but the last interchange is unfinished: wait.
+    incomplete: Vec<PathBuf>,
+    failed: Vec<(PathBuf, String)>,
+}
+
+/// Reads the files and spools them durably, then keeps only those that did not change
+/// meanwhile (the caller removes them).
+fn take(spool: &Spool, batch: Vec<Candidate>) -> Result<Took, crate::spool::SpoolError> {
+    let mut files = Vec::new();
+    let mut read = Vec::new();
+    let mut took = Took {
+        records: Vec::new(),
+        spooled: Vec::new(),
+        incomplete: Vec::new(),
+        failed: Vec::new(),
+    };
+    for c in batch {
+        match landing::read_if_unchanged(&c.path, c.stamp) {
+            Ok(Contents::Bytes(bytes)) => {
+                if !landing::looks_complete(&bytes) {
+                    if !c.grace_passed {
+                        took.incomplete.push(c.path);
+                        continue;
+                    }
+                    tracing::warn!(
+                        path = %c.path.display(),
+                        "taking landing file whose last interchange is unfinished after \
+                         incomplete_grace_ms unchanged; it will be rejected with the reason"
+                    );
+                }
+                files.push((bytes, c.path.display().to_string()));
+                read.push(c);
+            }
+            // Seen again, with its new stamp, on the next scan (or gone: the sender took it back).
+            Ok(Contents::Changed) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => took.failed.push((c.path, e.to_string())),
         }
+    }
+    if files.is_empty() {
+        return Ok(took);
     }
     let refs: Vec<(&[u8], String)> = files.iter().map(|(b, o)| (b.as_slice(), o.clone())).collect();
     let records = spool.receive(&refs)?;
-    Ok((records, taken, senders))
+    // Re-check: a file written to after it was read must not be removed, and the partial copy
+    // just spooled must not be delivered. It is dropped here, before the pipeline sees it.
+    let mut discard = Change::default();
+    for (mut rec, c) in records.into_iter().zip(read) {
+        if Stamp::at(&c.path).ok() == Some(c.stamp) {
+            rec.sender = c.sender;
+            took.records.push(rec);
+            took.spooled.push(c.path);
+        } else {
+            tracing::info!(
+                path = %c.path.display(),
+                "landing file changed while it was taken; taking it again once it settles"
+            );
+            discard.remove_files.push(rec.id);
+        }
+    }
+    if !discard.remove_files.is_empty() {
+        spool.commit(&discard)?;
+    }
+    Ok(took)
 }
 
 /// Removes landing files that [`take`] has spooled, and makes the removal durable (a file
@@ -238,115 +409,85 @@ fn remove_taken(taken: &[PathBuf]) {
     }
 }
 
-/// What the upload handler needs.
-#[derive(Clone)]
-pub struct Upload {
-    /// The spool.
-    pub spool: Arc<Spool>,
-    /// The pipeline's inbox.
-    pub events: mpsc::UnboundedSender<Event>,
-    /// `max_upload_bytes`.
-    pub max_bytes: u64,
-}
-
-fn too_large(max: u64, got: Option<u64>) -> Response {
-    let detail = match got {
-        Some(n) => format!("the body has {n} bytes; max_upload_bytes is {max}"),
-        None => format!("the body is larger than max_upload_bytes ({max})"),
-    };
-    Problem::new(StatusCode::PAYLOAD_TOO_LARGE, "upload-too-large", "Upload too large")
-        .detail(detail)
-        .with("max_upload_bytes", max)
-        .into_response()
-}
-
-/// `POST /v1/interchanges`: spool the body durably, answer 202 `{"id", "state"}`.
-pub async fn upload(State(up): State<Upload>, headers: HeaderMap, body: Body) -> Response {
-    let declared = headers
-        .get(CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if let Some(n) = declared.filter(|&n| n > up.max_bytes) {
-        return too_large(up.max_bytes, Some(n));
-    }
-    let limit = usize::try_from(up.max_bytes).unwrap_or(usize::MAX);
-    let bytes = match axum::body::to_bytes(body, limit).await {
-        Ok(b) => b,
-        Err(_) => return too_large(up.max_bytes, None),
-    };
-    let scan = envelope::scan(&bytes);
-    if scan.envelopes.is_empty() {
-        let detail = scan.error.unwrap_or_else(|| "no X12 or EDIFACT interchange found".into());
-        return Problem::new(StatusCode::BAD_REQUEST, "not-edi", "Not an EDI interchange")
-            .detail(detail)
-            .with("bytes", bytes.len())
-            .into_response();
-    }
-    let sender = scan.envelopes[0].sender.clone();
-    let spool = up.spool.clone();
-    let res =
-        tokio::task::spawn_blocking(move || spool.receive(&[(&bytes[..], "upload".to_owned())]))
-            .await;
-    match res {
-        Ok(Ok(mut records)) if !records.is_empty() => {
-            let mut rec = records.remove(0);
-            rec.sender = sender;
-            let id = rec.id.clone();
-            let _ = up.events.send(Event::Received(vec![rec]));
-            (StatusCode::ACCEPTED, Json(serde_json::json!({"id": id, "state": "received"})))
-                .into_response()
+/// Creates the landing directories so that senders can write into them; an existing path that
+/// is not a directory is an error naming it.
+pub fn ensure_dirs(dirs: &[PathBuf]) -> Result<(), (PathBuf, std::io::Error)> {
+    for d in dirs {
+        match std::fs::metadata(d) {
+            Ok(m) if m.is_dir() => continue,
+            Ok(_) => {
+                let e = std::io::Error::other("exists and is not a directory");
+                return Err((d.clone(), e));
+            }
+            Err(_) => std::fs::create_dir_all(d).map_err(|e| (d.clone(), e))?,
         }
-        Ok(Ok(_)) => spool_failed("nothing was recorded".into()),
-        Ok(Err(e)) => spool_failed(e.to_string()),
-        Err(e) => spool_failed(e.to_string()),
     }
-}
-
-fn spool_failed(detail: String) -> Response {
-    tracing::error!(error = %detail, "spooling an upload failed");
-    Problem::new(StatusCode::SERVICE_UNAVAILABLE, "spool-unavailable", "Spool unavailable")
-        .detail(detail)
-        .into_response()
-}
-
-/// Creates the landing directories so that senders can write into them.
-pub fn ensure_dirs(dirs: &[PathBuf]) -> std::io::Result<()> {
-    dirs.iter().try_for_each(|d: &PathBuf| std::fs::create_dir_all(Path::new(d)))
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn names_in_progress_are_left_alone() {
-        assert!(in_progress(".x.edi"));
-        assert!(in_progress("x.edi.tmp"));
-        assert!(in_progress("x.part"));
-        assert!(!in_progress("x.edi"));
+    fn landing(dir: &Path, settle_ms: u64) -> Landing {
+        let config = crate::config::GatewayConfig {
+            inbound: vec![dir.to_path_buf()],
+            settle_ms,
+            ..Default::default()
+        };
+        Landing::new(&config.plan().unwrap())
     }
 
     #[test]
-    fn batches_are_fair_across_senders() {
-        let ready: Vec<(PathBuf, String)> = (0..6)
-            .map(|i| (PathBuf::from(format!("b{i}")), "ZZ:BURST".to_owned()))
-            .chain([(PathBuf::from("n1"), "ZZ:NORMAL".to_owned())])
-            .collect();
-        let batch = fair_batch(ready, 3);
-        let paths: Vec<PathBuf> = batch.into_iter().map(|(p, _)| p).collect();
-        assert_eq!(paths, vec![PathBuf::from("b0"), PathBuf::from("n1"), PathBuf::from("b1")]);
-    }
-
-    #[test]
-    fn files_settle_before_they_are_taken() {
+    fn files_settle_before_they_are_taken_and_empty_ones_wait() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("a.edi"), b"x").unwrap();
         std::fs::write(dir.path().join("b.part"), b"x").unwrap();
-        let mut seen = HashMap::new();
-        let dirs = vec![dir.path().to_path_buf()];
-        let settle = std::time::Duration::from_millis(50);
-        assert!(scan(&dirs, settle, &mut seen).is_empty());
-        std::thread::sleep(std::time::Duration::from_millis(60));
-        assert_eq!(scan(&dirs, settle, &mut seen), vec![(dir.path().join("a.edi"), String::new())]);
+        std::fs::write(dir.path().join("c.edi.filepart"), b"x").unwrap();
+        std::fs::write(dir.path().join("empty.edi"), b"").unwrap();
+        let l = landing(dir.path(), 50);
+        let mut mem = Memory::default();
+        assert!(scan(&l, &mut mem).0.is_empty());
+        std::thread::sleep(Duration::from_millis(60));
+        let ready: Vec<PathBuf> = scan(&l, &mut mem).0.into_iter().map(|c| c.path).collect();
+        assert_eq!(ready, vec![dir.path().join("a.edi")]);
+    }
+
+    #[test]
+    fn a_file_changed_since_it_settled_is_neither_spooled_nor_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let spool = Spool::open(&dir.path().join("data")).unwrap();
+        let path = dir.path().join("a.edi");
+        std::fs::write(&path, b"ISA*first half").unwrap();
+        let settled = Stamp::at(&path).unwrap();
+        std::fs::write(&path, b"ISA*first half, and more").unwrap();
+        let c = Candidate {
+            path: path.clone(),
+            sender: String::new(),
+            stamp: settled,
+            grace_passed: true,
+        };
+        let took = take(&spool, vec![c]).unwrap();
+        assert!(took.records.is_empty() && took.spooled.is_empty() && took.failed.is_empty());
+        assert!(spool.pending_files().unwrap().is_empty());
+        assert!(path.exists());
+        // Gone before it was read: not an error to report.
+        let gone = Candidate {
+            path: dir.path().join("gone.edi"),
+            sender: String::new(),
+            stamp: settled,
+            grace_passed: true,
+        };
+        assert!(take(&spool, vec![gone]).unwrap().failed.is_empty());
+    }
+
+    #[test]
+    fn an_inbound_path_that_is_a_file_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("landing");
+        std::fs::write(&file, b"").unwrap();
+        let (path, e) = ensure_dirs(std::slice::from_ref(&file)).unwrap_err();
+        assert_eq!(path, file);
+        assert!(e.to_string().contains("not a directory"), "{e}");
     }
 }

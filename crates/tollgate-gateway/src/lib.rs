@@ -12,18 +12,22 @@
 //! work on disk (it resumes on the next start).
 #![forbid(unsafe_code)]
 
+pub mod batch;
 pub mod breaker;
 pub mod config;
+pub mod credentials;
 pub mod delivery;
 pub mod envelope;
 pub mod hold;
 pub mod inbound;
 pub mod item;
+pub mod landing;
 pub mod meter;
 pub mod pipeline;
 pub mod queue;
 pub mod spool;
 pub mod telemetry;
+pub mod upload;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -34,6 +38,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tollgate_quota::AnyStore;
 use tollgate_server::admin::AdminGuard;
+use tollgate_server::client::ClientKeys;
 
 pub use config::{ConfigError, GatewayConfig, OnUnavailable, QuotaMode};
 pub use item::{Item, State};
@@ -47,9 +52,14 @@ pub enum GatewayError {
     /// The spool (data dir) could not be opened.
     #[error("gateway spool: {0}")]
     Spool(#[from] spool::SpoolError),
-    /// A landing directory could not be created.
-    #[error("inbound directory: {0}")]
-    Inbound(std::io::Error),
+    /// A landing directory could not be created, or its path is not a directory.
+    #[error("gateway.inbound {}: {source}", path.display())]
+    Inbound {
+        /// The `inbound` entry.
+        path: std::path::PathBuf,
+        /// Why it cannot be used.
+        source: std::io::Error,
+    },
     /// The HTTP client could not be built.
     #[error("http client: {0}")]
     Http(#[from] reqwest::Error),
@@ -60,7 +70,10 @@ pub struct Gateway {
     spool: Arc<spool::Spool>,
     events: mpsc::UnboundedSender<pipeline::Event>,
     guard: AdminGuard,
+    clients: ClientKeys,
     max_upload_bytes: u64,
+    budget: upload::UploadBudget,
+    partners: Arc<std::collections::HashMap<String, String>>,
     stop: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -75,7 +88,8 @@ impl Gateway {
         admin: AdminGuard,
     ) -> Result<Gateway, GatewayError> {
         let plan = config.plan()?;
-        inbound::ensure_dirs(&plan.inbound).map_err(GatewayError::Inbound)?;
+        inbound::ensure_dirs(&plan.inbound)
+            .map_err(|(path, source)| GatewayError::Inbound { path, source })?;
         std::fs::create_dir_all(data_dir).map_err(|e| spool::SpoolError::Io {
             path: data_dir.display().to_string(),
             source: e,
@@ -108,9 +122,7 @@ impl Gateway {
         let mut tasks = vec![tokio::spawn(pipe.run(rx, pending, stop_rx.clone()))];
         if !plan.inbound.is_empty() {
             tasks.push(tokio::spawn(inbound::poll(
-                plan.inbound.clone(),
-                plan.poll,
-                plan.settle,
+                inbound::Landing::new(&plan),
                 spool.clone(),
                 events.clone(),
                 stop_rx.clone(),
@@ -138,18 +150,31 @@ impl Gateway {
             spool,
             events,
             guard: admin,
+            clients: ClientKeys::default(),
             max_upload_bytes: plan.max_upload_bytes,
+            budget: upload::UploadBudget::new(plan.upload_budget_bytes),
+            partners: Arc::new(plan.partners.clone()),
             stop,
             tasks,
         })
     }
 
+    /// The server's `[[client]]` keys: they may upload (within their `partners`), and once any
+    /// is configured uploads need credentials. Call before [`Gateway::router`].
+    pub fn with_clients(mut self, clients: ClientKeys) -> Self {
+        self.clients = clients;
+        self
+    }
+
     /// `POST /v1/interchanges` and the `/v1/queue` admin API, for the binary to merge.
     pub fn router(&self) -> Router {
-        let upload = inbound::Upload {
+        let upload = upload::Upload {
             spool: self.spool.clone(),
             events: self.events.clone(),
             max_bytes: self.max_upload_bytes,
+            budget: self.budget.clone(),
+            guard: credentials::UploadGuard::new(self.guard.clone(), self.clients.clone()),
+            partners: self.partners.clone(),
         };
         let api = queue::QueueApi {
             guard: self.guard.clone(),
@@ -157,7 +182,7 @@ impl Gateway {
             events: self.events.clone(),
         };
         Router::new()
-            .route("/v1/interchanges", post(inbound::upload).with_state(upload))
+            .route("/v1/interchanges", post(upload::upload).with_state(upload))
             .route("/v1/queue", get(queue::list).with_state(api.clone()))
             .route("/v1/queue/{id}/retry", post(queue::retry).with_state(api.clone()))
             .route("/v1/queue/{id}/release", post(queue::release).with_state(api.clone()))

@@ -56,6 +56,11 @@ impl AdminGuard {
         Self { token, loopback }
     }
 
+    /// True when an admin token is configured (gateway uploads then need credentials).
+    pub fn has_token(&self) -> bool {
+        self.token.is_some()
+    }
+
     /// `Ok` when the request may proceed; 401 for a missing or wrong bearer token; 403 when no
     /// token is configured and the listener is not loopback.
     pub fn authorize(&self, headers: &HeaderMap) -> Result<(), Problem> {

@@ -5,6 +5,10 @@
 //! `Authorization: Bearer` stays reserved for the admin token, so one caller can hold both).
 //! A missing or unknown key gets 401; a key whose `allow` globs do not match the
 //! `metering-id` gets 403. With no keys configured, `/v1/quota` is open.
+//!
+//! The same keys authenticate gateway uploads; a client's `partners` list limits the senders
+//! it may upload for. Keys are checked once, at load: an empty key (which an empty
+//! `x-api-key` would match) and a key given to two clients are refused.
 
 use axum::http::{HeaderMap, StatusCode};
 use tollgate_quota::MeteringId;
@@ -15,12 +19,26 @@ use crate::problem::Problem;
 /// The header that carries a client key.
 pub const API_KEY_HEADER: &str = "x-api-key";
 
-/// One configured client.
-#[derive(Debug, Clone)]
+/// One configured client. The key is never empty and no other client has it
+/// ([`ClientKeys::new`] keeps that).
+#[derive(Clone)]
 pub struct Client {
     key: String,
     name: String,
     allow: Option<Vec<GlobPattern>>,
+    /// Partner names and normalised `QUAL:ID` sender ids; `None` means every sender.
+    partners: Option<Vec<String>>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("key", &"<secret>")
+            .field("name", &self.name)
+            .field("allow", &self.allow)
+            .field("partners", &self.partners)
+            .finish()
+    }
 }
 
 impl Client {
@@ -36,6 +54,52 @@ impl Client {
             Some(globs) => globs.iter().any(|g| g.is_match(id.as_str())),
         }
     }
+
+    /// True when this client may upload interchanges from `sender` (`QUAL:ID`), known to the
+    /// gateway as partner `partner` (the raw id for an unknown sender).
+    pub fn may_upload_for(&self, partner: &str, sender: &str) -> bool {
+        match &self.partners {
+            None => true,
+            Some(list) => {
+                let sender = normalize_party(sender);
+                list.iter().any(|p| p == partner || *p == sender)
+            }
+        }
+    }
+}
+
+/// `QUAL:ID` with both parts trimmed (how the parser shows a sender); other text unchanged.
+fn normalize_party(s: &str) -> String {
+    match s.split_once(':') {
+        Some((q, id)) => format!("{}:{}", q.trim(), id.trim()),
+        None => s.trim().to_owned(),
+    }
+}
+
+/// A `[[client]]` table refused at load. The message names the client by position and name
+/// and never repeats the secret (only its length).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("[[client]] #{position} (name {name:?}): {message}")]
+pub struct ClientKeyError {
+    /// 1-based position of the `[[client]]` table in the file.
+    pub position: usize,
+    /// The client's name.
+    pub name: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// A 403 for a client uploading for a sender outside its `partners`.
+pub fn partner_forbidden(client: &Client, partner: &str, sender: &str) -> Problem {
+    Problem::new(StatusCode::FORBIDDEN, "partner-not-allowed", "Partner not allowed")
+        .detail(format!(
+            "client {:?} may not upload interchanges from sender {sender} (partner {partner:?}); \
+             nothing was spooled",
+            client.name()
+        ))
+        .with("client", client.name())
+        .with("sender", sender)
+        .with("partner", partner)
 }
 
 /// The configured client keys; empty means `/v1/quota` needs no key.
@@ -45,13 +109,40 @@ pub struct ClientKeys {
 }
 
 impl ClientKeys {
-    /// Keys from the `[[client]]` tables.
-    pub fn new(keys: &[ClientKey]) -> Self {
-        let clients = keys
-            .iter()
-            .map(|k| Client { key: k.key.clone(), name: k.name.clone(), allow: k.allow.clone() })
-            .collect();
-        Self { clients }
+    /// Keys from the `[[client]]` tables; refuses an empty key and a key used twice.
+    pub fn new(keys: &[ClientKey]) -> Result<Self, ClientKeyError> {
+        let mut clients: Vec<Client> = Vec::with_capacity(keys.len());
+        for (i, k) in keys.iter().enumerate() {
+            let err =
+                |message: String| ClientKeyError { position: i + 1, name: k.name.clone(), message };
+            if k.key.is_empty() {
+                return Err(err("key is empty; an empty x-api-key would match it".into()));
+            }
+            if let Some(j) = clients.iter().position(|c| c.key == k.key) {
+                return Err(err(format!(
+                    "key ({} bytes, not shown) is the same as the key of [[client]] #{} \
+                     (name {:?}); every client needs its own key",
+                    k.key.len(),
+                    j + 1,
+                    clients[j].name
+                )));
+            }
+            if let Some(list) = &k.partners {
+                if let Some(bad) = list.iter().find(|p| p.trim().is_empty()) {
+                    return Err(err(format!("partners contains an empty entry {bad:?}")));
+                }
+            }
+            clients.push(Client {
+                key: k.key.clone(),
+                name: k.name.clone(),
+                allow: k.allow.clone(),
+                partners: k
+                    .partners
+                    .as_ref()
+                    .map(|list| list.iter().map(|p| normalize_party(p)).collect()),
+            });
+        }
+        Ok(Self { clients })
     }
 
     /// True when keys are required.
@@ -112,15 +203,46 @@ mod tests {
     use super::*;
     use axum::http::HeaderValue;
 
+    fn key(key: &str, name: &str) -> ClientKey {
+        ClientKey { key: key.into(), name: name.into(), allow: None, partners: None }
+    }
+
     fn keys() -> ClientKeys {
         ClientKeys::new(&[
             ClientKey {
-                key: "k1".into(),
-                name: "pi".into(),
                 allow: Some(vec!["ShipmentStatus:*".parse().unwrap()]),
+                partners: Some(vec!["CARRIERXYZ".into(), "01: 123456789 ".into()]),
+                ..key("k1", "pi")
             },
-            ClientKey { key: "k2".into(), name: "ops".into(), allow: None },
+            key("k2", "ops"),
         ])
+        .unwrap()
+    }
+
+    #[test]
+    fn empty_and_duplicate_keys_are_refused_without_the_secret() {
+        let e = ClientKeys::new(&[key("k1", "a"), key("", "b")]).unwrap_err();
+        assert_eq!((e.position, e.name.as_str()), (2, "b"));
+        assert!(e.to_string().contains("empty"), "{e}");
+        let e = ClientKeys::new(&[key("s3cret-value", "a"), key("s3cret-value", "b")]).unwrap_err();
+        assert_eq!(e.position, 2);
+        let msg = e.to_string();
+        assert!(msg.contains("#1") && msg.contains("\"a\"") && msg.contains("\"b\""), "{msg}");
+        assert!(!msg.contains("s3cret"), "{msg}");
+        let blank = ClientKey { partners: Some(vec![" ".into()]), ..key("k", "c") };
+        assert!(ClientKeys::new(&[blank]).unwrap_err().to_string().contains("partners"));
+    }
+
+    #[test]
+    fn partners_limit_uploads() {
+        let k = keys();
+        let pi = k.authenticate(&with_key("k1")).unwrap().unwrap();
+        assert!(pi.may_upload_for("CARRIERXYZ", "ZZ:XYZ"));
+        assert!(pi.may_upload_for("01:123456789", "01:123456789"));
+        assert!(!pi.may_upload_for("OTHER", "ZZ:OTHER"));
+        assert!(!format!("{pi:?}").contains("k1"));
+        let ops = k.authenticate(&with_key("k2")).unwrap().unwrap();
+        assert!(ops.may_upload_for("OTHER", "ZZ:OTHER"));
     }
 
     fn with_key(k: &str) -> HeaderMap {

@@ -265,7 +265,8 @@ impl TryFrom<PolicyFields> for PolicyRule {
 }
 
 /// `[[client]]`: an API key allowed to call `/v1/quota` (sent as `x-api-key`), for ids
-/// matching `allow` (every id when `allow` is absent).
+/// matching `allow` (every id when `allow` is absent), and to upload interchanges to the
+/// gateway for the senders in `partners` (every sender when `partners` is absent).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClientKey {
@@ -276,6 +277,10 @@ pub struct ClientKey {
     /// Globs over `metering-id`; absent means every id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allow: Option<Vec<GlobPattern>>,
+    /// Senders this client may upload interchanges for: `[gateway.partner]` names, or raw
+    /// `QUAL:ID` sender ids; absent means every sender.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partners: Option<Vec<String>>,
 }
 
 /// Reads `T` through its `FromStr` and writes it through `Display` (units, windows).

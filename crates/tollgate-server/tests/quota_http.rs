@@ -301,6 +301,7 @@ async fn client_keys_401_and_403() {
             key: "pi-key".into(),
             name: "sap-pi".into(),
             allow: Some(vec!["ShipmentStatus:*".parse().unwrap()]),
+            partners: None,
         }],
         ..Options::default()
     })

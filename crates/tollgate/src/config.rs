@@ -80,6 +80,8 @@ impl ConfigFile {
                 path.display()
             )));
         }
+        tollgate_server::client::ClientKeys::new(&self.client)
+            .map_err(|e| ConfigError(format!("{}: {e}", path.display())))?;
         if let Some(gateway) = &self.gateway {
             gateway.plan().map_err(|e| ConfigError(format!("{}: {e}", path.display())))?;
         }

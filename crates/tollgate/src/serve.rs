@@ -186,8 +186,9 @@ async fn serve(args: ServeArgs, file: ConfigFile) -> anyhow::Result<()> {
     if settings.admin_token.is_none() && !addr.ip().is_loopback() {
         tracing::warn!("no admin token configured: the admin API is refused on {addr}");
     }
+    let clients = ClientKeys::new(&file.client).context("[[client]]")?;
     let state = AppState::builder(Arc::clone(&store), policies, admin.clone())
-        .clients(ClientKeys::new(&file.client))
+        .clients(clients.clone())
         .on_store_error(settings.store_section.store_unavailable)
         .build();
     if let AnyStore::Embedded(_) = store.as_ref() {
@@ -210,7 +211,8 @@ async fn serve(args: ServeArgs, file: ConfigFile) -> anyhow::Result<()> {
             let gw =
                 tollgate_gateway::Gateway::start(config, &settings.data, Arc::clone(&store), admin)
                     .await
-                    .context("cannot start the gateway")?;
+                    .context("cannot start the gateway")?
+                    .with_clients(clients);
             app = app.merge(gw.router());
             Some(gw)
         }

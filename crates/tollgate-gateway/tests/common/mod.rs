@@ -186,3 +186,33 @@ pub async fn eventually(what: &str, mut f: impl FnMut() -> bool) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+impl Running {
+    /// Like [`Running::start`], with the server's admin guard and `[[client]]` keys.
+    pub async fn start_guarded(
+        toml_text: &str,
+        data: &Path,
+        guard: AdminGuard,
+        clients: tollgate_server::client::ClientKeys,
+    ) -> Running {
+        let config: GatewayConfig = toml::from_str(toml_text).unwrap();
+        let store = memory_store();
+        let gateway =
+            Gateway::start(config, data, store.clone(), guard).await.unwrap().with_clients(clients);
+        let addr = serve(gateway.router()).await;
+        Running { gateway, addr, store, client: reqwest::Client::new() }
+    }
+}
+
+/// The contents of every finished file in `dir` (not dot files; none when `dir` does not
+/// exist), sorted.
+pub fn files_in(dir: &Path) -> Vec<Vec<u8>> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let mut all: Vec<Vec<u8>> = entries
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file() && !p.file_name().unwrap().to_string_lossy().starts_with('.'))
+        .map(|p| std::fs::read(p).unwrap())
+        .collect();
+    all.sort();
+    all
+}

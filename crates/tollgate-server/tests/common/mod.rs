@@ -61,7 +61,7 @@ impl Server {
         let store = Arc::new(AnyStore::Memory(MemoryStore::with_clock(Arc::new(clock.clone()))));
         let state =
             AppState::builder(store, opts.policies, AdminGuard::new(opts.token, opts.loopback))
-                .clients(ClientKeys::new(&opts.clients))
+                .clients(ClientKeys::new(&opts.clients).unwrap())
                 .build();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();

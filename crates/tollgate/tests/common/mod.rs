@@ -34,20 +34,21 @@ impl Server {
     /// Like [`Server::start`], with extra environment variables. `TOLLGATE_ADMIN_TOKEN` from the
     /// outer environment is never inherited.
     pub fn start_with_env(args: &[&str], envs: &[(&str, &str)]) -> Server {
-        Server::start_via(Command::new(BIN), args, envs)
+        Server::spawn(Command::new(BIN), args, envs, Stdio::null())
     }
 
     /// Like [`Server::start_with_env`], run through `launcher` (e.g. `sh -c '…; exec "$@"'
     /// sh tollgate`), which gets `serve ARGS` as further arguments.
-    pub fn start_via(mut cmd: Command, args: &[&str], envs: &[(&str, &str)]) -> Server {
+    pub fn start_via(cmd: Command, args: &[&str], envs: &[(&str, &str)]) -> Server {
+        Server::spawn(cmd, args, envs, Stdio::null())
+    }
+
+    fn spawn(mut cmd: Command, args: &[&str], envs: &[(&str, &str)], stderr: Stdio) -> Server {
         cmd.arg("serve");
         if !args.contains(&"--listen") {
             cmd.args(["--listen", "127.0.0.1:0"]);
         }
-        cmd.args(args)
-            .env_remove("TOLLGATE_ADMIN_TOKEN")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
+        cmd.args(args).env_remove("TOLLGATE_ADMIN_TOKEN").stdout(Stdio::piped()).stderr(stderr);
         for (k, v) in envs {
             cmd.env(k, v);
         }
@@ -118,4 +119,32 @@ impl Server {
         c.read_to_string(&mut s).unwrap();
         s
     }
+
+    /// Like [`Server::start`], with the server's log (stderr) written to `log`.
+    pub fn start_logging(args: &[&str], log: &std::path::Path) -> Server {
+        let file = std::fs::File::create(log).unwrap();
+        Server::spawn(Command::new(BIN), args, &[], Stdio::from(file))
+    }
+}
+
+/// Runs `tollgate ARGS` to its exit and returns its output; fails the test (and kills the
+/// child) if it has not exited within `limit`.
+pub fn exit_within(args: &[&str], limit: Duration) -> std::process::Output {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .env_remove("TOLLGATE_ADMIN_TOKEN")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + limit;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("tollgate {args:?} did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
 }

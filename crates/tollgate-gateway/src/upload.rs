@@ -1,0 +1,194 @@
+//! Uploads: `POST /v1/interchanges`, spooled durably and answered 202 `{"id", "state"}`.
+//!
+//! Invariants:
+//! - The uploader is authorised ([`UploadGuard`]) before a byte of the body is read, and every
+//!   interchange's sender is checked against the uploader's partners before anything is
+//!   spooled: a refused upload leaves no trace.
+//! - Bodies in memory at once never exceed `upload_budget_bytes`: each upload reserves its
+//!   `Content-Length` (or `max_upload_bytes` when the length is not declared) from one shared
+//!   [`UploadBudget`] before reading, and gives it back once the bytes are spooled. When the
+//!   budget is spent the upload gets 503 with `Retry-After`, at once, instead of waiting.
+//! - The answer 202 is sent only after [`Spool::receive`] made the bytes durable.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::header::{CONTENT_LENGTH, RETRY_AFTER};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use tollgate_server::problem::Problem;
+
+use crate::credentials::{UploadGuard, Uploader};
+use crate::envelope;
+use crate::pipeline::Event;
+use crate::spool::Spool;
+
+/// Upload bytes that may be held in memory at once, shared by all uploads. One permit is one
+/// byte; one upload reserves at most `u32::MAX` bytes (`max_upload_bytes` is capped so).
+#[derive(Debug, Clone)]
+pub struct UploadBudget {
+    units: Arc<Semaphore>,
+    bytes: u64,
+}
+
+impl UploadBudget {
+    /// A budget of `bytes`.
+    pub fn new(bytes: u64) -> Self {
+        let units = usize::try_from(bytes).unwrap_or(usize::MAX).min(Semaphore::MAX_PERMITS);
+        Self { units: Arc::new(Semaphore::new(units)), bytes }
+    }
+
+    /// Reserves `bytes` now, or `None` when the budget cannot hold them at the moment.
+    fn try_reserve(&self, bytes: u64) -> Option<OwnedSemaphorePermit> {
+        let units = u32::try_from(bytes.max(1)).ok()?;
+        self.units.clone().try_acquire_many_owned(units).ok()
+    }
+}
+
+/// What the upload handler needs.
+#[derive(Clone)]
+pub struct Upload {
+    /// The spool.
+    pub spool: Arc<Spool>,
+    /// The pipeline's inbox.
+    pub events: mpsc::UnboundedSender<Event>,
+    /// `max_upload_bytes`.
+    pub max_bytes: u64,
+    /// The memory budget for bodies in flight.
+    pub budget: UploadBudget,
+    /// Who may upload.
+    pub guard: UploadGuard,
+    /// `QUAL:ID` → partner name, for partner scoping.
+    pub partners: Arc<HashMap<String, String>>,
+}
+
+fn too_large(max: u64, got: Option<u64>) -> Response {
+    let detail = match got {
+        Some(n) => format!("the body has {n} bytes; max_upload_bytes is {max}"),
+        None => format!("the body is larger than max_upload_bytes ({max})"),
+    };
+    Problem::new(StatusCode::PAYLOAD_TOO_LARGE, "upload-too-large", "Upload too large")
+        .detail(detail)
+        .with("max_upload_bytes", max)
+        .into_response()
+}
+
+fn budget_spent(budget: &UploadBudget, wanted: u64) -> Response {
+    Problem::new(StatusCode::SERVICE_UNAVAILABLE, "upload-budget-exhausted", "Too many uploads")
+        .detail(format!(
+            "uploads in flight hold the whole upload_budget_bytes ({}); this one needs {wanted} \
+             bytes: retry shortly",
+            budget.bytes
+        ))
+        .with("upload_budget_bytes", budget.bytes)
+        .header(RETRY_AFTER, HeaderValue::from_static("1"))
+        .into_response()
+}
+
+/// `POST /v1/interchanges`: authorise, reserve memory, read, check senders, spool, answer 202.
+pub async fn upload(State(up): State<Upload>, headers: HeaderMap, body: Body) -> Response {
+    let uploader = match up.guard.authorize(&headers) {
+        Ok(u) => u,
+        Err(p) => return p.into_response(),
+    };
+    let declared = match headers.get(CONTENT_LENGTH) {
+        None => None,
+        Some(v) => match v.to_str().ok().and_then(|v| v.trim().parse::<u64>().ok()) {
+            Some(n) => Some(n),
+            None => {
+                return Problem::new(
+                    StatusCode::BAD_REQUEST,
+                    "invalid-content-length",
+                    "Invalid Content-Length",
+                )
+                .detail(format!(
+                    "Content-Length {:?} is not a byte count",
+                    String::from_utf8_lossy(v.as_bytes())
+                ))
+                .with("header", "content-length")
+                .into_response();
+            }
+        },
+    };
+    if let Some(n) = declared.filter(|&n| n > up.max_bytes) {
+        return too_large(up.max_bytes, Some(n));
+    }
+    let wanted = declared.unwrap_or(up.max_bytes);
+    let Some(_reserved) = up.budget.try_reserve(wanted) else {
+        return budget_spent(&up.budget, wanted);
+    };
+    let limit = usize::try_from(wanted).unwrap_or(usize::MAX);
+    let bytes = match axum::body::to_bytes(body, limit).await {
+        Ok(b) => b,
+        Err(_) => return too_large(up.max_bytes, None),
+    };
+    let scan = envelope::scan(&bytes);
+    if scan.envelopes.is_empty() {
+        let detail = scan.error.unwrap_or_else(|| "no X12 or EDIFACT interchange found".into());
+        return Problem::new(StatusCode::BAD_REQUEST, "not-edi", "Not an EDI interchange")
+            .detail(detail)
+            .with("bytes", bytes.len())
+            .into_response();
+    }
+    if let Uploader::Client(client) = uploader {
+        for e in &scan.envelopes {
+            let partner = up.partners.get(&e.sender).map_or(e.sender.as_str(), String::as_str);
+            if !client.may_upload_for(partner, &e.sender) {
+                tracing::warn!(
+                    client = client.name(),
+                    sender = %e.sender,
+                    "upload refused: sender outside the client's partners"
+                );
+                return tollgate_server::client::partner_forbidden(client, partner, &e.sender)
+                    .into_response();
+            }
+        }
+    }
+    let sender = scan.envelopes[0].sender.clone();
+    let spool = up.spool.clone();
+    let res =
+        tokio::task::spawn_blocking(move || spool.receive(&[(&bytes[..], "upload".to_owned())]))
+            .await;
+    match res {
+        Ok(Ok(mut records)) if !records.is_empty() => {
+            let mut rec = records.remove(0);
+            rec.sender = sender;
+            let id = rec.id.clone();
+            let _ = up.events.send(Event::Received(vec![rec]));
+            (StatusCode::ACCEPTED, Json(serde_json::json!({"id": id, "state": "received"})))
+                .into_response()
+        }
+        Ok(Ok(_)) => spool_failed("nothing was recorded".into()),
+        Ok(Err(e)) => spool_failed(e.to_string()),
+        Err(e) => spool_failed(e.to_string()),
+    }
+}
+
+fn spool_failed(detail: String) -> Response {
+    tracing::error!(error = %detail, "spooling an upload failed");
+    Problem::new(StatusCode::SERVICE_UNAVAILABLE, "spool-unavailable", "Spool unavailable")
+        .detail(detail)
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_budget_refuses_what_it_cannot_hold_and_takes_it_back() {
+        let b = UploadBudget::new(10_000);
+        let first = b.try_reserve(6_000).unwrap();
+        assert!(b.try_reserve(4_001).is_none());
+        let second = b.try_reserve(4_000).unwrap();
+        assert!(b.try_reserve(1).is_none());
+        drop(first);
+        assert!(b.try_reserve(5_000).is_some());
+        drop(second);
+        assert!(b.try_reserve(u64::MAX).is_none());
+    }
+}

@@ -1,0 +1,205 @@
+//! The real `tollgate serve` with a gateway: bad `[[client]]` keys and a bad `inbound` path
+//! refused at start-up with the reason, landing entries it will not take reported once in the
+//! log, and uploads refused without credentials.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+fn x12(sender: &str, control: u32) -> Vec<u8> {
+    format!(
+        "ISA*00*          *00*          *ZZ*{sender:<15}*ZZ*RECEIVER       *240101*1200*U*00401*\
+{control:09}*0*P*>~GS*QM*{sender}*RECEIVER*20240101*1200*{control}*X*004010~ST*214*0001~\
+B10*R*S*SCAC~AT7*X1*NS***20240101*1200~SE*4*0001~GE*1*{control}~IEA*1*{control:09}~"
+    )
+    .into_bytes()
+}
+
+fn gateway_toml(landing: &Path, out: &Path, extra_gateway: &str, rest: &str) -> String {
+    format!(
+        r#"{rest}
+[gateway]
+inbound = ["{landing}"]
+poll_ms = 20
+settle_ms = 50
+{extra_gateway}
+[[gateway.route]]
+name = "ShipmentStatus"
+documents = ["214"]
+limit = 1000
+unit = "day"
+deliver = "dir:{out}"
+"#,
+        landing = landing.display(),
+        out = out.display()
+    )
+}
+
+fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn empty_and_duplicate_client_keys_are_refused_at_load_without_the_secret() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("t.toml");
+    let cases = [
+        ("[[client]]\nkey = \"k-1\"\nname = \"a\"\n[[client]]\nkey = \"\"\nname = \"b\"\n", "#2"),
+        (
+            "[[client]]\nkey = \"Sup3rSecret\"\nname = \"a\"\n[[client]]\nkey = \"Sup3rSecret\"\n\
+             name = \"b\"\n",
+            "#1",
+        ),
+    ];
+    for (text, position) in cases {
+        std::fs::write(&file, text).unwrap();
+        let o = exit_within(
+            &["serve", "--config", file.to_str().unwrap(), "--store", "memory"],
+            Duration::from_secs(10),
+        );
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains("t.toml") && err.contains("[[client]]"), "{err}");
+        assert!(err.contains(position) && err.contains("\"b\""), "{err}");
+        assert!(!err.contains("Sup3rSecret"), "the secret is never echoed: {err}");
+    }
+}
+
+#[test]
+fn an_inbound_path_that_is_a_file_fails_start_up_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let landing = dir.path().join("landing-is-a-file");
+    std::fs::write(&landing, b"").unwrap();
+    let file = dir.path().join("t.toml");
+    std::fs::write(&file, gateway_toml(&landing, &dir.path().join("out"), "", "")).unwrap();
+    let data = dir.path().join("data");
+    let o = exit_within(
+        &[
+            "serve",
+            "--config",
+            file.to_str().unwrap(),
+            "--store",
+            "memory",
+            "--listen",
+            "127.0.0.1:0",
+            "--data",
+            data.to_str().unwrap(),
+        ],
+        Duration::from_secs(10),
+    );
+    let err = stderr(&o);
+    assert_ne!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains(landing.to_str().unwrap()), "names the path: {err}");
+    assert!(err.contains("not a directory"), "{err}");
+}
+
+fn count(log: &str, needle: &str, also: &str) -> usize {
+    log.lines().filter(|l| l.contains(needle) && l.contains(also)).count()
+}
+
+#[cfg(unix)]
+#[test]
+fn landing_entries_that_are_not_taken_are_reported_once_and_nothing_is_lost() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    let (landing, out) = (dir.path().join("in"), dir.path().join("out"));
+    std::fs::create_dir_all(&landing).unwrap();
+    let outside = dir.path().join("outside.edi");
+    std::fs::write(&outside, x12("OUTSIDE", 1)).unwrap();
+    // A symlink (skipped), a non-UTF-8 name (taken), a file over max_file_bytes that cannot be
+    // moved aside because too-large/ is a dangling symlink (retried with backoff, kept).
+    std::os::unix::fs::symlink(&outside, landing.join("link.edi")).unwrap();
+    std::os::unix::fs::symlink(dir.path().join("nowhere"), landing.join("too-large")).unwrap();
+    let odd = std::ffi::OsStr::from_bytes(b"caf\xe9.edi");
+    std::fs::write(landing.join(odd), x12("ODD", 2)).unwrap();
+    let mut big = Vec::new();
+    for c in 3..10 {
+        big.extend(x12("BIG", c));
+    }
+    std::fs::write(landing.join("big.edi"), &big).unwrap();
+
+    let file = dir.path().join("t.toml");
+    std::fs::write(&file, gateway_toml(&landing, &out, "max_file_bytes = 1000", "")).unwrap();
+    let log = dir.path().join("serve.log");
+    let data = dir.path().join("data");
+    let serve = Server::start_logging(
+        &[
+            "--config",
+            file.to_str().unwrap(),
+            "--store",
+            "memory",
+            "--data",
+            data.to_str().unwrap(),
+        ],
+        &log,
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::fs::read_dir(&out).map(|d| d.count()).unwrap_or(0) < 1 {
+        assert!(Instant::now() < deadline, "the non-UTF-8 file is delivered");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(1500)); // many polls
+    serve.sigkill();
+    let log = std::fs::read_to_string(&log).unwrap();
+
+    let delivered: Vec<Vec<u8>> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| std::fs::read(e.unwrap().path()).unwrap())
+        .collect();
+    assert_eq!(delivered, vec![x12("ODD", 2)], "only the non-UTF-8 one is taken");
+    assert_eq!(count(&log, "link.edi", "symlink"), 1, "{log}");
+    assert_eq!(count(&log, "too-large", "symlink"), 1, "{log}");
+    assert_eq!(count(&log, "caf\u{fffd}.edi", "not UTF-8"), 1, "{log}");
+    assert_eq!(count(&log, "big.edi", "cannot take landing file"), 1, "{log}");
+    assert_eq!(std::fs::read(landing.join("big.edi")).unwrap(), big, "kept whole");
+    assert!(landing.join("link.edi").exists() && outside.exists());
+}
+
+/// One raw HTTP/1.1 POST; returns the status code.
+fn post(addr: &str, headers: &[(&str, &str)], body: &[u8]) -> u16 {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut req = format!(
+        "POST /v1/interchanges HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).unwrap();
+    s.write_all(body).unwrap();
+    let mut answer = String::new();
+    let _ = s.read_to_string(&mut answer);
+    answer.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0)
+}
+
+#[test]
+fn uploads_to_a_server_with_client_keys_need_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("t.toml");
+    let clients = "[[client]]\nkey = \"portal-key\"\nname = \"portal\"\npartners = [\"ZZ:XYZ\"]\n";
+    std::fs::write(
+        &file,
+        gateway_toml(&dir.path().join("in"), &dir.path().join("out"), "", clients),
+    )
+    .unwrap();
+    let data = dir.path().join("data");
+    let serve = Server::start(&[
+        "--config",
+        file.to_str().unwrap(),
+        "--store",
+        "memory",
+        "--data",
+        data.to_str().unwrap(),
+    ]);
+    assert_eq!(post(&serve.addr, &[], &x12("XYZ", 1)), 401);
+    assert_eq!(post(&serve.addr, &[("x-api-key", "")], &x12("XYZ", 1)), 401);
+    assert_eq!(post(&serve.addr, &[("x-api-key", "portal-key")], &x12("OTHER", 2)), 403);
+    assert_eq!(post(&serve.addr, &[("x-api-key", "portal-key")], &x12("XYZ", 3)), 202);
+    serve.sigkill();
+}
