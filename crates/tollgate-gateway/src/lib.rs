@@ -22,6 +22,7 @@ pub mod item;
 pub mod meter;
 pub mod pipeline;
 pub mod queue;
+pub mod receipt;
 pub mod spool;
 pub mod telemetry;
 
