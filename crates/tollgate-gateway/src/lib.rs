@@ -24,6 +24,7 @@ pub mod pipeline;
 pub mod queue;
 pub mod receipt;
 pub mod spool;
+pub mod statedb;
 pub mod telemetry;
 
 use std::path::Path;
@@ -38,6 +39,7 @@ use tollgate_server::admin::AdminGuard;
 
 pub use config::{ConfigError, GatewayConfig, OnUnavailable, QuotaMode};
 pub use item::{Item, State};
+pub use statedb::SpoolOptions;
 
 /// The gateway could not start.
 #[derive(Debug, thiserror::Error)]
@@ -75,6 +77,17 @@ impl Gateway {
         store: Arc<AnyStore>,
         admin: AdminGuard,
     ) -> Result<Gateway, GatewayError> {
+        Self::start_with(config, data_dir, store, admin, SpoolOptions::default()).await
+    }
+
+    /// [`Gateway::start`] with spool options (`--move-aside-corrupt`).
+    pub async fn start_with(
+        config: GatewayConfig,
+        data_dir: &Path,
+        store: Arc<AnyStore>,
+        admin: AdminGuard,
+        options: SpoolOptions,
+    ) -> Result<Gateway, GatewayError> {
         let plan = config.plan()?;
         inbound::ensure_dirs(&plan.inbound).map_err(GatewayError::Inbound)?;
         std::fs::create_dir_all(data_dir).map_err(|e| spool::SpoolError::Io {
@@ -82,7 +95,7 @@ impl Gateway {
             source: e,
         })?;
         let dir = data_dir.to_path_buf();
-        let spool = tokio::task::spawn_blocking(move || spool::Spool::open(&dir))
+        let spool = tokio::task::spawn_blocking(move || spool::Spool::open_with(&dir, options))
             .await
             .map_err(|e| spool::SpoolError::Db(e.to_string()))??;
         let spool = Arc::new(spool);

@@ -198,3 +198,87 @@ async fn uploads_answered_202_survive_a_sigkill() {
         .collect();
     assert_eq!(names, ids);
 }
+
+/// `tollgate serve ARGS` that must exit by itself within 20 s: its exit code and stderr.
+fn serve_expecting_exit(args: &[&str]) -> (Option<i32>, String) {
+    use std::io::Read;
+    let mut child = Command::new(BIN)
+        .arg("serve")
+        .args(["--listen", "127.0.0.1:0"])
+        .args(args)
+        .env_remove("TOLLGATE_ADMIN_TOKEN")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("tollgate serve neither started nor exited in 20 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    (status.code(), stderr)
+}
+
+/// Spool file name → bytes.
+fn spool_files(data: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(data.join("spool"))
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (e.file_name().to_string_lossy().into_owned(), std::fs::read(e.path()).unwrap())
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_zero_length_state_db_after_a_sigkill_is_refused_and_a_restored_one_delivers_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let out = dir.path().join("out");
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead_backend = format!("http://{}/edi", closed.local_addr().unwrap());
+    drop(closed);
+    let cfg = config(dir.path(), &dead_backend);
+    let serve = start(&cfg);
+    let client = reqwest::Client::new();
+    for c in 1..=3u32 {
+        let r = client
+            .post(format!("{}/v1/interchanges", serve.url))
+            .body(x12_214("CARRIERXYZ", c, 1))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 202);
+    }
+    serve.sigkill();
+    let spooled = spool_files(&data);
+    assert!(!spooled.is_empty());
+    let db = data.join("gateway.redb");
+    let backup = std::fs::read(&db).unwrap();
+    std::fs::write(&db, b"").unwrap();
+
+    let cfg = config(dir.path(), &format!("dir:{}", out.display()));
+    let (code, stderr) = serve_expecting_exit(&["--config", cfg.to_str().unwrap()]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains(&db.display().to_string()), "names the file: {stderr}");
+    assert!(stderr.contains("empty (0 bytes)"), "{stderr}");
+    assert!(stderr.contains("restore") && stderr.contains("--move-aside-corrupt"), "{stderr}");
+    assert_eq!(spool_files(&data), spooled, "no spooled file deleted or changed");
+    assert!(!out.exists() || std::fs::read_dir(&out).unwrap().next().is_none());
+
+    // Restored (a copy taken after the kill -9): redb recovers it on open, and every upload
+    // answered 202 is delivered.
+    std::fs::write(&db, backup).unwrap();
+    let _serve = start(&cfg);
+    let want: BTreeSet<u32> = (1..=3).collect();
+    wait_until("all 3 uploads delivered", 30, || delivered_controls(&out) == want);
+}
