@@ -362,10 +362,12 @@ impl Pipeline {
             }
             self.release_file(&file.spool, batch);
             for item in items {
-                telemetry::count(Metric::Received, &item);
+                telemetry::count(Metric::Received, &item, &self.parts.plan);
                 match item.state {
-                    State::Rejected => telemetry::count(Metric::Rejected, &item),
-                    State::Duplicate => telemetry::count(Metric::Duplicate, &item),
+                    State::Rejected => telemetry::count(Metric::Rejected, &item, &self.parts.plan),
+                    State::Duplicate => {
+                        telemetry::count(Metric::Duplicate, &item, &self.parts.plan)
+                    }
                     _ => {}
                 }
                 batch.put(&item);
@@ -391,7 +393,7 @@ impl Pipeline {
                 item.state = State::Held;
                 item.next_attempt_at = head_at;
                 item.reason = Some(format!("waiting behind earlier held interchanges of {m}"));
-                telemetry::count(Metric::Held, item);
+                telemetry::count(Metric::Held, item, &self.parts.plan);
                 batch.put(item);
             }
             self.held.insert(&m, id);
@@ -438,7 +440,7 @@ impl Pipeline {
             Verdict::Unavailable { reason } => match self.parts.plan.on_unavailable {
                 OnUnavailable::Deliver => {
                     if let Some(i) = self.live.get(id) {
-                        telemetry::count(Metric::FailOpen, i);
+                        telemetry::count(Metric::FailOpen, i, &self.parts.plan);
                     }
                     self.admit(id, Some(format!("delivered without metering: {reason}")), batch);
                     true
@@ -628,7 +630,7 @@ impl Pipeline {
         let at =
             now_ms() + i64::try_from(jittered(retry_after).as_millis()).unwrap_or(i64::MAX / 2);
         if item.state != State::Held {
-            telemetry::count(Metric::Held, item);
+            telemetry::count(Metric::Held, item, &self.parts.plan);
         } else {
             item.attempts += 1;
         }
@@ -653,16 +655,16 @@ impl Pipeline {
         item.admitted = false;
         item.next_attempt_at = None;
         item.reason = Some(reason);
-        telemetry::count(Metric::Dead, &item);
+        telemetry::count(Metric::Dead, &item, &self.parts.plan);
         batch.put(&item);
         if let Some(m) = item.metering_id.clone() {
-            telemetry::held_depth(&item, self.held.depth(&m));
+            telemetry::held_depth(&self.parts.plan, &item, self.held.depth(&m));
         }
     }
 
     fn update_held_gauge(&self, id: &str, m: &str) {
         if let Some(item) = self.live.get(id) {
-            telemetry::held_depth(item, self.held.depth(m));
+            telemetry::held_depth(&self.parts.plan, item, self.held.depth(m));
         }
     }
 
@@ -744,8 +746,8 @@ impl Pipeline {
                 item.next_attempt_at = None;
                 let latency =
                     Duration::from_millis(u64::try_from(now_ms() - item.received_at).unwrap_or(0));
-                telemetry::count(Metric::Delivered, &item);
-                telemetry::delivery_latency(&item, latency);
+                telemetry::count(Metric::Delivered, &item, &self.parts.plan);
+                telemetry::delivery_latency(&item, &self.parts.plan, latency);
                 batch.put(&item);
                 self.release_file(&item.file, batch);
             }
