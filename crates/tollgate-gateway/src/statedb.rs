@@ -2,8 +2,8 @@
 //! trusted, and the spool files it does not account for kept, never deleted.
 //!
 //! Invariants, and the code that keeps them:
-//! - **Unknown state deletes nothing.** A missing or empty `gateway.redb` next to spool files,
-//!   a file redb cannot open, or one whose pages fail their checksums (checked on every open)
+//! - **Unknown state deletes nothing.** An empty `gateway.redb`, a missing one next to spool
+//!   files, a file redb cannot open, or one whose pages fail their checksums (checked on every open)
 //!   is refused with [`SpoolError::StateDb`], which names the file and what to do. A panic
 //!   inside redb while opening is caught and refused the same way.
 //! - **A crash is not corruption.** redb's own recovery of a file left by a kill -9 runs as
@@ -55,11 +55,18 @@ pub(crate) fn open(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err(SpoolError::Io { path: path.display().to_string(), source: e }),
     };
-    if spool_files > 0 && len.unwrap_or(0) == 0 {
-        let problem = match len {
-            None => format!("is missing, but spool/ holds {spool_files} file(s)"),
-            Some(_) => format!("is empty (0 bytes), but spool/ holds {spool_files} file(s)"),
-        };
+    // redb would take an empty file for a new database; it is a truncated one (redb writes
+    // its header as soon as it creates a file), so its dedup keys and delivered history are
+    // gone even when no spool file is left. A missing file is a first start, unless spool
+    // files show that there was state.
+    let problem = match len {
+        Some(0) => Some(format!("is empty (0 bytes); spool/ holds {spool_files} file(s)")),
+        None if spool_files > 0 => {
+            Some(format!("is missing, but spool/ holds {spool_files} file(s)"))
+        }
+        _ => None,
+    };
+    if let Some(problem) = problem {
         refuse_or_move_aside(data_dir, &path, problem, options)?;
     }
     match try_open(&path, init) {

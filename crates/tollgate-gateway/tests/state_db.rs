@@ -142,3 +142,21 @@ async fn moving_aside_is_explicit_and_keeps_the_spool_in_orphaned() {
     // The new state database works: the next start is clean.
     start(dir.path(), SpoolOptions::default()).await.unwrap().shutdown().await;
 }
+
+#[tokio::test]
+async fn an_empty_state_db_is_refused_even_with_nothing_spooled() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("data")).unwrap();
+    std::fs::write(dir.path().join("data/gateway.redb"), b"").unwrap();
+    let err = match start(dir.path(), SpoolOptions::default()).await {
+        Err(e) => e,
+        Ok(gw) => {
+            gw.shutdown().await;
+            panic!("started on an empty gateway.redb (its dedup keys would be lost unsaid)")
+        }
+    };
+    assert!(err.contains("gateway.redb is empty (0 bytes)"), "{err}");
+    // A first start (no file at all) needs nothing.
+    std::fs::remove_file(dir.path().join("data/gateway.redb")).unwrap();
+    start(dir.path(), SpoolOptions::default()).await.unwrap().shutdown().await;
+}

@@ -271,7 +271,7 @@ async fn a_zero_length_state_db_after_a_sigkill_is_refused_and_a_restored_one_de
     let (code, stderr) = serve_expecting_exit(&["--config", cfg.to_str().unwrap()]);
     assert_eq!(code, Some(1), "{stderr}");
     assert!(stderr.contains(&db.display().to_string()), "names the file: {stderr}");
-    assert!(stderr.contains("empty (0 bytes)"), "{stderr}");
+    assert!(stderr.contains("is empty (0 bytes)"), "{stderr}");
     assert!(stderr.contains("restore") && stderr.contains("--move-aside-corrupt"), "{stderr}");
     assert_eq!(spool_files(&data), spooled, "no spooled file deleted or changed");
     assert!(!out.exists() || std::fs::read_dir(&out).unwrap().next().is_none());
