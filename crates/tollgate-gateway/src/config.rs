@@ -162,6 +162,10 @@ pub struct RouteConfig {
     /// `"transactions"` or `"segment:TAG"`.
     #[serde(default = "defaults::weight")]
     pub weight: String,
+    /// The least an interchange consumes, whatever its weight rule counts (a 214 without AT7
+    /// under `segment:AT7` still costs this). `0` lets such interchanges pass uncounted.
+    #[serde(default = "defaults::min_weight")]
+    pub min_weight: u64,
     /// Admit the transactions that fit and hold the rest.
     #[serde(default)]
     pub split: bool,
@@ -213,6 +217,9 @@ mod defaults {
     }
     pub fn weight() -> String {
         "transactions".to_owned()
+    }
+    pub fn min_weight() -> u64 {
+        1
     }
     pub fn max_concurrency() -> usize {
         4
@@ -303,6 +310,8 @@ pub struct Route {
     pub spec: QuotaSpec,
     /// How interchanges are weighed.
     pub weight: WeightRule,
+    /// The least one interchange consumes (its weight is raised to this).
+    pub min_weight: u64,
     /// Admit what fits and hold the rest.
     pub split: bool,
     /// Where interchanges go.
@@ -505,6 +514,7 @@ impl GatewayConfig {
                 template,
                 spec,
                 weight,
+                min_weight: r.min_weight,
                 split: r.split,
                 target,
                 max_concurrency: r.max_concurrency,

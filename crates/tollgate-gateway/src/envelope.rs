@@ -34,6 +34,15 @@ pub struct Scan {
     pub envelopes: Vec<Envelope>,
     /// The parser's first file-level error (text outside any interchange).
     pub error: Option<String>,
+    /// Every file-level error: its byte offset and description.
+    pub file_errors: Vec<(usize, String)>,
+}
+
+impl Scan {
+    /// The parser's first file-level error at a byte inside `run`, if any.
+    pub fn file_errors_in(&self, run: &Range<usize>) -> Option<String> {
+        self.file_errors.iter().find(|(at, _)| run.contains(at)).map(|(_, e)| e.clone())
+    }
 }
 
 /// Finds the interchanges in `input`. Never panics.
@@ -52,7 +61,9 @@ pub fn scan(input: &[u8]) -> Scan {
             error: ic.errors.first().map(describe),
         })
         .collect();
-    Scan { envelopes, error: parsed.errors.first().map(describe) }
+    let file_errors: Vec<(usize, String)> =
+        parsed.errors.iter().map(|e| (e.offset, describe(e))).collect();
+    Scan { envelopes, error: file_errors.first().map(|(_, e)| e.clone()), file_errors }
 }
 
 fn describe(e: &tollgate_edi::EnvelopeError) -> String {

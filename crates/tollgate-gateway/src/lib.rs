@@ -25,7 +25,9 @@ pub mod landing;
 pub mod meter;
 pub mod pipeline;
 pub mod queue;
+pub mod receipt;
 pub mod spool;
+pub mod statedb;
 pub mod telemetry;
 pub mod upload;
 
@@ -42,6 +44,7 @@ use tollgate_server::client::ClientKeys;
 
 pub use config::{ConfigError, GatewayConfig, OnUnavailable, QuotaMode};
 pub use item::{Item, State};
+pub use statedb::SpoolOptions;
 
 /// The gateway could not start.
 #[derive(Debug, thiserror::Error)]
@@ -87,6 +90,17 @@ impl Gateway {
         store: Arc<AnyStore>,
         admin: AdminGuard,
     ) -> Result<Gateway, GatewayError> {
+        Self::start_with(config, data_dir, store, admin, SpoolOptions::default()).await
+    }
+
+    /// [`Gateway::start`] with spool options (`--move-aside-corrupt`).
+    pub async fn start_with(
+        config: GatewayConfig,
+        data_dir: &Path,
+        store: Arc<AnyStore>,
+        admin: AdminGuard,
+        options: SpoolOptions,
+    ) -> Result<Gateway, GatewayError> {
         let plan = config.plan()?;
         inbound::ensure_dirs(&plan.inbound)
             .map_err(|(path, source)| GatewayError::Inbound { path, source })?;
@@ -95,7 +109,7 @@ impl Gateway {
             source: e,
         })?;
         let dir = data_dir.to_path_buf();
-        let spool = tokio::task::spawn_blocking(move || spool::Spool::open(&dir))
+        let spool = tokio::task::spawn_blocking(move || spool::Spool::open_with(&dir, options))
             .await
             .map_err(|e| spool::SpoolError::Db(e.to_string()))??;
         let spool = Arc::new(spool);

@@ -27,6 +27,7 @@ use crate::envelope;
 use crate::hold::{HoldQueue, jittered};
 use crate::item::{Item, State, now_ms, rfc3339};
 use crate::meter::{Meter, Verdict};
+use crate::receipt::prepare;
 use crate::spool::{Change, FileRecord, Spool, SpoolError};
 use crate::telemetry::{self, Event as Metric};
 
@@ -361,10 +362,12 @@ impl Pipeline {
             }
             self.release_file(&file.spool, batch);
             for item in items {
-                telemetry::count(Metric::Received, &item);
+                telemetry::count(Metric::Received, &item, &self.parts.plan);
                 match item.state {
-                    State::Rejected => telemetry::count(Metric::Rejected, &item),
-                    State::Duplicate => telemetry::count(Metric::Duplicate, &item),
+                    State::Rejected => telemetry::count(Metric::Rejected, &item, &self.parts.plan),
+                    State::Duplicate => {
+                        telemetry::count(Metric::Duplicate, &item, &self.parts.plan)
+                    }
                     _ => {}
                 }
                 batch.put(&item);
@@ -390,7 +393,7 @@ impl Pipeline {
                 item.state = State::Held;
                 item.next_attempt_at = head_at;
                 item.reason = Some(format!("waiting behind earlier held interchanges of {m}"));
-                telemetry::count(Metric::Held, item);
+                telemetry::count(Metric::Held, item, &self.parts.plan);
                 batch.put(item);
             }
             self.held.insert(&m, id);
@@ -437,7 +440,7 @@ impl Pipeline {
             Verdict::Unavailable { reason } => match self.parts.plan.on_unavailable {
                 OnUnavailable::Deliver => {
                     if let Some(i) = self.live.get(id) {
-                        telemetry::count(Metric::FailOpen, i);
+                        telemetry::count(Metric::FailOpen, i, &self.parts.plan);
                     }
                     self.admit(id, Some(format!("delivered without metering: {reason}")), batch);
                     true
@@ -470,11 +473,17 @@ impl Pipeline {
             })
         })
         .await;
-        let (bytes, weights) = match read {
+        let (bytes, mut weights) = match read {
             Ok(Ok(x)) => x,
             Ok(Err(e)) => return self.hold_err(&item.id, e.to_string(), batch),
             Err(e) => return self.hold_err(&item.id, e.to_string(), batch),
         };
+        // The parts together cost what the whole does: a `min_weight` above what the rule
+        // counts is charged with the first transaction, so splitting never makes it free.
+        let counted: u64 = weights.iter().sum();
+        if let Some(first) = weights.first_mut() {
+            *first += item.weight.saturating_sub(counted);
+        }
         let mut keep = Vec::new();
         let mut wait = retry_after;
         for (i, w) in weights.iter().enumerate() {
@@ -621,7 +630,7 @@ impl Pipeline {
         let at =
             now_ms() + i64::try_from(jittered(retry_after).as_millis()).unwrap_or(i64::MAX / 2);
         if item.state != State::Held {
-            telemetry::count(Metric::Held, item);
+            telemetry::count(Metric::Held, item, &self.parts.plan);
         } else {
             item.attempts += 1;
         }
@@ -646,16 +655,16 @@ impl Pipeline {
         item.admitted = false;
         item.next_attempt_at = None;
         item.reason = Some(reason);
-        telemetry::count(Metric::Dead, &item);
+        telemetry::count(Metric::Dead, &item, &self.parts.plan);
         batch.put(&item);
         if let Some(m) = item.metering_id.clone() {
-            telemetry::held_depth(&item, self.held.depth(&m));
+            telemetry::held_depth(&self.parts.plan, &item, self.held.depth(&m));
         }
     }
 
     fn update_held_gauge(&self, id: &str, m: &str) {
         if let Some(item) = self.live.get(id) {
-            telemetry::held_depth(item, self.held.depth(m));
+            telemetry::held_depth(&self.parts.plan, item, self.held.depth(m));
         }
     }
 
@@ -737,8 +746,8 @@ impl Pipeline {
                 item.next_attempt_at = None;
                 let latency =
                     Duration::from_millis(u64::try_from(now_ms() - item.received_at).unwrap_or(0));
-                telemetry::count(Metric::Delivered, &item);
-                telemetry::delivery_latency(&item, latency);
+                telemetry::count(Metric::Delivered, &item, &self.parts.plan);
+                telemetry::delivery_latency(&item, &self.parts.plan, latency);
                 batch.put(&item);
                 self.release_file(&item.file, batch);
             }
@@ -854,129 +863,7 @@ impl Pipeline {
     }
 }
 
-/// Reads, parses and sorts one received file into items (blocking: runs off the runtime).
-fn prepare(
-    parts: &Parts,
-    file: FileRecord,
-    seen: &mut HashSet<String>,
-) -> (FileRecord, Vec<Item>, Vec<(String, i64)>) {
-    let plan = &parts.plan;
-    let bytes = match parts.spool.read(&file.spool, file.start, file.end) {
-        Ok(b) => b,
-        Err(e) => {
-            tracing::error!(file = %file.id, error = %e, "spooled file unreadable");
-            let item = rejected_item(&file, format!("spool file unreadable: {e}"));
-            return (file, vec![item], Vec::new());
-        }
-    };
-    let scan = envelope::scan(&bytes);
-    if scan.envelopes.is_empty() {
-        let reason = scan.error.unwrap_or_else(|| "no interchange found".to_owned());
-        let item = rejected_item(&file, format!("not EDI: {reason}"));
-        return (file, vec![item], Vec::new());
-    }
-    let since = now_ms() - i64::try_from(plan.dedup.as_millis()).unwrap_or(i64::MAX / 2);
-    let single = scan.envelopes.len() == 1;
-    let mut items = Vec::new();
-    let mut dedup = Vec::new();
-    for (n, env) in scan.envelopes.iter().enumerate() {
-        let id = if single { file.id.clone() } else { format!("{}-{}", file.id, n + 1) };
-        let partner = plan.partner_name(&env.sender);
-        let route = plan.route_for(&env.document);
-        let slice = bytes.get(env.span.clone()).unwrap_or_default();
-        let weight = route.map_or(0, |r| envelope::weight(slice, &r.weight));
-        let mut item = Item {
-            id,
-            state: State::Received,
-            admitted: false,
-            file: file.spool.clone(),
-            start: file.start + env.span.start as u64,
-            end: file.start + env.span.end as u64,
-            partner: partner.clone(),
-            sender: env.sender.clone(),
-            receiver: env.receiver.clone(),
-            control_number: env.control_number.clone(),
-            document: env.document.clone(),
-            route: route.map(|r| r.name.clone()),
-            metering_id: route.map(|r| r.metering_id(&partner).to_string()),
-            weight,
-            received_at: file.received_at,
-            next_attempt_at: None,
-            attempts: 0,
-            reason: None,
-        };
-        let key = format!("{}|{}|{}", env.sender, env.receiver, env.control_number);
-        if let Some(err) = &env.error {
-            item.state = State::Rejected;
-            item.reason = Some(err.clone());
-            write_ack(parts, &item, slice);
-        } else if seen.contains(&key)
-            || parts.spool.seen_since(&key, since).ok().flatten().is_some()
-        {
-            item.state = State::Duplicate;
-            item.reason = Some(format!(
-                "duplicate of interchange {} from {} to {} received within {} days",
-                env.control_number,
-                env.sender,
-                env.receiver,
-                plan.dedup.as_secs() / 86_400
-            ));
-        } else if route.is_none() {
-            let doc = if env.document.is_empty() { "(none)" } else { env.document.as_str() };
-            item.state = State::Rejected;
-            item.reason = Some(format!("no route for document {doc}"));
-        } else {
-            seen.insert(key.clone());
-            dedup.push((key, file.received_at));
-        }
-        if item.state.is_terminal() {
-            tracing::info!(item = %item.id, state = %item.state, reason = item.reason.as_deref().unwrap_or(""), "not delivered");
-        }
-        items.push(item);
-    }
-    (file, items, dedup)
-}
-
-fn rejected_item(file: &FileRecord, reason: String) -> Item {
-    Item {
-        id: file.id.clone(),
-        state: State::Rejected,
-        admitted: false,
-        file: file.spool.clone(),
-        start: file.start,
-        end: file.end,
-        partner: String::new(),
-        sender: String::new(),
-        receiver: String::new(),
-        control_number: String::new(),
-        document: String::new(),
-        route: None,
-        metering_id: None,
-        weight: 0,
-        received_at: file.received_at,
-        next_attempt_at: None,
-        attempts: 0,
-        reason: Some(reason),
-    }
-}
-
-/// Writes the parser's acknowledgement of a rejected interchange into the acks directory.
-fn write_ack(parts: &Parts, item: &Item, interchange: &[u8]) {
-    let Some(dir) = &parts.plan.acks else { return };
-    let Ok(control) = parts.spool.next_control_number() else { return };
-    let Some(ack) = envelope::acknowledge(interchange, control) else { return };
-    let res = std::fs::create_dir_all(dir).and_then(|()| {
-        let tmp = dir.join(format!(".{}.ack.tmp", item.id));
-        std::fs::write(&tmp, &ack)?;
-        std::fs::File::open(&tmp)?.sync_all()?;
-        std::fs::rename(&tmp, dir.join(format!("{}.ack", item.id)))
-    });
-    if let Err(e) = res {
-        tracing::error!(dir = %dir.display(), error = %e, "writing an acknowledgement failed");
-    }
-}
-
-/// The admin API's view of an item.
+/// The admin API's view of an item; `spool` says where its bytes are kept in the data dir.
 pub fn row(item: &Item) -> serde_json::Value {
     serde_json::json!({
         "id": item.id,
@@ -990,5 +877,10 @@ pub fn row(item: &Item) -> serde_json::Value {
         "next_attempt_at": item.next_attempt_at.map(rfc3339),
         "attempts": item.attempts,
         "reason": item.reason,
+        "spool": {
+            "file": format!("spool/{}.edi", item.file),
+            "start": item.start,
+            "end": item.end,
+        },
     })
 }

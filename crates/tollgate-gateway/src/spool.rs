@@ -16,8 +16,10 @@
 //!   moment at which an item is in two states or none.
 //! - **Spool files outlive their items.** A spool file is deleted only after the commit that
 //!   makes its last item `delivered` (or purges it). A spool file with no row at all (a crash
-//!   between the write and the commit) is deleted by [`Spool::open`]: its inbound file was not
-//!   removed and its upload was not answered, so it is received again.
+//!   between the write and the commit, or state moved aside) is not deleted: [`Spool::open`]
+//!   moves it to `orphaned/` (its inbound file was not removed and its upload was not answered,
+//!   so it is received again; the copy is kept rather than guessed about).
+//! - **Untrusted state is refused**, never taken as empty: see [`crate::statedb`].
 
 use std::collections::HashSet;
 use std::fs::{self, File};
@@ -29,6 +31,8 @@ use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinitio
 use serde::{Deserialize, Serialize};
 
 use crate::item::{Item, State, now_ms};
+pub use crate::statedb::SpoolOptions;
+use crate::statedb::{self, ORPHANED};
 
 const FILES: TableDefinition<&str, &[u8]> = TableDefinition::new("files");
 const ITEMS: TableDefinition<&str, &[u8]> = TableDefinition::new("items");
@@ -49,6 +53,20 @@ pub enum SpoolError {
     /// The state database failed.
     #[error("spool database: {0}")]
     Db(String),
+    /// The state database cannot be trusted; nothing was changed (see [`crate::statedb`]).
+    #[error(
+        "{path} {problem}. The state of the spooled files is unknown, so nothing was changed: \
+         restore {path} from a backup, or start with --move-aside-corrupt to move it aside \
+         (the spooled files are then kept in {orphaned} for an operator, not delivered)"
+    )]
+    StateDb {
+        /// The database file.
+        path: String,
+        /// What is wrong with it.
+        problem: String,
+        /// Where spool files would be kept if it is moved aside.
+        orphaned: String,
+    },
     /// A row could not be decoded (written by an incompatible version).
     #[error("spool database row {key}: {message}")]
     Corrupt {
@@ -119,37 +137,85 @@ pub struct Spool {
 }
 
 impl Spool {
-    /// Opens (or creates) the spool in `data_dir` and removes spool files no row refers to.
+    /// Opens (or creates) the spool in `data_dir`, refusing a state database that cannot be
+    /// trusted (see [`crate::statedb`]), and sorts the spool files no live state refers to.
     pub fn open(data_dir: &Path) -> Result<Spool, SpoolError> {
+        Self::open_with(data_dir, SpoolOptions::default())
+    }
+
+    /// [`Spool::open`] with options (moving a corrupt state database aside).
+    pub fn open_with(data_dir: &Path, options: SpoolOptions) -> Result<Spool, SpoolError> {
         let dir = data_dir.join("spool");
         fs::create_dir_all(&dir).map_err(io_err(&dir))?;
-        let db_path = data_dir.join("gateway.redb");
-        let db = Database::create(&db_path).map_err(db_err)?;
-        {
-            let tx = db.begin_write().map_err(db_err)?;
-            tx.open_table(FILES).map_err(db_err)?;
-            tx.open_table(ITEMS).map_err(db_err)?;
-            tx.open_table(DEDUP).map_err(db_err)?;
-            tx.open_table(META).map_err(db_err)?;
-            tx.commit().map_err(db_err)?;
-        }
+        let spool_files = fs::read_dir(&dir).map_err(io_err(&dir))?.flatten().count();
+        let db = statedb::open(data_dir, spool_files, options, &|db| {
+            let tx = db.begin_write().map_err(|e| e.to_string())?;
+            for t in [FILES, ITEMS] {
+                tx.open_table(t).map_err(|e| e.to_string())?;
+            }
+            tx.open_table(DEDUP).map_err(|e| e.to_string())?;
+            tx.open_table(META).map_err(|e| e.to_string())?;
+            tx.commit().map_err(|e| e.to_string())?;
+            // Every row is read once here, so a damaged page is found now and not mid-run.
+            let tx = db.begin_read().map_err(|e| e.to_string())?;
+            for t in [FILES, ITEMS] {
+                let t = tx.open_table(t).map_err(|e| e.to_string())?;
+                for row in t.iter().map_err(|e| e.to_string())? {
+                    row.map_err(|e| e.to_string())?;
+                }
+            }
+            let t = tx.open_table(DEDUP).map_err(|e| e.to_string())?;
+            for row in t.iter().map_err(|e| e.to_string())? {
+                row.map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        })?;
         let spool = Spool { dir, db, seq: AtomicU64::new(0) };
-        spool.remove_orphans()?;
+        spool.sort_unreferenced(&data_dir.join(ORPHANED))?;
         Ok(spool)
     }
 
-    fn remove_orphans(&self) -> Result<(), SpoolError> {
-        let mut referenced: HashSet<String> =
+    /// Spool files whose every item is delivered are deleted; files no row refers to at all
+    /// (a receive or split cut short by a crash, or state that was moved aside) are moved to
+    /// `orphaned`, with a log line: only a state that says "finished" deletes bytes.
+    fn sort_unreferenced(&self, orphaned: &Path) -> Result<(), SpoolError> {
+        let mut live: HashSet<String> =
             self.pending_files()?.into_iter().map(|f| f.spool).collect();
-        referenced.extend(self.items(None)?.into_iter().map(|i| i.file));
+        let mut finished = HashSet::new();
+        for item in self.items(None)? {
+            if item.state == State::Delivered {
+                finished.insert(item.file);
+            } else {
+                live.insert(item.file);
+            }
+        }
         let entries = fs::read_dir(&self.dir).map_err(io_err(&self.dir))?;
+        let mut moved = 0usize;
         for entry in entries.flatten() {
+            if !entry.file_type().is_ok_and(|t| t.is_file()) {
+                continue;
+            }
             let name = entry.file_name().to_string_lossy().into_owned();
             let stem = name.strip_suffix(".edi").unwrap_or(&name);
-            if !referenced.contains(stem) {
-                tracing::info!(file = %name, "removing spool file left by an interrupted receive");
-                let _ = fs::remove_file(entry.path());
+            if live.contains(stem) {
+                continue;
             }
+            if finished.contains(stem) {
+                tracing::info!(file = %name, "removing the spool file of delivered items");
+                let _ = fs::remove_file(entry.path());
+                continue;
+            }
+            fs::create_dir_all(orphaned).map_err(io_err(orphaned))?;
+            let to = orphaned.join(&name);
+            fs::rename(entry.path(), &to).map_err(io_err(&entry.path()))?;
+            tracing::warn!(file = %name, moved_to = %to.display(),
+                "spool file with no state kept in orphaned/: it is not delivered; review it, \
+                 then drop it into a landing directory or delete it");
+            moved += 1;
+        }
+        if moved > 0 {
+            sync_dir(orphaned)?;
+            sync_dir(&self.dir)?;
         }
         Ok(())
     }
@@ -404,10 +470,11 @@ mod tests {
         };
         spool.commit(&change).unwrap();
         drop(spool);
-        // An orphan spool file (written, never recorded) is removed on open.
+        // An orphan spool file (written, never recorded) is kept aside on open, not deleted.
         fs::write(dir.path().join("spool/orphan.edi"), b"zz").unwrap();
         let spool = Spool::open(dir.path()).unwrap();
         assert!(!dir.path().join("spool/orphan.edi").exists());
+        assert_eq!(fs::read(dir.path().join("orphaned/orphan.edi")).unwrap(), b"zz");
         assert_eq!(spool.pending_files().unwrap().len(), 1);
         assert_eq!(spool.items(Some(State::Held)).unwrap().len(), 1);
         assert_eq!(spool.items(Some(State::Dead)).unwrap().len(), 0);

@@ -3,10 +3,19 @@
 //! Counters: `tollgate_gateway_{received,delivered,held,duplicates,rejected,dead,fail_open}_total`;
 //! histogram `tollgate_gateway_delivery_latency_seconds` (receive to delivery); gauges
 //! `tollgate_gateway_queue_depth{state}` and `tollgate_gateway_held{partner,route}`.
+//!
+//! Invariant: **label values come from the config, never from a file.** `partner` is a name
+//! from `[[gateway.partner]]` or `unknown` (every sender not listed there, and input with no
+//! sender); `route` is a name from `[[gateway.route]]` or empty. So the number of series is
+//! bounded by the config, whatever senders, document types or garbage arrive.
 
 use std::time::Duration;
 
+use crate::config::Plan;
 use crate::item::Item;
+
+/// The `partner` label of every sender not listed in `[[gateway.partner]]`.
+pub const UNKNOWN_PARTNER: &str = "unknown";
 
 /// A pipeline event worth counting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,18 +50,43 @@ impl Event {
     }
 }
 
+/// The bounded `(partner, route)` label values of an item (see the module invariant).
+struct Labels {
+    partner: String,
+    route: String,
+}
+
+impl Labels {
+    fn of(item: &Item, plan: &Plan) -> Labels {
+        let partner = match plan.partners.get(&item.sender) {
+            Some(name) => name.clone(),
+            None => UNKNOWN_PARTNER.to_owned(),
+        };
+        let route = item
+            .route
+            .as_ref()
+            .filter(|r| plan.routes.iter().any(|x| &x.name == *r))
+            .cloned()
+            .unwrap_or_default();
+        Labels { partner, route }
+    }
+
+    fn known_partner(&self) -> bool {
+        self.partner != UNKNOWN_PARTNER
+    }
+}
+
 /// Counts one event for the item's partner and route.
-pub fn count(event: Event, item: &Item) {
-    let route = item.route.clone().unwrap_or_default();
-    metrics::counter!(event.metric(), "partner" => item.partner.clone(), "route" => route)
-        .increment(1);
+pub fn count(event: Event, item: &Item, plan: &Plan) {
+    let Labels { partner, route } = Labels::of(item, plan);
+    metrics::counter!(event.metric(), "partner" => partner, "route" => route).increment(1);
 }
 
 /// Records the receive-to-delivery latency of an item.
-pub fn delivery_latency(item: &Item, latency: Duration) {
-    let route = item.route.clone().unwrap_or_default();
+pub fn delivery_latency(item: &Item, plan: &Plan, latency: Duration) {
+    let Labels { partner, route } = Labels::of(item, plan);
     metrics::histogram!("tollgate_gateway_delivery_latency_seconds",
-        "partner" => item.partner.clone(), "route" => route)
+        "partner" => partner, "route" => route)
     .record(latency.as_secs_f64());
 }
 
@@ -61,9 +95,14 @@ pub fn queue_depth(state: &'static str, depth: usize) {
     metrics::gauge!("tollgate_gateway_queue_depth", "state" => state).set(depth as f64);
 }
 
-/// Sets the number of held items of one partner and route.
-pub fn held_depth(item: &Item, depth: usize) {
-    let route = item.route.clone().unwrap_or_default();
-    metrics::gauge!("tollgate_gateway_held", "partner" => item.partner.clone(), "route" => route)
+/// Sets the number of held items of one partner and route (its metering id's group). Held
+/// items of unknown senders have one group per sender, which one gauge cannot show: they are
+/// counted in `tollgate_gateway_queue_depth{state="held"}` only.
+pub fn held_depth(plan: &Plan, item: &Item, depth: usize) {
+    let labels = Labels::of(item, plan);
+    if !labels.known_partner() {
+        return;
+    }
+    metrics::gauge!("tollgate_gateway_held", "partner" => labels.partner, "route" => labels.route)
         .set(depth as f64);
 }

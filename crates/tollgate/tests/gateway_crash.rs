@@ -1,7 +1,8 @@
 //! The EDI gateway inside the real `tollgate serve`, killed with SIGKILL: nothing spooled is
 //! lost. Files dropped in the landing directory during and around the crash are all delivered
 //! after the restart, and uploads answered 202 survive the kill. `tollgate queue` reads the
-//! result through the admin API.
+//! result through the admin API. A damaged state database is refused without losing a spooled
+//! file, and the gateway's metric labels stay bounded whatever senders upload.
 
 mod common;
 
@@ -197,4 +198,146 @@ async fn uploads_answered_202_survive_a_sigkill() {
         .map(|e| e.unwrap().file_name().to_string_lossy().trim_end_matches(".edi").to_owned())
         .collect();
     assert_eq!(names, ids);
+}
+
+/// `tollgate serve ARGS` that must exit by itself within 20 s: its exit code and stderr.
+fn serve_expecting_exit(args: &[&str]) -> (Option<i32>, String) {
+    use std::io::Read;
+    let mut child = Command::new(BIN)
+        .arg("serve")
+        .args(["--listen", "127.0.0.1:0"])
+        .args(args)
+        .env_remove("TOLLGATE_ADMIN_TOKEN")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("tollgate serve neither started nor exited in 20 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    (status.code(), stderr)
+}
+
+/// Spool file name → bytes.
+fn spool_files(data: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(data.join("spool"))
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (e.file_name().to_string_lossy().into_owned(), std::fs::read(e.path()).unwrap())
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_zero_length_state_db_after_a_sigkill_is_refused_and_a_restored_one_delivers_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let out = dir.path().join("out");
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead_backend = format!("http://{}/edi", closed.local_addr().unwrap());
+    drop(closed);
+    let cfg = config(dir.path(), &dead_backend);
+    let serve = start(&cfg);
+    let client = reqwest::Client::new();
+    for c in 1..=3u32 {
+        let r = client
+            .post(format!("{}/v1/interchanges", serve.url))
+            .body(x12_214("CARRIERXYZ", c, 1))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 202);
+    }
+    serve.sigkill();
+    let spooled = spool_files(&data);
+    assert!(!spooled.is_empty());
+    let db = data.join("gateway.redb");
+    let backup = std::fs::read(&db).unwrap();
+    std::fs::write(&db, b"").unwrap();
+
+    let cfg = config(dir.path(), &format!("dir:{}", out.display()));
+    let (code, stderr) = serve_expecting_exit(&["--config", cfg.to_str().unwrap()]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains(&db.display().to_string()), "names the file: {stderr}");
+    assert!(stderr.contains("is empty (0 bytes)"), "{stderr}");
+    assert!(stderr.contains("restore") && stderr.contains("--move-aside-corrupt"), "{stderr}");
+    assert_eq!(spool_files(&data), spooled, "no spooled file deleted or changed");
+    assert!(!out.exists() || std::fs::read_dir(&out).unwrap().next().is_none());
+
+    // Restored (a copy taken after the kill -9): redb recovers it on open, and every upload
+    // answered 202 is delivered.
+    std::fs::write(&db, backup).unwrap();
+    let _serve = start(&cfg);
+    let want: BTreeSet<u32> = (1..=3).collect();
+    wait_until("all 3 uploads delivered", 30, || delivered_controls(&out) == want);
+}
+
+#[tokio::test]
+async fn metric_labels_stay_bounded_while_senders_and_document_types_rotate() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), &format!("dir:{}", dir.path().join("out").display()));
+    let serve = start(&cfg);
+    let client = reqwest::Client::new();
+    let upload = |body: Vec<u8>| {
+        let r = client.post(format!("{}/v1/interchanges", serve.url)).body(body).send();
+        async move { r.await.unwrap().status().as_u16() }
+    };
+    // 500 made-up senders, 50 made-up document types, the known partner, and garbage.
+    for i in 0..500u32 {
+        let mut body = x12_214(&format!("ROT{i:05}"), i + 1, 1);
+        if i % 10 == 0 {
+            body = String::from_utf8(body)
+                .unwrap()
+                .replace("ST*214*", &format!("ST*9{:02}*", i / 10))
+                .into_bytes();
+        }
+        assert_eq!(upload(body).await, 202);
+    }
+    assert_eq!(upload(x12_214("CARRIERXYZ", 1, 1)).await, 202);
+    let mut junk = x12_214("ROTJUNK", 9, 1);
+    junk.extend_from_slice(b"trailing junk");
+    assert_eq!(upload(junk).await, 202);
+
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let metrics = loop {
+        let m = client.get(format!("{}/metrics", serve.url)).send().await.unwrap();
+        let text = m.text().await.unwrap();
+        let received: f64 = text
+            .lines()
+            .filter(|l| l.starts_with("tollgate_gateway_received_total{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum();
+        if received >= 502.0 {
+            break text;
+        }
+        assert!(Instant::now() < deadline, "not all uploads counted: {text}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let mut partners = BTreeSet::new();
+    let mut routes = BTreeSet::new();
+    let mut series = 0;
+    for line in metrics.lines().filter(|l| l.starts_with("tollgate_gateway_")) {
+        series += 1;
+        for (label, set) in [("partner=\"", &mut partners), ("route=\"", &mut routes)] {
+            if let Some(rest) = line.split(label).nth(1) {
+                set.insert(rest.split('"').next().unwrap().to_owned());
+            }
+        }
+    }
+    let want: BTreeSet<String> = ["CarrierXYZ", "unknown"].map(String::from).into();
+    assert_eq!(partners, want, "{metrics}");
+    assert!(routes.iter().all(|r| r.is_empty() || r == "ShipmentStatus"), "{routes:?}");
+    assert!(series < 100, "{series} gateway series for 502 uploads: {metrics}");
 }

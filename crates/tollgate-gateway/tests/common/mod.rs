@@ -216,3 +216,24 @@ pub fn files_in(dir: &Path) -> Vec<Vec<u8>> {
     all.sort();
     all
 }
+
+/// Every item whose id is `file_id` or starts with `file_id-`, in any state, sorted by id.
+pub async fn items_of(gw: &Running, file_id: &str) -> Vec<serde_json::Value> {
+    let mut out = Vec::new();
+    for state in ["received", "held", "delivered", "rejected", "duplicate", "dead"] {
+        out.extend(gw.queue(state).await.into_iter().filter(|i| {
+            let id = i["id"].as_str().unwrap_or_default();
+            id == file_id || id.starts_with(&format!("{file_id}-"))
+        }));
+    }
+    out.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
+    out
+}
+
+/// The bytes an item's `spool` field points at, read from the data dir.
+pub fn spooled_bytes(data: &Path, item: &serde_json::Value) -> Vec<u8> {
+    let spool = &item["spool"];
+    let bytes = std::fs::read(data.join(spool["file"].as_str().unwrap())).unwrap();
+    let (start, end) = (spool["start"].as_u64().unwrap(), spool["end"].as_u64().unwrap());
+    bytes[start as usize..end as usize].to_vec()
+}
