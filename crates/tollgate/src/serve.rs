@@ -46,8 +46,9 @@ pub struct ServeArgs {
     /// Counter store: memory, embedded or a redis:// URL [default: embedded].
     #[arg(long, value_name = "STORE", value_parser = parse_store_flag)]
     store: Option<StoreFlag>,
-    /// A state file that cannot be read (e.g. counters.redb) is renamed to
-    /// `<name>.corrupt-<unix-seconds>` and replaced by an empty one, instead of refusing to start.
+    /// A state file that cannot be read (counters.redb, gateway.redb) is renamed to
+    /// `<name>.corrupt-<time>` and replaced by an empty one, instead of refusing to start
+    /// (the gateway's spooled files then go to `<data>/orphaned/`).
     #[arg(long)]
     move_aside_corrupt: bool,
 }
@@ -208,11 +209,19 @@ async fn serve(args: ServeArgs, file: ConfigFile) -> anyhow::Result<()> {
     // The EDI gateway, when configured: same store, same admin guard, routes merged.
     let gateway = match file.gateway.clone() {
         Some(config) => {
-            let gw =
-                tollgate_gateway::Gateway::start(config, &settings.data, Arc::clone(&store), admin)
-                    .await
-                    .context("cannot start the gateway")?
-                    .with_clients(clients);
+            let spool = tollgate_gateway::SpoolOptions {
+                move_aside_corrupt: settings.on_corrupt == OnCorrupt::MoveAside,
+            };
+            let gw = tollgate_gateway::Gateway::start_with(
+                config,
+                &settings.data,
+                Arc::clone(&store),
+                admin,
+                spool,
+            )
+            .await
+            .context("cannot start the gateway")?
+            .with_clients(clients);
             app = app.merge(gw.router());
             Some(gw)
         }
