@@ -7,6 +7,19 @@ use crate::ack::{AckFormat, acknowledge};
 use crate::reader::{Reader, ReaderOptions};
 use crate::split::split;
 
+/// Reads the EDI file at `path`, which must yield an interchange or an error, and runs
+/// [`check`] on it; panics naming the file otherwise.
+pub fn check_file(path: &std::path::Path) {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let parsed = crate::parse(&bytes);
+    assert!(
+        !parsed.interchanges.is_empty() || !parsed.errors.is_empty(),
+        "{} yields neither an interchange nor an error",
+        path.display()
+    );
+    check(&bytes);
+}
+
 /// Runs every check on `data`; panics (deliberately, this is a test oracle) on a violation.
 pub fn check(data: &[u8]) {
     let parsed = crate::parse(data);
