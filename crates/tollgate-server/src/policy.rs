@@ -375,9 +375,19 @@ impl Policies {
                             // The watcher is gone: keep polling.
                             tick.tick().await;
                         } else {
-                            // Let a burst of events (write, chmod, rename) settle first.
-                            tokio::time::sleep(Duration::from_millis(30)).await;
-                            while rx.try_recv().is_ok() {}
+                            // Let a burst of events (truncate, write, chmod, rename) settle:
+                            // wait for a quiet period, so a file caught between an in-place
+                            // truncate and its write (empty, and valid) is not applied.
+                            for _ in 0..SETTLE_ROUNDS {
+                                tokio::time::sleep(SETTLE_QUIET).await;
+                                let mut more = false;
+                                while rx.try_recv().is_ok() {
+                                    more = true;
+                                }
+                                if !more {
+                                    break;
+                                }
+                            }
                         }
                     }
                     _ = tick.tick() => {}
@@ -388,6 +398,12 @@ impl Policies {
         PolicyWatcher { task: Some(task), _watcher: watcher }
     }
 }
+
+/// How long the config file must see no event before a reload reads it.
+const SETTLE_QUIET: Duration = Duration::from_millis(150);
+/// At most this many quiet periods are waited for (a file written without pause for longer
+/// is read anyway; the next event or poll reloads it again).
+const SETTLE_ROUNDS: usize = 20;
 
 /// Keeps the policy file watched; dropping it stops the reloads.
 pub struct PolicyWatcher {
