@@ -1,7 +1,7 @@
 //! Delivery: handing an admitted interchange, byte for byte, to its route's target.
 //!
 //! - `dir:` writes `.<id>.edi.tmp`, fsyncs it, renames it to `<id>.edi` and fsyncs the
-//!   directory (one fsync for every rename waiting at that moment, see [`DirSync`]). The name comes from the item id, so a redelivery after a crash replaces the
+//!   directory (one fsync for every rename waiting at that moment, see `DirSync`). The name comes from the item id, so a redelivery after a crash replaces the
 //!   same file instead of adding a second one; readers never see a partial file.
 //! - `http(s)://` POSTs the bytes with `Tollgate-Interchange-Id`, `Tollgate-Partner` and
 //!   `Tollgate-Document`. 2xx is done; 5xx, a timeout or a connection error is retried with

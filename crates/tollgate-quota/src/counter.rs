@@ -22,7 +22,7 @@
 //! * **Totals outlive a window by one window.** `total_exceed` is carried into the next window
 //!   while the next check comes before `end + nominal length`; after that it restarts at 0.
 //!   The sweep drops exactly the entries that the next check would treat as fresh (see
-//!   [`Counter::is_dead`]), so eviction never changes an answer.
+//!   `Counter::is_dead`), so eviction never changes an answer.
 //! * **Clocks that step back** never reopen a window: a check before the end uses the stored
 //!   window, which is the conservative choice (it cannot admit more than `limit` in any window).
 
@@ -43,7 +43,7 @@ const SHARDS: usize = 64;
 /// A shard sweeps its expired entries on access at most this often (clock time).
 const SWEEP_EVERY_US: i64 = 1_000_000;
 
-/// All counters of one process, in [`SHARDS`] independently locked hash tables.
+/// All counters of one process, in `SHARDS` independently locked hash tables.
 pub struct Counters {
     shards: Box<[Padded<Mutex<Shard>>]>,
     hasher: DefaultHashBuilder,

@@ -193,7 +193,7 @@ impl From<GlobPattern> for String {
 /// beats the headers.
 ///
 /// Invariant: every `PolicyRule` passed [`crate::policy::check_rule`] (it is only made through
-/// [`PolicyFields`]), so a set of rules needs no further validation.
+/// `PolicyFields`), so a set of rules needs no further validation.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(try_from = "PolicyFields")]
 pub struct PolicyRule {

@@ -50,8 +50,8 @@ pub use state::{AppState, AppStateBuilder, ReadinessCheck};
 /// bodies get 413.
 pub const MAX_BODY_BYTES: usize = 256 * 1024;
 
-/// The service's routes. The binary may `merge` more (the gateway's) before [`serve`]; 404,
-/// 405, 408, 413, 414 and 431 become problem+json in [`serve`], so they cover merged routes
+/// The service's routes. The binary may `merge` more (the gateway's) before [`serve()`]; 404,
+/// 405, 408, 413, 414 and 431 become problem+json in [`serve()`], so they cover merged routes
 /// too, as do the listener's timeouts and connection cap ([`ConnectionLimits`]).
 pub fn router(state: AppState) -> Router {
     Router::new()

@@ -13,7 +13,7 @@
 //!
 //! How the bare answer is recognised: it is a response head with status 400, 414 or 431,
 //! `content-length: 0` and no `content-type`. Invariant: no response of ours looks like
-//! that, since [`crate::serve`] turns every empty error response into problem+json (with a
+//! that, since [`crate::serve()`] turns every empty error response into problem+json (with a
 //! `content-type`) before hyper writes it. The wrapper reports writes as non-vectored, so
 //! hyper hands it each head as one buffer.
 //!

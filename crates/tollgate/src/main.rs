@@ -28,7 +28,7 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run the quota service (and the EDI gateway when the config has a [gateway] section).
+    /// Run the quota service (and the EDI gateway when the config has a `[gateway]` section).
     Serve(serve::ServeArgs),
     /// Ask a running service one quota question; exit 0 allowed, 3 exceeded, 1 error.
     Check(check::CheckArgs),

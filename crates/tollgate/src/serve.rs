@@ -34,7 +34,7 @@ const POLICY_POLL: Duration = Duration::from_secs(2);
 /// Arguments of `tollgate serve`.
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
-    /// Config file (TOML); re-validated whole when it changes, its [[policy]] tables applied.
+    /// Config file (TOML); re-validated whole when it changes, its `[[policy]]` tables applied.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Address to listen on [default: 127.0.0.1:8080].

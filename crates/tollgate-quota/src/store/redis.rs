@@ -10,7 +10,7 @@
 //!   decisions on one counter interleave, whichever instance sent them.
 //! * **Every key of one identifier shares the hash tag `{id}`**, and the script is routed by its
 //!   one declared key, so all keys it touches live in one Redis Cluster slot. The id is encoded
-//!   in the tag so that it never holds `}` (see [`key`]): no id's SCAN pattern matches another
+//!   in the tag so that it never holds `}` (see `key`): no id's SCAN pattern matches another
 //!   id's keys, so a reset deletes that id's counters only.
 //! * **No request waits longer than the timeout.** Every call to Redis is bounded by
 //!   `RedisOptions::timeout`; what happens then is `OnUnavailable`'s choice.
