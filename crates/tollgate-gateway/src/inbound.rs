@@ -3,8 +3,9 @@
 //! Invariants (see [`crate::landing`] for when a file is finished):
 //! - A landing file is taken only once its stamp (size, mtime, inode) has been unchanged for
 //!   `settle_ms`, it is not empty, and its name matches none of `partial_names`.
-//! - A landing file is removed only after [`Spool::receive`] has made its bytes durable and the
-//!   file still has the stamp it was read with. A file that changed meanwhile stays, and its
+//! - A landing file is moved out of the way (into [`crate::taken`], which keeps it a while and
+//!   takes bytes appended to it later) only after [`Spool::receive`] has made its bytes
+//!   durable and the file still has the stamp it was read with. A file that changed meanwhile stays, and its
 //!   spooled copy is discarded before anyone sees it: it is taken again, whole, later.
 //! - At most `max_file_bytes` are read per file, and a batch holds at most `max_file_bytes`
 //!   (or one file); a larger file is moved to `too-large/` in its landing directory.
@@ -105,6 +106,16 @@ pub async fn poll(
         if *stop.borrow() {
             return;
         }
+        {
+            let (dirs, settle, grace, max) =
+                (landing.dirs.clone(), landing.settle, landing.grace, landing.max_file_bytes);
+            let _ = tokio::task::spawn_blocking(move || {
+                for d in &dirs {
+                    crate::taken::sweep(d, settle, grace, max);
+                }
+            })
+            .await;
+        }
         let (ready, too_large) = scan(&landing, &mut mem);
         if !too_large.is_empty() {
             let max = landing.max_file_bytes;
@@ -152,11 +163,11 @@ pub async fn poll(
                     }
                     // Durable and recorded: now the landing files may go (after the event,
                     // so that removing them is not on the way to delivery).
-                    for p in &took.spooled {
+                    for (p, _) in &took.spooled {
                         mem.files.remove(p);
                     }
                     let spooled = took.spooled;
-                    let _ = tokio::task::spawn_blocking(move || remove_taken(&spooled)).await;
+                    let _ = tokio::task::spawn_blocking(move || retire_taken(&spooled)).await;
                 }
                 Ok(Err(e)) => {
                     tracing::error!(error = %e, "spooling inbound files failed; retrying");
@@ -324,8 +335,8 @@ fn set_aside(paths: Vec<PathBuf>, max: u64) -> Vec<(PathBuf, std::io::Result<Pat
 /// What one batch gave.
 struct Took {
     records: Vec<crate::spool::FileRecord>,
-    /// Spooled and unchanged since: remove them.
-    spooled: Vec<PathBuf>,
+    /// Spooled and unchanged since, with the length spooled: retire them.
+    spooled: Vec<(PathBuf, u64)>,
     /// Read, but the last interchange is unfinished: wait.
     incomplete: Vec<PathBuf>,
     failed: Vec<(PathBuf, String)>,
@@ -377,7 +388,7 @@ fn take(spool: &Spool, batch: Vec<Candidate>) -> Result<Took, crate::spool::Spoo
         if Stamp::at(&c.path).ok() == Some(c.stamp) {
             rec.sender = c.sender;
             took.records.push(rec);
-            took.spooled.push(c.path);
+            took.spooled.push((c.path, c.stamp.len));
         } else {
             tracing::info!(
                 path = %c.path.display(),
@@ -392,16 +403,18 @@ fn take(spool: &Spool, batch: Vec<Candidate>) -> Result<Took, crate::spool::Spoo
     Ok(took)
 }
 
-/// Removes landing files that [`take`] has spooled, and makes the removal durable (a file
-/// whose removal is lost in a crash is received again and quarantined as a duplicate).
-fn remove_taken(taken: &[PathBuf]) {
+/// Moves landing files that [`take`] has spooled into [`crate::taken`], and makes the move
+/// durable (a file whose move is lost in a crash is received again and quarantined as a
+/// duplicate).
+fn retire_taken(taken: &[(PathBuf, u64)]) {
     let mut dirs = std::collections::BTreeSet::new();
-    for p in taken {
-        if let Err(e) = std::fs::remove_file(p) {
-            tracing::error!(path = %p.display(), error = %e, "cannot remove a spooled inbound file");
+    for (p, len) in taken {
+        if let Err(e) = crate::taken::retire(p, *len) {
+            tracing::error!(path = %p.display(), error = %e, "cannot move a spooled inbound file aside");
         }
         if let Some(d) = p.parent() {
             dirs.insert(d.to_path_buf());
+            dirs.insert(d.join(crate::taken::TAKEN_DIR));
         }
     }
     for d in dirs {

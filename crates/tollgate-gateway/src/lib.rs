@@ -28,6 +28,7 @@ pub mod queue;
 pub mod receipt;
 pub mod spool;
 pub mod statedb;
+pub mod taken;
 pub mod telemetry;
 pub mod upload;
 

@@ -76,6 +76,34 @@ async fn a_file_written_in_place_with_pauses_is_taken_whole_once() {
 }
 
 #[tokio::test]
+async fn an_interchange_appended_to_a_taken_file_through_an_open_handle_is_not_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let (landing, out) = (dir.path().join("in"), dir.path().join("out"));
+    let gw =
+        Running::start(&config(&landing, &out, ""), &dir.path().join("data"), memory_store()).await;
+    let first = x12_214("XYZ", 1, 2, 1);
+    let second = x12_214("XYZ", 2, 2, 1);
+
+    // One whole interchange, then a pause past settle_ms with the file still open: it looks
+    // finished and is taken. The sender then appends a second one through the same handle.
+    let mut f = std::fs::File::create(landing.join("open.edi")).unwrap();
+    f.write_all(&first).unwrap();
+    until("the first interchange is delivered", || files_in(&out).len() == 1).await;
+    assert!(!landing.join("open.edi").exists(), "taken out of the landing directory");
+    f.write_all(&second).unwrap();
+    drop(f);
+
+    until("the appended interchange is delivered", || files_in(&out).len() == 2).await;
+    several_polls().await;
+    let mut want = vec![first, second];
+    want.sort();
+    assert_eq!(files_in(&out), want, "both interchanges, each once");
+    assert!(gw.queue("rejected").await.is_empty());
+    assert!(gw.queue("duplicate").await.is_empty());
+    gw.gateway.shutdown().await;
+}
+
+#[tokio::test]
 async fn an_unfinished_file_left_past_incomplete_grace_is_rejected_with_the_reason() {
     let dir = tempfile::tempdir().unwrap();
     let (landing, out) = (dir.path().join("in"), dir.path().join("out"));
