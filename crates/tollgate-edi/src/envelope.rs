@@ -6,6 +6,20 @@
 //!
 //! [`parse`](crate::parse) feeds it the whole input at once; the streaming
 //! [`Reader`](crate::reader::Reader) feeds it a bounded buffer and compacts what was consumed.
+//!
+//! # Guide for whoever changes it
+//! It is one state machine and reads best whole:
+//! - [`Parser`] has two states: `Between` interchanges (BOM, layout and garbage skipping,
+//!   sniffing a header: see `delimiters::sniff`) and `Inside` one, where a `Builder` receives
+//!   one segment at a time.
+//! - `Builder::segment` is the hot path: a body segment inside an open transaction is counted
+//!   inline; every envelope segment goes to `segment_slow`, which opens and closes groups and
+//!   transactions by their [`Role`] and reports what is missing or out of place.
+//! - Trailer checks (counts, control references) live in [`crate::validate`]; error codes in
+//!   [`crate::error`]. Add a rule there, not here.
+//! - Chunking must not change the result: a decision that quotes or depends on bytes not yet in
+//!   view returns "need more" until they are (the streaming reader and `parse` must agree byte
+//!   for byte; `selfcheck` and the fuzz target hold them to it).
 
 use memchr::memchr2;
 
