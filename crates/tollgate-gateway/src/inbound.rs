@@ -167,7 +167,8 @@ pub async fn poll(
                         mem.files.remove(p);
                     }
                     let spooled = took.spooled;
-                    let _ = tokio::task::spawn_blocking(move || retire_taken(&spooled)).await;
+                    let _ = tokio::task::spawn_blocking(move || crate::taken::retire_all(&spooled))
+                        .await;
                 }
                 Ok(Err(e)) => {
                     tracing::error!(error = %e, "spooling inbound files failed; retrying");
@@ -401,25 +402,6 @@ fn take(spool: &Spool, batch: Vec<Candidate>) -> Result<Took, crate::spool::Spoo
         spool.commit(&discard)?;
     }
     Ok(took)
-}
-
-/// Moves landing files that [`take`] has spooled into [`crate::taken`], and makes the move
-/// durable (a file whose move is lost in a crash is received again and quarantined as a
-/// duplicate).
-fn retire_taken(taken: &[(PathBuf, u64)]) {
-    let mut dirs = std::collections::BTreeSet::new();
-    for (p, len) in taken {
-        if let Err(e) = crate::taken::retire(p, *len) {
-            tracing::error!(path = %p.display(), error = %e, "cannot move a spooled inbound file aside");
-        }
-        if let Some(d) = p.parent() {
-            dirs.insert(d.to_path_buf());
-            dirs.insert(d.join(crate::taken::TAKEN_DIR));
-        }
-    }
-    for d in dirs {
-        let _ = crate::spool::sync_dir(&d);
-    }
 }
 
 /// Creates the landing directories so that senders can write into them; an existing path that

@@ -39,6 +39,25 @@ pub fn retire(path: &Path, len: u64) -> std::io::Result<PathBuf> {
     Ok(to)
 }
 
+/// Moves landing files the poller has spooled (with the length spooled) into [`TAKEN_DIR`],
+/// and makes the moves durable (a file whose move is lost in a crash is received again and
+/// quarantined as a duplicate).
+pub fn retire_all(taken: &[(PathBuf, u64)]) {
+    let mut dirs = std::collections::BTreeSet::new();
+    for (p, len) in taken {
+        if let Err(e) = retire(p, *len) {
+            tracing::error!(path = %p.display(), error = %e, "cannot move a spooled inbound file aside");
+        }
+        if let Some(d) = p.parent() {
+            dirs.insert(d.to_path_buf());
+            dirs.insert(d.join(TAKEN_DIR));
+        }
+    }
+    for d in dirs {
+        let _ = crate::spool::sync_dir(&d);
+    }
+}
+
 /// The spooled length and original name recorded in a retained file's name.
 fn parse_name(file_name: &str) -> Option<(u64, &str)> {
     let (_, rest) = file_name.split_once('-')?;
