@@ -1,0 +1,212 @@
+//! Metering an item: waiting behind held items of the same metering id, asking the meter,
+//! and admitting, holding, splitting or dead-lettering on its verdict. Splitting admits the
+//! transactions that fit, in order, and never charges less than the route's `min_weight`.
+
+use super::*;
+
+impl Pipeline {
+    /// Meters a new (or resumed) item, unless its metering id has held items to wait behind.
+    pub(super) async fn meter_new(&mut self, id: &str, batch: &mut Batch) {
+        let Some(item) = self.live.get(id) else { return };
+        let Some(m) = item.metering_id.clone() else { return };
+        if self.held.is_holding(&m) {
+            let head_at =
+                self.held.head(&m).and_then(|h| self.live.get(h)).and_then(|h| h.next_attempt_at);
+            if let Some(item) = self.live.get_mut(id) {
+                item.state = State::Held;
+                item.next_attempt_at = head_at;
+                item.reason = Some(format!("waiting behind earlier held interchanges of {m}"));
+                telemetry::count(Metric::Held, item, &self.parts.plan);
+                batch.put(item);
+            }
+            self.held.insert(&m, id);
+            self.update_held_gauge(id, &m);
+            return;
+        }
+        self.meter(id, batch).await;
+    }
+
+    /// Meters the item now and moves it to admitted, held or dead.
+    /// Returns true when the item (or a part of it) was admitted.
+    pub(super) async fn meter(&mut self, id: &str, batch: &mut Batch) -> bool {
+        let Some(item) = self.live.get(id).cloned() else { return false };
+        let Some((route, mid)) = self.route_of(&item) else {
+            return false;
+        };
+        let verdict = self.parts.meter.check(&mid, &route.spec, item.weight).await;
+        match verdict {
+            Verdict::Admitted => {
+                self.admit(id, None, batch);
+                true
+            }
+            Verdict::Exceeded { retry_after } if route.split => {
+                self.split(item, &route, &mid, Some(retry_after), batch).await
+            }
+            Verdict::TooHeavy if route.split => self.split(item, &route, &mid, None, batch).await,
+            Verdict::Exceeded { retry_after } => {
+                let reason = format!(
+                    "over quota: {mid} allows {} per {} {}; weight {}",
+                    route.spec.limit, route.spec.interval, route.spec.unit, item.weight
+                );
+                self.hold(id, retry_after, reason, batch);
+                false
+            }
+            Verdict::TooHeavy => {
+                let reason = format!(
+                    "weight {} exceeds the limit {} of {mid}: it can never be admitted whole \
+                     (set split = true on route {} or raise the limit)",
+                    item.weight, route.spec.limit, route.name
+                );
+                self.kill(id, reason, batch);
+                false
+            }
+            Verdict::Unavailable { reason } => match self.parts.plan.on_unavailable {
+                OnUnavailable::Deliver => {
+                    if let Some(i) = self.live.get(id) {
+                        telemetry::count(Metric::FailOpen, i, &self.parts.plan);
+                    }
+                    self.admit(id, Some(format!("delivered without metering: {reason}")), batch);
+                    true
+                }
+                OnUnavailable::Hold => {
+                    self.hold(id, UNAVAILABLE_RETRY, format!("quota unavailable: {reason}"), batch);
+                    false
+                }
+            },
+        }
+    }
+
+    /// Admits the transactions that fit, one by one in order; the rest stays held.
+    /// `retry_after` is known when the whole interchange was over quota.
+    pub(super) async fn split(
+        &mut self,
+        item: Item,
+        route: &Route,
+        mid: &MeteringId,
+        retry_after: Option<Duration>,
+        batch: &mut Batch,
+    ) -> bool {
+        let parts = self.parts.clone();
+        let (file, start, end) = (item.file.clone(), item.start, item.end);
+        let rule = route.weight.clone();
+        let read = tokio::task::spawn_blocking(move || {
+            parts.spool.read(&file, start, end).map(|b| {
+                let w = envelope::transaction_weights(&b, &rule);
+                (b, w)
+            })
+        })
+        .await;
+        let (bytes, mut weights) = match read {
+            Ok(Ok(x)) => x,
+            Ok(Err(e)) => return self.hold_err(&item.id, e.to_string(), batch),
+            Err(e) => return self.hold_err(&item.id, e.to_string(), batch),
+        };
+        // The parts together cost what the whole does: a `min_weight` above what the rule
+        // counts is charged with the first transaction, so splitting never makes it free.
+        let counted: u64 = weights.iter().sum();
+        if let Some(first) = weights.first_mut() {
+            *first += item.weight.saturating_sub(counted);
+        }
+        let mut keep = Vec::new();
+        let mut wait = retry_after;
+        for (i, w) in weights.iter().enumerate() {
+            match self.parts.meter.check(mid, &route.spec, *w).await {
+                Verdict::Admitted => keep.push(i),
+                Verdict::Exceeded { retry_after } => {
+                    wait = Some(retry_after);
+                    break;
+                }
+                Verdict::TooHeavy if keep.is_empty() => {
+                    let reason = format!(
+                        "transaction {} alone weighs {w}, more than the limit {} of {mid}",
+                        i + 1,
+                        route.spec.limit
+                    );
+                    self.kill(&item.id, reason, batch);
+                    return false;
+                }
+                Verdict::TooHeavy => break,
+                Verdict::Unavailable { reason } => {
+                    wait = Some(UNAVAILABLE_RETRY);
+                    if keep.is_empty() {
+                        self.hold(
+                            &item.id,
+                            UNAVAILABLE_RETRY,
+                            format!("quota unavailable: {reason}"),
+                            batch,
+                        );
+                        return false;
+                    }
+                    break;
+                }
+            }
+        }
+        let wait = wait.unwrap_or(Duration::from_secs(1));
+        if keep.is_empty() {
+            let reason = format!("over quota: {mid}; no transaction fits yet");
+            self.hold(&item.id, wait, reason, batch);
+            return false;
+        }
+        if keep.len() == weights.len() {
+            self.admit(&item.id, None, batch);
+            return true;
+        }
+        let rest: Vec<usize> = (keep.len()..weights.len()).collect();
+        let parts = self.parts.clone();
+        let (keep2, rest2) = (keep.clone(), rest.clone());
+        let written = tokio::task::spawn_blocking(move || -> Result<_, String> {
+            let c1 = parts.spool.next_control_number().map_err(|e| e.to_string())?;
+            let c2 = parts.spool.next_control_number().map_err(|e| e.to_string())?;
+            let a = envelope::split(&bytes, &keep2, c1).ok_or("split failed")?;
+            let r = envelope::split(&bytes, &rest2, c2).ok_or("split failed")?;
+            let fa = parts.spool.store_part(&a).map_err(|e| e.to_string())?;
+            let fr = parts.spool.store_part(&r).map_err(|e| e.to_string())?;
+            Ok((c1, fa, a.len() as u64, fr, r.len() as u64))
+        })
+        .await;
+        let (c1, fa, alen, fr, rlen) = match written {
+            Ok(Ok(x)) => x,
+            Ok(Err(e)) => return self.hold_err(&item.id, e, batch),
+            Err(e) => return self.hold_err(&item.id, e.to_string(), batch),
+        };
+        let admitted_weight: u64 = keep.iter().map(|&i| weights[i]).sum();
+        let part = Item {
+            id: format!("{}-s{c1:09}", item.id),
+            state: State::Received,
+            admitted: true,
+            file: fa.clone(),
+            start: 0,
+            end: alen,
+            weight: admitted_weight,
+            next_attempt_at: None,
+            attempts: 0,
+            reason: Some(format!(
+                "transactions 1-{} of {} split off {}",
+                keep.len(),
+                weights.len(),
+                item.id
+            )),
+            ..item.clone()
+        };
+        *self.file_refs.entry(fa).or_default() += 1;
+        *self.file_refs.entry(fr.clone()).or_default() += 1;
+        self.release_file(&item.file, batch);
+        batch.put(&part);
+        batch.dispatch.push(part.id.clone());
+        self.live.insert(part.id.clone(), part.clone());
+        if let Some(rem) = self.live.get_mut(&item.id) {
+            rem.file = fr;
+            rem.start = 0;
+            rem.end = rlen;
+            rem.weight = item.weight.saturating_sub(admitted_weight);
+        }
+        let reason = format!(
+            "split: {} of {} transactions delivered as {}; the rest is over quota for {mid}",
+            keep.len(),
+            weights.len(),
+            part.id
+        );
+        self.hold(&item.id, wait, reason, batch);
+        true
+    }
+}
