@@ -1,0 +1,165 @@
+//! The validated gateway: the typed [`Plan`] that [`GatewayConfig::plan`](super::GatewayConfig::plan)
+//! builds from the file's keys, with its routes, weight rules, delivery targets and remote
+//! quota settings. Nothing here is read from text again.
+
+use super::*;
+
+/// How a route weighs an interchange.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WeightRule {
+    /// One unit per transaction set / message.
+    Transactions,
+    /// One unit per segment with this tag (e.g. `AT7` status events in a 214).
+    Segment(String),
+}
+
+impl fmt::Display for WeightRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Transactions => f.write_str("transactions"),
+            Self::Segment(tag) => write!(f, "segment:{tag}"),
+        }
+    }
+}
+
+impl std::str::FromStr for WeightRule {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s == "transactions" {
+            return Ok(Self::Transactions);
+        }
+        match s.strip_prefix("segment:") {
+            Some(tag)
+                if (2..=3).contains(&tag.len())
+                    && tag.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit()) =>
+            {
+                Ok(Self::Segment(tag.to_owned()))
+            }
+            _ => Err("expected \"transactions\" or \"segment:TAG\" (a 2-3 character segment tag)"
+                .to_owned()),
+        }
+    }
+}
+
+/// Where a route delivers.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// An outbound directory: temp file, fsync, rename.
+    Dir(PathBuf),
+    /// An HTTP endpoint that receives the raw interchange in a POST.
+    Http(String),
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Dir(p) => write!(f, "dir:{}", p.display()),
+            Self::Http(u) => f.write_str(u),
+        }
+    }
+}
+
+/// A validated route.
+#[derive(Debug, Clone)]
+pub struct Route {
+    /// The route's name.
+    pub name: String,
+    /// The metering id template (`{route}` already substituted; `{partner}` left).
+    pub template: String,
+    /// The quota each metering id of this route gets.
+    pub spec: QuotaSpec,
+    /// How interchanges are weighed.
+    pub weight: WeightRule,
+    /// The least one interchange consumes (its weight is raised to this).
+    pub min_weight: u64,
+    /// Admit what fits and hold the rest.
+    pub split: bool,
+    /// Where interchanges go.
+    pub target: Target,
+    /// Deliveries in flight to the target at most.
+    pub max_concurrency: usize,
+}
+
+impl Route {
+    /// The metering id for `partner` (a partner name, or the raw `QUAL:ID` of an unknown sender).
+    ///
+    /// Bytes outside visible ASCII (spaces in a raw id) become `_`, so the result is always a
+    /// valid [`MeteringId`] once the template was (checked in [`GatewayConfig::plan`]); the
+    /// fallback is only reached for an id longer than 256 bytes, which is cut.
+    pub fn metering_id(&self, partner: &str) -> MeteringId {
+        let clean: String =
+            partner.chars().map(|c| if c.is_ascii_graphic() { c } else { '_' }).collect();
+        let full = self.template.replace("{partner}", &clean);
+        MeteringId::new(&full).unwrap_or_else(|_| {
+            let cut: String = full.chars().take(MeteringId::MAX_LEN).collect();
+            MeteringId::new(&cut).unwrap_or_else(|_| {
+                MeteringId::new("_")
+                    .unwrap_or_else(|_| unreachable!("\"_\" is a valid metering id"))
+            })
+        })
+    }
+}
+
+/// Remote metering settings.
+#[derive(Debug, Clone)]
+pub struct RemoteQuota {
+    /// The quota endpoint.
+    pub url: String,
+    /// Per-check timeout.
+    pub timeout: Duration,
+}
+
+/// The validated gateway configuration.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Landing directories.
+    pub inbound: Vec<PathBuf>,
+    /// Scan period.
+    pub poll: Duration,
+    /// How long a file must stay unchanged.
+    pub settle: Duration,
+    /// Dedup horizon.
+    pub dedup: Duration,
+    /// Acknowledgement directory.
+    pub acks: Option<PathBuf>,
+    /// Upload limit in bytes.
+    pub max_upload_bytes: u64,
+    /// Upload bytes held in memory at once, across all uploads.
+    pub upload_budget_bytes: u64,
+    /// Landing file limit in bytes.
+    pub max_file_bytes: u64,
+    /// Names of landing files still being written.
+    pub partial_names: crate::landing::PartialNames,
+    /// How long an unchanged file with an unfinished last interchange waits.
+    pub incomplete_grace: Duration,
+    /// `None` for embedded metering.
+    pub remote: Option<RemoteQuota>,
+    /// Fail-open or hold while the remote quota service is down.
+    pub on_unavailable: OnUnavailable,
+    /// `QUAL:ID` → partner name.
+    pub partners: HashMap<String, String>,
+    /// Routes in config order.
+    pub routes: Vec<Route>,
+    /// Document type → index into `routes`.
+    pub by_document: HashMap<String, usize>,
+}
+
+impl Plan {
+    /// The route for a document type, if any.
+    pub fn route_for(&self, document: &str) -> Option<&Route> {
+        self.by_document.get(document).map(|&i| &self.routes[i])
+    }
+
+    /// The partner name for a sender `QUAL:ID`, or the raw id for an unknown sender.
+    pub fn partner_name(&self, sender: &str) -> String {
+        self.partners.get(sender).cloned().unwrap_or_else(|| sender.to_owned())
+    }
+}
+
+/// Normalises `QUAL:ID` the way the parser displays a `PartyId`: both parts trimmed.
+pub(crate) fn normalize_party(s: &str) -> String {
+    match s.split_once(':') {
+        Some((q, id)) => format!("{}:{}", q.trim(), id.trim()),
+        None => s.trim().to_owned(),
+    }
+}
