@@ -46,6 +46,7 @@ impl Policies {
             }
         };
         let this = Arc::clone(self);
+        let file = file.clone();
         let task = tokio::spawn(async move {
             let mut tick = tokio::time::interval(poll);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -73,6 +74,16 @@ impl Policies {
                     }
                     _ = tick.tick() => {}
                 }
+                // Whatever woke us (an event or the poll), a file modified less than a quiet
+                // period ago may be between an in-place truncate and its write: wait it out.
+                for _ in 0..SETTLE_ROUNDS {
+                    match modified_ago(&file) {
+                        Some(age) if age < SETTLE_QUIET => {
+                            tokio::time::sleep(SETTLE_QUIET - age).await;
+                        }
+                        _ => break,
+                    }
+                }
                 let _ = this.reload();
             }
         });
@@ -80,7 +91,12 @@ impl Policies {
     }
 }
 
-/// How long the config file must see no event before a reload reads it.
+/// How long ago `file` was last modified (`None` when that cannot be told).
+fn modified_ago(file: &std::path::Path) -> Option<Duration> {
+    std::fs::metadata(file).ok()?.modified().ok()?.elapsed().ok()
+}
+
+/// How long the config file must see no event, and be unmodified, before a reload reads it.
 const SETTLE_QUIET: Duration = Duration::from_millis(150);
 /// At most this many quiet periods are waited for (a file written without pause for longer
 /// is read anyway; the next event or poll reloads it again).
