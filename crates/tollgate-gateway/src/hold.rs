@@ -1,8 +1,9 @@
 //! The hold queue: held items per metering id, oldest first, and when each group is next due.
 //!
 //! Invariants:
-//! - A group holds the ids of the `held` items of one metering id, in id order, which is
-//!   arrival order (ids begin with the receive time). Only the head of a group is re-metered
+//! - A group holds the ids of the `held` items of one metering id in arrival order
+//!   ([`ArrivalOrder`]: ids begin with the receive time, and sequence numbers compare as
+//!   numbers, so `F-10` follows `F-9`). Only the head of a group is re-metered
 //!   automatically; the others wait behind it, so a partner's documents keep their order.
 //! - While a group is non-empty, a new item for that metering id is held behind it without
 //!   being metered (see `pipeline`), so it cannot overtake.
@@ -12,22 +13,27 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use crate::item::ArrivalOrder;
+
 /// Held item ids grouped by metering id.
 #[derive(Debug, Default)]
 pub struct HoldQueue {
-    groups: BTreeMap<String, BTreeSet<String>>,
+    groups: BTreeMap<String, BTreeSet<ArrivalOrder>>,
 }
 
 impl HoldQueue {
     /// Adds a held item to its group.
     pub fn insert(&mut self, metering_id: &str, item: &str) {
-        self.groups.entry(metering_id.to_owned()).or_default().insert(item.to_owned());
+        self.groups
+            .entry(metering_id.to_owned())
+            .or_default()
+            .insert(ArrivalOrder(item.to_owned()));
     }
 
     /// Removes an item (admitted, released, purged); drops the group when it empties.
     pub fn remove(&mut self, metering_id: &str, item: &str) {
         if let Some(g) = self.groups.get_mut(metering_id) {
-            g.remove(item);
+            g.remove(&ArrivalOrder(item.to_owned()));
             if g.is_empty() {
                 self.groups.remove(metering_id);
             }
@@ -36,7 +42,7 @@ impl HoldQueue {
 
     /// The oldest held item of a group.
     pub fn head(&self, metering_id: &str) -> Option<&str> {
-        self.groups.get(metering_id).and_then(|g| g.first()).map(String::as_str)
+        self.groups.get(metering_id).and_then(|g| g.first()).map(|a| a.0.as_str())
     }
 
     /// True when the metering id has held items (a new item must wait behind them).
@@ -61,7 +67,7 @@ impl HoldQueue {
 
     /// `(metering id, head item id)` of every group.
     pub fn heads(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.groups.iter().filter_map(|(m, g)| g.first().map(|h| (m.as_str(), h.as_str())))
+        self.groups.iter().filter_map(|(m, g)| g.first().map(|h| (m.as_str(), h.0.as_str())))
     }
 }
 
@@ -89,6 +95,20 @@ mod tests {
         q.remove("R:A", "0002");
         assert!(!q.is_holding("R:A"));
         assert_eq!(q.heads().collect::<Vec<_>>(), vec![("R:B", "0003")]);
+    }
+
+    #[test]
+    fn the_tenth_interchange_of_a_file_waits_behind_the_second() {
+        let mut q = HoldQueue::default();
+        for n in (1..=10_000).rev() {
+            q.insert("R:A", &format!("0001764000000000-000001-{n}"));
+        }
+        for n in 1..=10_000 {
+            let head = q.head("R:A").map(str::to_owned);
+            assert_eq!(head.as_deref(), Some(format!("0001764000000000-000001-{n}").as_str()));
+            q.remove("R:A", &format!("0001764000000000-000001-{n}"));
+        }
+        assert!(q.is_empty());
     }
 
     #[test]

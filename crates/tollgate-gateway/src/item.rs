@@ -10,6 +10,7 @@
 //! ([`Item::admitted`]). `delivered`, `rejected`, `duplicate` and `dead` are terminal; only an
 //! operator (retry, release) moves an item out of them.
 
+use std::cmp::Ordering;
 use std::fmt;
 use std::str::FromStr;
 
@@ -127,6 +128,60 @@ impl Item {
     }
 }
 
+/// An item id ordered by arrival: digit runs compare as numbers, so `F-2` comes before
+/// `F-10` however many interchanges a file holds (ids are `FILE`, `FILE-N` and `ID-sNNN`,
+/// where `FILE` starts with the receive time).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArrivalOrder(pub String);
+
+impl Ord for ArrivalOrder {
+    fn cmp(&self, other: &Self) -> Ordering {
+        // Ties (`F-01` against `F-1`) fall back to the text, so `Ord` agrees with `Eq`.
+        natural(self.0.as_bytes(), other.0.as_bytes()).then_with(|| self.0.cmp(&other.0))
+    }
+}
+
+/// Compares two ids with digit runs as numbers.
+fn natural(mut a: &[u8], mut b: &[u8]) -> Ordering {
+    loop {
+        match (a.first(), b.first()) {
+            (None, None) => return Ordering::Equal,
+            (None, Some(_)) => return Ordering::Less,
+            (Some(_), None) => return Ordering::Greater,
+            (Some(x), Some(y)) if x.is_ascii_digit() && y.is_ascii_digit() => {
+                let (na, ra) = digit_run(a);
+                let (nb, rb) = digit_run(b);
+                // Without leading zeros, a longer run is a larger number.
+                let ord = na.len().cmp(&nb.len()).then_with(|| na.cmp(nb));
+                if ord != Ordering::Equal {
+                    return ord;
+                }
+                (a, b) = (ra, rb);
+            }
+            (Some(x), Some(y)) => {
+                if x != y {
+                    return x.cmp(y);
+                }
+                (a, b) = (&a[1..], &b[1..]);
+            }
+        }
+    }
+}
+
+impl PartialOrd for ArrivalOrder {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// The leading digits of `s` without leading zeros, and what follows them.
+fn digit_run(s: &[u8]) -> (&[u8], &[u8]) {
+    let n = s.iter().take_while(|c| c.is_ascii_digit()).count();
+    let (run, rest) = s.split_at(n);
+    let zeros = run.iter().take_while(|&&c| c == b'0').count();
+    (&run[zeros..], rest)
+}
+
 /// Unix milliseconds now.
 pub(crate) fn now_ms() -> i64 {
     jiff::Timestamp::now().as_millisecond()
@@ -135,4 +190,23 @@ pub(crate) fn now_ms() -> i64 {
 /// Unix milliseconds as RFC 3339.
 pub(crate) fn rfc3339(ms: i64) -> String {
     jiff::Timestamp::from_millisecond(ms).map(|t| t.to_string()).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ArrivalOrder;
+
+    #[test]
+    fn arrival_order_compares_sequence_numbers_as_numbers() {
+        let mut ids: Vec<ArrivalOrder> = ["F-10", "F-2", "F-10000", "F-1", "F-9999", "E-3", "F"]
+            .into_iter()
+            .map(|s| ArrivalOrder(s.into()))
+            .collect();
+        ids.sort();
+        let got: Vec<&str> = ids.iter().map(|a| a.0.as_str()).collect();
+        assert_eq!(got, ["E-3", "F", "F-1", "F-2", "F-10", "F-9999", "F-10000"]);
+        let a = ArrivalOrder("0001764000000000-000007-2".into());
+        let b = ArrivalOrder("0001764000000000-000007-2-s000000004".into());
+        assert!(a < b, "a split part follows the item it was split from");
+    }
 }

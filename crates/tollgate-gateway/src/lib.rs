@@ -22,6 +22,7 @@ pub mod hold;
 pub mod inbound;
 pub mod item;
 pub mod landing;
+mod lane;
 pub mod meter;
 pub mod pipeline;
 pub mod queue;

@@ -9,7 +9,9 @@
 //!   included). "Delivered" is written only after the target has the bytes (at least once).
 //! - **Nothing is lost on restart.** On start it reloads every `received` and `held` item and
 //!   every file not yet split into items: admitted items are delivered, the others metered.
-//! - **Order per metering id.** See [`crate::hold`].
+//! - **Order per metering id.** Held items are re-metered oldest first (see [`crate::hold`]),
+//!   and admitted items are delivered one at a time per metering id, oldest first (see
+//!   `crate::lane`).
 //! - **A duplicate consumes no quota**: dedup runs before metering, and only interchanges that
 //!   passed parsing record their key.
 
@@ -25,7 +27,8 @@ use crate::config::{OnUnavailable, Plan, Route};
 use crate::delivery::{Attempt, Deliverer, MAX_ATTEMPTS, Parcel, backoff};
 use crate::envelope;
 use crate::hold::{HoldQueue, jittered};
-use crate::item::{Item, State, now_ms, rfc3339};
+use crate::item::{ArrivalOrder, Item, State, now_ms, rfc3339};
+use crate::lane::Lanes;
 use crate::meter::{Meter, Verdict};
 use crate::receipt::prepare;
 use crate::spool::{Change, FileRecord, Spool, SpoolError};
@@ -147,6 +150,8 @@ pub struct Pipeline {
     events: mpsc::UnboundedSender<Event>,
     live: HashMap<String, Item>,
     held: HoldQueue,
+    /// Admitted items waiting for delivery, one lane per metering id.
+    lanes: Lanes,
     /// Items whose delivery task is running (or sleeping until its retry time).
     in_flight: HashSet<String>,
     /// Spool file → items (and queued files) still referring to it that are not delivered.
@@ -184,6 +189,7 @@ impl Pipeline {
             events,
             live: HashMap::new(),
             held: HoldQueue::default(),
+            lanes: Lanes::default(),
             in_flight: HashSet::new(),
             file_refs: HashMap::new(),
             intake: FairQueue::default(),
@@ -220,14 +226,14 @@ impl Pipeline {
         for rec in pending {
             self.queue_file(rec);
         }
-        let mut resume: Vec<String> = self
+        let mut resume: Vec<ArrivalOrder> = self
             .live
             .values()
             .filter(|i| i.state == State::Received)
-            .map(|i| i.id.clone())
+            .map(|i| ArrivalOrder(i.id.clone()))
             .collect();
         resume.sort();
-        for id in resume {
+        for ArrivalOrder(id) in resume {
             if self.live.get(&id).is_some_and(|i| i.admitted) {
                 batch.dispatch.push(id);
             } else {
@@ -495,14 +501,28 @@ impl Pipeline {
 
     // ---- delivery -------------------------------------------------------------------------
 
+    /// Puts an admitted item in its lane and starts the lane's current item if it is idle.
     fn dispatch(&mut self, id: &str) {
         let Some(item) = self.live.get(id) else { return };
-        if !self.in_flight.insert(id.to_owned()) {
+        let lane = item.metering_id.clone().unwrap_or_else(|| item.partner.clone());
+        self.lanes.push(&lane, id);
+        self.start_lane(&lane);
+    }
+
+    /// Starts the delivery of a lane's current item unless it is already running.
+    fn start_lane(&mut self, lane: &str) {
+        let Some(id) = self.lanes.current(lane).map(str::to_owned) else { return };
+        if self.in_flight.contains(&id) {
             return;
         }
+        let Some(item) = self.live.get(&id) else {
+            // Gone without a delivery result (never expected): free the lane.
+            self.lanes.finish(&id);
+            return self.start_lane(lane);
+        };
         let Some((route, _)) = self.route_of(item) else {
-            self.in_flight.remove(id);
-            return;
+            self.lanes.finish(&id);
+            return self.start_lane(lane);
         };
         let delay = item
             .next_attempt_at
@@ -510,8 +530,9 @@ impl Pipeline {
             .unwrap_or_default();
         let parts = self.parts.clone();
         let events = self.events.clone();
-        let (id, file, start, end) = (item.id.clone(), item.file.clone(), item.start, item.end);
+        let (file, start, end) = (item.file.clone(), item.start, item.end);
         let (partner, document) = (item.partner.clone(), item.document.clone());
+        self.in_flight.insert(id.clone());
         self.deliveries.spawn(async move {
             if !delay.is_zero() {
                 tokio::time::sleep(delay).await;
@@ -532,6 +553,18 @@ impl Pipeline {
 
     fn delivered(&mut self, id: &str, attempt: Attempt, batch: &mut Batch) {
         self.in_flight.remove(id);
+        let retry = matches!(attempt, Attempt::Retry(_));
+        self.apply_attempt(id, attempt, batch);
+        let still_current = self.live.get(id).is_some_and(|i| i.state == State::Received);
+        if !(retry && still_current) {
+            // Delivered, dead or purged: the lane's next item may start.
+            if let Some(lane) = self.lanes.finish(id) {
+                self.start_lane(&lane);
+            }
+        }
+    }
+
+    fn apply_attempt(&mut self, id: &str, attempt: Attempt, batch: &mut Batch) {
         let Some(item) = self.live.get_mut(id) else { return }; // purged meanwhile
         if !(item.state == State::Received && item.admitted) {
             return; // changed by an operator meanwhile

@@ -348,15 +348,25 @@ async fn held_items_are_retried_automatically_in_arrival_order() {
         assert!(reason.contains("over quota") || reason.contains("waiting behind"), "{reason}");
     }
     gw.wait_for("delivered", 5).await;
-    let order: Vec<u32> = backend
-        .received()
-        .iter()
-        .map(|r| {
-            let text = String::from_utf8(r.body.clone()).unwrap();
-            text.split('*').nth(13).unwrap().parse().unwrap()
-        })
-        .collect();
+    let order = control_numbers(&backend);
     assert_eq!(order, vec![1, 2, 3, 4, 5], "a partner's documents keep their order");
+    gw.gateway.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_delivery_retry_keeps_the_partners_later_documents_behind_it() {
+    let dir = tempfile::tempdir().unwrap();
+    // The first delivery attempt fails (503); it is retried after 100 ms.
+    let backend = Backend::start(vec![503]).await;
+    let cfg = config(dir.path().join("in").to_str().unwrap(), &backend.url(), 100, "");
+    let gw = Running::start(&cfg, &dir.path().join("data"), memory_store()).await;
+    for c in 1..=5 {
+        let (status, _) = gw.upload(x12_214("CARRIERA", c, 1, 1)).await;
+        assert_eq!(status, 202);
+    }
+    gw.wait_for("delivered", 5).await;
+    let order = control_numbers(&backend);
+    assert_eq!(order, vec![1, 2, 3, 4, 5], "a partner's documents are delivered in order");
     gw.gateway.shutdown().await;
 }
 
@@ -401,8 +411,10 @@ async fn deliveries_in_flight_are_capped_per_target() {
         config(dir.path().join("in").to_str().unwrap(), &format!("http://{addr}/edi"), 100, "")
             .replace("unit = \"hour\"", "unit = \"hour\"\nmax_concurrency = 2");
     let gw = Running::start(&cfg, &dir.path().join("data"), memory_store()).await;
+    // Three partners: each delivers one document at a time (in order), so together they
+    // could have three in flight; the target's cap allows two.
     for c in 1..=6 {
-        gw.upload(x12_214("CARRIERA", c, 1, 1)).await;
+        gw.upload(x12_214(["CARRIERA", "CARRIERB", "CARRIERC"][c as usize % 3], c, 1, 1)).await;
     }
     gw.wait_for("delivered", 6).await;
     assert_eq!(peak.load(Ordering::SeqCst), 2, "at most max_concurrency deliveries in flight");
@@ -476,4 +488,16 @@ deliver = "dir:{out}"
     assert_eq!(sts, 3);
     assert_eq!(delivered[0]["weight"], sts);
     gw.gateway.shutdown().await;
+}
+
+/// The interchange control numbers (ISA13) the backend received, in the order it got them.
+fn control_numbers(backend: &Backend) -> Vec<u32> {
+    backend
+        .received()
+        .iter()
+        .map(|r| {
+            let text = String::from_utf8(r.body.clone()).unwrap();
+            text.split('*').nth(13).unwrap().parse().unwrap()
+        })
+        .collect()
 }

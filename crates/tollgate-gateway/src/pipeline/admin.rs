@@ -28,6 +28,9 @@ impl Pipeline {
                     self.held.remove(m, id);
                 }
                 self.live.remove(id);
+                if let Some(lane) = self.lanes.finish(id) {
+                    self.start_lane(&lane);
+                }
                 batch.change.delete.push(id.to_owned());
                 if item.state != State::Delivered {
                     self.release_file(&item.file, batch);
