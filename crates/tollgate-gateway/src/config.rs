@@ -99,6 +99,10 @@ pub struct QuotaSection {
     /// What to do while the quota service is unavailable: deliver (fail-open) or hold.
     #[serde(default)]
     pub on_unavailable: OnUnavailable,
+    /// The `x-api-key` sent to the remote quota service (a `[[client]]` key there); the
+    /// environment variable `TOLLGATE_GATEWAY_QUOTA_API_KEY` overrides it (remote only).
+    #[serde(default)]
+    pub api_key: Option<String>,
 }
 
 impl Default for QuotaSection {
@@ -108,6 +112,7 @@ impl Default for QuotaSection {
             url: None,
             timeout_ms: defaults::timeout_ms(),
             on_unavailable: OnUnavailable::default(),
+            api_key: None,
         }
     }
 }
@@ -290,7 +295,30 @@ impl GatewayConfig {
                 if self.quota.timeout_ms == 0 {
                     return Err(ConfigError::new("gateway.quota.timeout_ms", "0", "must be > 0"));
                 }
-                Some(RemoteQuota { url, timeout: Duration::from_millis(self.quota.timeout_ms) })
+                let api_key = match &self.quota.api_key {
+                    Some(k) => Some(
+                        reqwest::header::HeaderValue::from_str(k)
+                            .ok()
+                            .filter(|_| !k.is_empty())
+                            .map(|mut v| {
+                                v.set_sensitive(true);
+                                v
+                            })
+                            .ok_or_else(|| {
+                                ConfigError::new(
+                                    "gateway.quota.api_key",
+                                    "(hidden)",
+                                    "must be non-empty visible ASCII",
+                                )
+                            })?,
+                    ),
+                    None => None,
+                };
+                Some(RemoteQuota {
+                    url,
+                    timeout: Duration::from_millis(self.quota.timeout_ms),
+                    api_key,
+                })
             }
         };
 

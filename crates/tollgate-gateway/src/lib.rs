@@ -79,6 +79,7 @@ pub struct Gateway {
     max_upload_bytes: u64,
     budget: upload::UploadBudget,
     partners: Arc<std::collections::HashMap<String, String>>,
+    parts: Arc<pipeline::Parts>,
     stop: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -153,7 +154,11 @@ impl Gateway {
                 loop {
                     let before = item::now_ms() - i64::try_from(horizon.as_millis()).unwrap_or(0);
                     let s = spool.clone();
-                    let _ = tokio::task::spawn_blocking(move || s.prune(before)).await;
+                    match tokio::task::spawn_blocking(move || s.prune(before)).await {
+                        Ok(Ok(n)) => tracing::debug!(pruned = n, "dedup keys and delivered items pruned"),
+                        Ok(Err(e)) => tracing::error!(error = %e, "dedup prune failed; retried in a day (old keys stay meanwhile)"),
+                        Err(e) => tracing::error!(error = %e, "dedup prune task failed; retried in a day"),
+                    }
                     tokio::select! {
                         _ = stop_rx.changed() => return,
                         _ = tokio::time::sleep(std::time::Duration::from_secs(86_400)) => {}
@@ -170,6 +175,7 @@ impl Gateway {
             max_upload_bytes: plan.max_upload_bytes,
             budget: upload::UploadBudget::new(plan.upload_budget_bytes),
             partners: Arc::new(plan.partners.clone()),
+            parts,
             stop,
             tasks,
         })
@@ -180,6 +186,16 @@ impl Gateway {
     pub fn with_clients(mut self, clients: ClientKeys) -> Self {
         self.clients = clients;
         self
+    }
+
+    /// A readiness check for `/readyz`: fails while the remote quota service refuses the
+    /// gateway's requests (a wrong `api_key` or `url`), with the service's answer.
+    pub fn quota_readiness(&self) -> impl Fn() -> Result<(), String> + Send + Sync + 'static {
+        let parts = self.parts.clone();
+        move || match parts.meter.misconfiguration() {
+            Some(reason) => Err(format!("gateway quota misconfigured: {reason}")),
+            None => Ok(()),
+        }
     }
 
     /// `POST /v1/interchanges` and the `/v1/queue` admin API, for the binary to merge.

@@ -4,12 +4,19 @@
 //! `embedded` checks the `Arc<AnyStore>` the server also uses, so the gateway's counters are
 //! the ones `/v1/counters` lists and resets. `remote` sends `GET` with the seed headers
 //! (`metering-id`, `quota-limit`, `quota-interval`, `quota-timeunit`, `message-weight`) to any
-//! compatible service. A timeout, a connection error or a 5xx is [`Verdict::Unavailable`]: the
-//! pipeline applies `on_unavailable`. A [`Breaker`] stops paying the timeout during an outage,
-//! and the outage is logged once when it starts and once when it ends.
+//! compatible service, with `x-api-key` when `api_key` is set. A timeout, a connection error,
+//! a 408 or a 5xx is [`Verdict::Unavailable`]: the pipeline applies `on_unavailable`. A
+//! [`Breaker`] stops paying the timeout during an outage, and the outage is logged once when
+//! it starts and once when it ends.
+//!
+//! Any other 4xx but 429 (a wrong key, a wrong URL, a header the service refuses) is
+//! [`Verdict::Misconfigured`]: never an outage, so never fail-open, since a wrong key must not
+//! silently switch throttling off. The item is held, the reason is shown by `/readyz` (see
+//! [`Meter::misconfiguration`]) and counted in `tollgate_gateway_quota_misconfigured_total`,
+//! and it is logged once until the service accepts a request again.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tollgate_quota::{AnyStore, MeteringId, Outcome, QuotaSpec, Store};
@@ -34,11 +41,17 @@ pub enum Verdict {
         /// What went wrong, for the item's reason.
         reason: String,
     },
+    /// The quota service refused the request itself (400, 401, 403, 404, …): the gateway is
+    /// misconfigured. Nothing was counted; the item must wait for an operator's fix.
+    Misconfigured {
+        /// The status and what the service said, for the item's reason.
+        reason: String,
+    },
 }
 
 enum Backend {
     Embedded(Arc<AnyStore>),
-    Remote { client: reqwest::Client, url: String },
+    Remote { client: reqwest::Client, url: String, api_key: Option<reqwest::header::HeaderValue> },
 }
 
 /// Meters interchanges against the embedded store or a remote quota service.
@@ -46,6 +59,8 @@ pub struct Meter {
     backend: Backend,
     breaker: Breaker,
     outage: AtomicBool,
+    /// The last misconfiguration answer, until a request is accepted again.
+    misconfigured: Mutex<Option<String>>,
 }
 
 /// The first cool-down of the breaker in front of a remote quota service.
@@ -63,11 +78,42 @@ impl Meter {
             .timeout(remote.timeout)
             .connect_timeout(remote.timeout)
             .build()?;
-        Ok(Self::with(Backend::Remote { client, url: remote.url.clone() }))
+        Ok(Self::with(Backend::Remote {
+            client,
+            url: remote.url.clone(),
+            api_key: remote.api_key.clone(),
+        }))
     }
 
     fn with(backend: Backend) -> Self {
-        Self { backend, breaker: Breaker::new(BREAKER_COOL_DOWN), outage: AtomicBool::new(false) }
+        Self {
+            backend,
+            breaker: Breaker::new(BREAKER_COOL_DOWN),
+            outage: AtomicBool::new(false),
+            misconfigured: Mutex::new(None),
+        }
+    }
+
+    /// Why the quota service refuses the gateway's requests, while it does (for `/readyz`).
+    pub fn misconfiguration(&self) -> Option<String> {
+        self.misconfigured.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Records a misconfiguration answer (logged once) or its end.
+    fn set_misconfigured(&self, reason: Option<&str>) {
+        let mut m = self.misconfigured.lock().unwrap_or_else(|p| p.into_inner());
+        match (reason, m.is_some()) {
+            (Some(r), false) => {
+                tracing::error!(reason = %r, "the quota service refuses the gateway's requests: check [gateway.quota] url and api_key; items are held meanwhile");
+                *m = Some(r.to_owned());
+            }
+            (Some(r), true) => *m = Some(r.to_owned()),
+            (None, true) => {
+                tracing::info!("the quota service accepts the gateway's requests again");
+                *m = None;
+            }
+            (None, false) => {}
+        }
     }
 
     /// The breaker (for metrics and tests).
@@ -85,8 +131,17 @@ impl Meter {
                 Ok(d) => from_outcome(d.outcome, d.retry_after),
                 Err(e) => Verdict::Unavailable { reason: e.to_string() },
             },
-            Backend::Remote { client, url } => remote_check(client, url, id, spec, weight).await,
+            Backend::Remote { client, url, api_key } => {
+                remote_check(client, url, api_key.as_ref(), id, spec, weight).await
+            }
         };
+        if let Verdict::Misconfigured { reason } = &verdict {
+            // The service answered: not an outage (a probe through the breaker succeeded).
+            metrics::counter!("tollgate_gateway_quota_misconfigured_total").increment(1);
+            self.set_misconfigured(Some(reason));
+            self.breaker.success();
+            return verdict;
+        }
         if let Verdict::Unavailable { reason } = &verdict {
             metrics::counter!("tollgate_gateway_quota_errors_total").increment(1);
             if self.breaker.failure() {
@@ -97,6 +152,7 @@ impl Meter {
                 tracing::warn!(%reason, "quota service unavailable; applying on_unavailable until it answers again");
             }
         } else {
+            self.set_misconfigured(None);
             self.breaker.success();
             if self.outage.swap(false, Ordering::Relaxed) {
                 tracing::info!("quota service answers again");
@@ -119,12 +175,16 @@ fn from_outcome(outcome: Outcome, retry_after: Option<Duration>) -> Verdict {
 async fn remote_check(
     client: &reqwest::Client,
     url: &str,
+    api_key: Option<&reqwest::header::HeaderValue>,
     id: &MeteringId,
     spec: &QuotaSpec,
     weight: u64,
 ) -> Verdict {
-    let resp = client
-        .get(url)
+    let mut req = client.get(url);
+    if let Some(key) = api_key {
+        req = req.header("x-api-key", key.clone());
+    }
+    let resp = req
         .header("metering-id", id.as_str())
         .header("quota-limit", spec.limit.to_string())
         .header("quota-interval", spec.interval.to_string())
@@ -155,6 +215,13 @@ async fn remote_check(
             _ if body.contains("weight-exceeds-limit") => Verdict::TooHeavy,
             Some(d) => Verdict::Exceeded { retry_after: d },
             None => Verdict::Exceeded { retry_after: Duration::from_secs(1) },
+        };
+    }
+    if status.is_client_error() && status.as_u16() != 408 {
+        let body = resp.text().await.unwrap_or_default();
+        let detail: String = body.chars().take(200).collect();
+        return Verdict::Misconfigured {
+            reason: format!("quota service refused the request with {status}: {}", detail.trim()),
         };
     }
     Verdict::Unavailable { reason: format!("quota service answered {status}") }

@@ -43,6 +43,9 @@ pub use admin::row;
 const IDLE_TICK: Duration = Duration::from_millis(250);
 /// How long a held item waits when the quota service is unavailable and `on_unavailable = "hold"`.
 const UNAVAILABLE_RETRY: Duration = Duration::from_secs(1);
+/// How long a held item waits when the quota service refuses the gateway's requests (a wrong
+/// key or URL): an operator's fix is needed, so the service is not asked more often than this.
+const MISCONFIGURED_RETRY: Duration = Duration::from_secs(5);
 /// Events applied in one spool transaction at most.
 const MAX_BATCH: usize = 512;
 /// Received files parsed in one batch at most (more wait for the next batch).

@@ -204,11 +204,16 @@ async fn serve(args: ServeArgs, file: ConfigFile) -> anyhow::Result<()> {
             }),
         );
     }
-    let mut app = router(state);
+    let mut app = router(state.clone());
 
     // The EDI gateway, when configured: same store, same admin guard, routes merged.
     let gateway = match file.gateway.clone() {
-        Some(config) => {
+        Some(mut config) => {
+            if let Some(key) =
+                std::env::var("TOLLGATE_GATEWAY_QUOTA_API_KEY").ok().filter(|k| !k.is_empty())
+            {
+                config.quota.api_key = Some(key);
+            }
             let spool = tollgate_gateway::SpoolOptions {
                 move_aside_corrupt: settings.on_corrupt == OnCorrupt::MoveAside,
             };
@@ -222,6 +227,7 @@ async fn serve(args: ServeArgs, file: ConfigFile) -> anyhow::Result<()> {
             .await
             .context("cannot start the gateway")?
             .with_clients(clients);
+            state.add_readiness_check("gateway_quota", Arc::new(gw.quota_readiness()));
             app = app.merge(gw.router());
             Some(gw)
         }

@@ -107,6 +107,8 @@ pub struct RemoteQuota {
     pub url: String,
     /// Per-check timeout.
     pub timeout: Duration,
+    /// The `x-api-key` header value, marked sensitive (never logged).
+    pub api_key: Option<reqwest::header::HeaderValue>,
 }
 
 /// The validated gateway configuration.

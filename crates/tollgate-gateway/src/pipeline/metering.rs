@@ -60,6 +60,10 @@ impl Pipeline {
                 self.kill(id, reason, batch);
                 false
             }
+            Verdict::Misconfigured { reason } => {
+                self.hold(id, MISCONFIGURED_RETRY, format!("quota misconfigured: {reason}"), batch);
+                false
+            }
             Verdict::Unavailable { reason } => match self.parts.plan.on_unavailable {
                 OnUnavailable::Deliver => {
                     if let Some(i) = self.live.get(id) {
@@ -129,12 +133,17 @@ impl Pipeline {
                 Verdict::Unavailable { reason } => {
                     wait = Some(UNAVAILABLE_RETRY);
                     if keep.is_empty() {
-                        self.hold(
-                            &item.id,
-                            UNAVAILABLE_RETRY,
-                            format!("quota unavailable: {reason}"),
-                            batch,
-                        );
+                        let reason = format!("quota unavailable: {reason}");
+                        self.hold(&item.id, UNAVAILABLE_RETRY, reason, batch);
+                        return false;
+                    }
+                    break;
+                }
+                Verdict::Misconfigured { reason } => {
+                    wait = Some(MISCONFIGURED_RETRY);
+                    if keep.is_empty() {
+                        let reason = format!("quota misconfigured: {reason}");
+                        self.hold(&item.id, MISCONFIGURED_RETRY, reason, batch);
                         return false;
                     }
                     break;

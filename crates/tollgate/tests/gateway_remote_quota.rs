@@ -1,0 +1,110 @@
+//! The gateway metering against another real `tollgate serve` as its remote quota service: the
+//! `[gateway.quota] api_key` is sent as `x-api-key`, and a wrong key is a misconfiguration
+//! (held, shown by `/readyz` and a metric), never an outage that delivers unmetered.
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+fn x12(control: u32) -> String {
+    format!(
+        "ISA*00*          *00*          *ZZ*CARRIERA       *ZZ*RECEIVER       *240101*1200*U*00401*\
+{control:09}*0*P*>~GS*QM*CARRIERA*RECEIVER*20240101*1200*{control}*X*004010~ST*214*0001~\
+B10*R*S*SCAC~AT7*X1*NS***20240101*1200~SE*4*0001~GE*1*{control}~IEA*1*{control:09}~"
+    )
+}
+
+fn gateway_config(dir: &Path, quota: &str, api_key: &str) -> std::path::PathBuf {
+    let file = dir.join("gateway.toml");
+    std::fs::write(
+        &file,
+        format!(
+            r#"[gateway]
+inbound = ["{landing}"]
+poll_ms = 20
+settle_ms = 50
+[gateway.quota]
+mode = "remote"
+url = "{quota}/v1/quota"
+{api_key}
+[[gateway.route]]
+name = "ShipmentStatus"
+documents = ["214"]
+limit = 1000
+unit = "day"
+deliver = "dir:{out}"
+"#,
+            landing = dir.join("in").display(),
+            out = dir.join("out").display(),
+        ),
+    )
+    .unwrap();
+    file
+}
+
+fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn delivered(dir: &Path) -> usize {
+    std::fs::read_dir(dir.join("out"))
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter(|e| e.file_name().to_string_lossy().ends_with(".edi"))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_wrong_api_key_holds_instead_of_failing_open_and_the_right_one_delivers() {
+    let dir = tempfile::tempdir().unwrap();
+    let quota_cfg = dir.path().join("quota.toml");
+    std::fs::write(&quota_cfg, "[[client]]\nkey = \"k-right\"\nname = \"gateway\"\n").unwrap();
+    let quota = Server::start(&["--config", quota_cfg.to_str().unwrap(), "--store", "memory"]);
+
+    // A wrong key: the quota service answers 401. The default on_unavailable is "deliver", yet
+    // nothing may be delivered unmetered.
+    let gw_dir = dir.path().join("gw");
+    std::fs::create_dir_all(gw_dir.join("in")).unwrap();
+    let cfg = gateway_config(&gw_dir, &quota.url, "api_key = \"k-wrong\"");
+    let data = gw_dir.join("data");
+    let args =
+        ["--config", cfg.to_str().unwrap(), "--store", "memory", "--data", data.to_str().unwrap()];
+    let gw = Server::start(&args);
+    std::fs::write(gw_dir.join("in/a.edi"), x12(1)).unwrap();
+    wait_until("the item to be held", Duration::from_secs(20), || {
+        gw.get("/v1/queue?state=held").contains("quota misconfigured")
+    });
+    let held = gw.get("/v1/queue?state=held");
+    assert!(held.contains("401"), "the reason names the answer: {held}");
+    let ready = gw.get("/readyz");
+    assert!(ready.starts_with("HTTP/1.1 503"), "{ready}");
+    assert!(ready.contains("gateway_quota") && ready.contains("401"), "{ready}");
+    let metrics = gw.get("/metrics");
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("tollgate_gateway_quota_misconfigured_total")
+                && !l.ends_with(" 0")),
+        "{metrics}"
+    );
+    assert_eq!(delivered(&gw_dir), 0, "never delivered unmetered");
+    drop(gw);
+
+    // The right key from the environment overrides the file; the held item is metered and
+    // delivered after the restart, and the quota service counted it.
+    let gw = Server::start_with_env(&args, &[("TOLLGATE_GATEWAY_QUOTA_API_KEY", "k-right")]);
+    wait_until("the delivery", Duration::from_secs(20), || delivered(&gw_dir) == 1);
+    let ready = gw.get("/readyz");
+    assert!(ready.starts_with("HTTP/1.1 200"), "{ready}");
+    let counters = quota.get("/v1/counters");
+    assert!(counters.contains("CARRIERA"), "the quota service metered it: {counters}");
+}
