@@ -286,10 +286,10 @@ impl Parser {
                 "no interchange (ISA, UNA or UNB) found in the input".to_string()
             };
             self.file_error(msg, 0);
-        } else if self.interchanges_seen == 0 {
-            if let Some(e) = self.file_errors.first_mut() {
-                e.message = format!("no interchange found; {}", e.message);
-            }
+        } else if self.interchanges_seen == 0
+            && let Some(e) = self.file_errors.first_mut()
+        {
+            e.message = format!("no interchange found; {}", e.message);
         }
         std::mem::take(&mut self.file_errors)
     }

@@ -18,6 +18,7 @@
 //! assert!(ic.errors.is_empty());
 //! ```
 #![forbid(unsafe_code)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
 #![deny(missing_docs)]
 
 pub mod ack;

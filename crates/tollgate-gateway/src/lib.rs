@@ -11,6 +11,7 @@
 //! endpoint and the queue admin API; [`Gateway::shutdown`] stops intake and parks in-flight
 //! work on disk (it resumes on the next start).
 #![forbid(unsafe_code)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod batch;
 pub mod breaker;

@@ -205,10 +205,10 @@ impl Pipeline {
             if item.state.is_terminal() {
                 continue;
             }
-            if item.state == State::Held {
-                if let Some(m) = &item.metering_id {
-                    p.held.insert(m, &item.id);
-                }
+            if item.state == State::Held
+                && let Some(m) = &item.metering_id
+            {
+                p.held.insert(m, &item.id);
             }
             p.live.insert(item.id.clone(), item);
         }
@@ -415,10 +415,10 @@ impl Pipeline {
 
     fn admit(&mut self, id: &str, reason: Option<String>, batch: &mut Batch) {
         let Some(item) = self.live.get_mut(id) else { return };
-        if item.state == State::Held {
-            if let Some(m) = &item.metering_id {
-                self.held.remove(m, id);
-            }
+        if item.state == State::Held
+            && let Some(m) = &item.metering_id
+        {
+            self.held.remove(m, id);
         }
         item.state = State::Received;
         item.admitted = true;

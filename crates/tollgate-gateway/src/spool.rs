@@ -34,10 +34,10 @@ use crate::item::{Item, State, now_ms};
 pub use crate::statedb::SpoolOptions;
 use crate::statedb::{self, ORPHANED};
 
-const FILES: TableDefinition<&str, &[u8]> = TableDefinition::new("files");
-const ITEMS: TableDefinition<&str, &[u8]> = TableDefinition::new("items");
-const DEDUP: TableDefinition<&str, i64> = TableDefinition::new("dedup");
-const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+const FILES: TableDefinition<'static, &str, &[u8]> = TableDefinition::new("files");
+const ITEMS: TableDefinition<'static, &str, &[u8]> = TableDefinition::new("items");
+const DEDUP: TableDefinition<'static, &str, i64> = TableDefinition::new("dedup");
+const META: TableDefinition<'static, &str, u64> = TableDefinition::new("meta");
 
 /// The spool could not read or write.
 #[derive(Debug, thiserror::Error)]

@@ -91,10 +91,10 @@ pub fn sweep(dir: &Path, settle: Duration, grace: Duration, max_bytes: u64) {
             if let Err(e) = take_growth(dir, &path, len, name, age >= grace) {
                 tracing::error!(path = %path.display(), error = %e, "cannot take bytes appended to a taken landing file; retrying");
             }
-        } else if age >= RETENTION {
-            if let Err(e) = std::fs::remove_file(&path) {
-                tracing::warn!(path = %path.display(), error = %e, "cannot remove a taken landing file");
-            }
+        } else if age >= RETENTION
+            && let Err(e) = std::fs::remove_file(&path)
+        {
+            tracing::warn!(path = %path.display(), error = %e, "cannot remove a taken landing file");
         }
     }
 }

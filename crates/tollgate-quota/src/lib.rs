@@ -25,6 +25,7 @@
 //! # Ok::<(), tollgate_quota::SpecError>(())
 //! ```
 #![forbid(unsafe_code)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
 #![deny(missing_docs)]
 
 pub mod clock;

@@ -105,7 +105,9 @@ fn steps() -> Vec<Step> {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
-        now += Duration::from_micros(x % 4_000_000 + if x % 17 == 0 { 25_000_000 } else { 0 });
+        now += Duration::from_micros(
+            x % 4_000_000 + if x.is_multiple_of(17) { 25_000_000 } else { 0 },
+        );
         let k = (x >> 20) as usize % 3;
         v.push(Step { at: now, id: names[k], spec: kinds[k], weight: (x >> 8) % 5 });
     }

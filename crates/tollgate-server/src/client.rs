@@ -127,10 +127,10 @@ impl ClientKeys {
                     clients[j].name
                 )));
             }
-            if let Some(list) = &k.partners {
-                if let Some(bad) = list.iter().find(|p| p.trim().is_empty()) {
-                    return Err(err(format!("partners contains an empty entry {bad:?}")));
-                }
+            if let Some(list) = &k.partners
+                && let Some(bad) = list.iter().find(|p| p.trim().is_empty())
+            {
+                return Err(err(format!("partners contains an empty entry {bad:?}")));
             }
             clients.push(Client {
                 key: k.key.clone(),

@@ -55,12 +55,12 @@ impl ServerSection {
             ("header_timeout_ms", self.header_timeout_ms),
             ("body_timeout_ms", self.body_timeout_ms),
         ] {
-            if let Some(v) = value {
-                if !(1..=DAY_MS).contains(&v) {
-                    return Err(format!(
-                        "[server] {key} = {v}: must be between 1 and {DAY_MS} (one day)"
-                    ));
-                }
+            if let Some(v) = value
+                && !(1..=DAY_MS).contains(&v)
+            {
+                return Err(format!(
+                    "[server] {key} = {v}: must be between 1 and {DAY_MS} (one day)"
+                ));
             }
         }
         if self.max_connections == Some(0) {

@@ -20,6 +20,7 @@
 //! # }
 //! ```
 #![forbid(unsafe_code)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod admin;
 pub mod body_timeout;

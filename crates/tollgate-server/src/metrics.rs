@@ -197,10 +197,10 @@ pub fn policy_error(failing: bool) {
 pub async fn render(State(state): State<AppState>) -> Response {
     // Counted for stores held in this process; for Redis it would mean a SCAN of the whole
     // shared key space on every scrape, so the gauge is left out there.
-    if !matches!(state.store().as_ref(), tollgate_quota::AnyStore::Redis(_)) {
-        if let Ok(counters) = state.store().counters("").await {
-            metrics::gauge!(LIVE_COUNTERS).set(counters.len() as f64);
-        }
+    if !matches!(state.store().as_ref(), tollgate_quota::AnyStore::Redis(_))
+        && let Ok(counters) = state.store().counters("").await
+    {
+        metrics::gauge!(LIVE_COUNTERS).set(counters.len() as f64);
     }
     let degraded = matches!(state.store().health(), tollgate_quota::StoreHealth::Degraded(_));
     metrics::gauge!(STORE_DEGRADED).set(if degraded { 1.0 } else { 0.0 });

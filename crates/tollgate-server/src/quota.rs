@@ -81,10 +81,10 @@ async fn decide(
     let client =
         state.clients().authenticate(headers).map_err(|p| (DecisionOutcome::Unauthorized, p))?;
     let req = QuotaRequest::from_headers(headers).map_err(|p| (DecisionOutcome::BadRequest, p))?;
-    if let Some(c) = client {
-        if !c.permits(&req.id) {
-            return Err((DecisionOutcome::Forbidden, client::forbidden(c, &req.id)));
-        }
+    if let Some(c) = client
+        && !c.permits(&req.id)
+    {
+        return Err((DecisionOutcome::Forbidden, client::forbidden(c, &req.id)));
     }
     let resolved =
         state.policies().current().resolve(&req).map_err(|p| (DecisionOutcome::BadRequest, p))?;

@@ -4,6 +4,7 @@
 //! question, `counters` administers live counters, `edi` and `queue` work on EDI files and the
 //! gateway's hold queue. Usage errors exit with code 2 (clap's convention).
 #![forbid(unsafe_code)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 mod admin;
 mod check;

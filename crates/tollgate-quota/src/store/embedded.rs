@@ -49,7 +49,7 @@ mod row;
 use row::{decode_counter, decode_key, encode_counter, encode_key, id_prefix};
 
 /// Counter rows: key = id, 0x00, shape; value = the counter state (see `row`).
-const COUNTERS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("counters");
+const COUNTERS: TableDefinition<'static, &[u8], &[u8]> = TableDefinition::new("counters");
 
 /// How often the flusher sweeps expired counters out of memory (and so out of the file).
 const SWEEP_EVERY: Duration = Duration::from_secs(1);

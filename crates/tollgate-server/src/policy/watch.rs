@@ -25,10 +25,10 @@ impl Policies {
         let (tx, mut rx) = mpsc::unbounded_channel::<()>();
         let name = file.file_name().map(|n| n.to_owned());
         let watcher = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
-            if let Ok(ev) = ev {
-                if ev.paths.iter().any(|p| p.file_name() == name.as_deref()) {
-                    let _ = tx.send(());
-                }
+            if let Ok(ev) = ev
+                && ev.paths.iter().any(|p| p.file_name() == name.as_deref())
+            {
+                let _ = tx.send(());
             }
         })
         .and_then(|mut w| {
