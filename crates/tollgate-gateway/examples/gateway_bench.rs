@@ -21,24 +21,7 @@ use tollgate_gateway::{Gateway, GatewayConfig};
 use tollgate_quota::AnyStore;
 use tollgate_quota::store::MemoryStore;
 use tollgate_server::admin::AdminGuard;
-
-fn interchange(sender: &str, control: u32, txs: usize, pad_to: usize) -> Vec<u8> {
-    let mut s = format!(
-        "ISA*00*          *00*          *ZZ*{sender:<15}*ZZ*ACME           *240101*1200*U*00401*{control:09}*0*P*>~\n"
-    );
-    s.push_str(&format!("GS*QM*{sender}*ACME*20240101*1200*{control}*X*004010~\n"));
-    let fixed = s.len() + 40;
-    let per_tx_events = if pad_to > fixed { (pad_to - fixed) / txs / 28 } else { 1 }.max(1);
-    for t in 1..=txs {
-        s.push_str(&format!("ST*214*{t:04}~\nB10*PRO{t}*SHIP{t}*SCAC~\n"));
-        for _ in 0..per_tx_events {
-            s.push_str("AT7*X1*NS***20240101*1200~\n");
-        }
-        s.push_str(&format!("SE*{}*{t:04}~\n", per_tx_events + 3));
-    }
-    s.push_str(&format!("GE*{txs}*{control}~\nIEA*1*{control:09}~\n"));
-    s.into_bytes()
-}
+use tollgate_testkit::Status214;
 
 fn config(root: &Path, limit: u64) -> GatewayConfig {
     let text = format!(
@@ -87,7 +70,7 @@ async fn throughput(size: usize, n: usize) {
         let sender = format!("P{:03}", i % 50);
         std::fs::write(
             stage.join(format!("{i:06}.edi")),
-            interchange(&sender, i as u32 + 1, 1, size),
+            Status214::new(&sender, i as u32 + 1).receiver("ACME").padded_to(size).build(),
         )
         .unwrap();
     }
@@ -138,7 +121,11 @@ fn normal_traffic(root: &Path, secs: u64, with_burst: bool) -> (Vec<f64>, usize)
     if with_burst {
         for i in 0..1000u32 {
             let name = format!("burst{i:04}.edi");
-            std::fs::write(stage.join(&name), interchange("BURSTER", i + 1, 100, 0)).unwrap();
+            std::fs::write(
+                stage.join(&name),
+                Status214::new("BURSTER", i + 1).receiver("ACME").transactions(100).build(),
+            )
+            .unwrap();
         }
         for i in 0..1000u32 {
             let name = format!("burst{i:04}.edi");
@@ -153,7 +140,11 @@ fn normal_traffic(root: &Path, secs: u64, with_burst: bool) -> (Vec<f64>, usize)
             control += 1;
             for sender in ["FASTFREIGHT", "ROADRUNNER"] {
                 let name = format!("{sender}-{control}.edi");
-                std::fs::write(stage.join(&name), interchange(sender, control, 1, 1024)).unwrap();
+                std::fs::write(
+                    stage.join(&name),
+                    Status214::new(sender, control).receiver("ACME").padded_to(1024).build(),
+                )
+                .unwrap();
                 std::fs::rename(stage.join(&name), inbound.join(&name)).unwrap();
                 dropped.insert((sender.to_owned(), format!("{control:09}")), Instant::now());
             }

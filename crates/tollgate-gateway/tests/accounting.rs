@@ -107,9 +107,9 @@ async fn garbage_and_cut_interchanges_around_valid_ones_become_rejected_items() 
             .replace("limit = 2", "limit = 1000");
     let gw = Running::start(&cfg, &data, memory_store()).await;
     // Each case has its own control numbers, so that no case is a duplicate of another.
-    let ic = |c: u32| x12_214("CARRIERA", c, 1, 1);
+    let ic = |c: u32| Status214::new("CARRIERA", c).build();
     let cut = |c: u32| {
-        let full = x12_214("CARRIERA", c, 2, 1);
+        let full = Status214::new("CARRIERA", c).transactions(2).build();
         full[..full.len() / 2].to_vec()
     };
     // (file, items expected, delivered among them)
@@ -133,7 +133,7 @@ async fn garbage_and_cut_interchanges_around_valid_ones_become_rejected_items() 
         delivered += d;
     }
     // The same through the landing directory.
-    let file = cat(&[&x12_214("CARRIERA", 900, 1, 1), b"\nGARBAGE AFTER\n"]);
+    let file = cat(&[&Status214::new("CARRIERA", 900).build(), b"\nGARBAGE AFTER\n"]);
     std::fs::write(dir.path().join("in/landed.edi"), &file).unwrap();
     let rejected = gw.wait_for("rejected", 7).await;
     let stray = rejected
@@ -157,7 +157,8 @@ async fn interchanges_weighing_nothing_still_cost_min_weight() {
     let cfg = config(inbound.to_str().unwrap(), &backend.url(), "weight = \"segment:AT7\"");
     let gw = Running::start(&cfg, &dir.path().join("data"), memory_store()).await;
     for c in 1..=3 {
-        let (status, _) = gw.upload(x12_214("CARRIERA", c, 2, 0)).await;
+        let (status, _) =
+            gw.upload(Status214::new("CARRIERA", c).transactions(2).events(0).build()).await;
         assert_eq!(status, 202);
     }
     let held = gw.wait_for("held", 1).await;
@@ -166,7 +167,7 @@ async fn interchanges_weighing_nothing_still_cost_min_weight() {
     let counters = gw.store.counters("ShipmentStatus:CarrierA").await.unwrap();
     assert_eq!(counters[0].used, 2);
     // With AT7s the rule's count is used as before.
-    let (_, _) = gw.upload(x12_214("CARRIERB", 1, 1, 2)).await;
+    let (_, _) = gw.upload(Status214::new("CARRIERB", 1).events(2).build()).await;
     let d = gw.wait_for("delivered", 3).await;
     assert!(d.iter().any(|i| i["weight"] == 2), "{d:#?}");
     gw.gateway.shutdown().await;
@@ -180,7 +181,7 @@ async fn interchanges_weighing_nothing_still_cost_min_weight() {
     );
     let gw = Running::start(&cfg, &dir.path().join("data"), memory_store()).await;
     for c in 11..=13 {
-        gw.upload(x12_214("CARRIERA", c, 1, 0)).await;
+        gw.upload(Status214::new("CARRIERA", c).events(0).build()).await;
     }
     let d = gw.wait_for("delivered", 3).await;
     assert!(d.iter().all(|i| i["weight"] == 0), "{d:#?}");
@@ -201,9 +202,9 @@ async fn split_parts_together_still_cost_min_weight() {
     // Limit 2: the first interchange (two AT7s) uses it up. The second has two transactions
     // and no AT7, so it costs min_weight 2: over quota, so it is split, and splitting must not
     // let its transactions through for nothing.
-    gw.upload(x12_214("CARRIERA", 1, 1, 2)).await;
+    gw.upload(Status214::new("CARRIERA", 1).events(2).build()).await;
     gw.wait_for("delivered", 1).await;
-    gw.upload(x12_214("CARRIERA", 2, 2, 0)).await;
+    gw.upload(Status214::new("CARRIERA", 2).transactions(2).events(0).build()).await;
     let held = gw.wait_for("held", 1).await;
     assert_eq!(held[0]["weight"], 2, "{held:#?}");
     tokio::time::sleep(Duration::from_millis(200)).await;

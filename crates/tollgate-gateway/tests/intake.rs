@@ -54,7 +54,7 @@ async fn a_file_written_in_place_with_pauses_is_taken_whole_once() {
     let (landing, out) = (dir.path().join("in"), dir.path().join("out"));
     let gw =
         Running::start(&config(&landing, &out, ""), &dir.path().join("data"), memory_store()).await;
-    let full = x12_214("XYZ", 1, 3, 2);
+    let full = Status214::new("XYZ", 1).transactions(3).events(2).build();
     let (head, tail) = full.split_at(full.len() / 2);
 
     // An SFTP client: creates the file empty, pauses, writes half, pauses past settle_ms
@@ -81,8 +81,8 @@ async fn an_interchange_appended_to_a_taken_file_through_an_open_handle_is_not_l
     let (landing, out) = (dir.path().join("in"), dir.path().join("out"));
     let gw =
         Running::start(&config(&landing, &out, ""), &dir.path().join("data"), memory_store()).await;
-    let first = x12_214("XYZ", 1, 2, 1);
-    let second = x12_214("XYZ", 2, 2, 1);
+    let first = Status214::new("XYZ", 1).transactions(2).build();
+    let second = Status214::new("XYZ", 2).transactions(2).build();
 
     // One whole interchange, then a pause past settle_ms with the file still open: it looks
     // finished and is taken. The sender then appends a second one through the same handle.
@@ -109,7 +109,7 @@ async fn an_unfinished_file_left_past_incomplete_grace_is_rejected_with_the_reas
     let (landing, out) = (dir.path().join("in"), dir.path().join("out"));
     let cfg = config(&landing, &out, "incomplete_grace_ms = 500");
     let gw = Running::start(&cfg, &dir.path().join("data"), memory_store()).await;
-    let full = x12_214("XYZ", 1, 3, 2);
+    let full = Status214::new("XYZ", 1).transactions(3).events(2).build();
     let cut = &full[..full.len() - 30];
     std::fs::write(landing.join("abandoned.edi"), cut).unwrap();
     several_polls().await;
@@ -131,7 +131,7 @@ async fn temporary_names_of_sftp_clients_wait_for_the_rename() {
     let mut expected = Vec::new();
     for (i, temp) in ["a.edi.filepart", "b.edi.part", "c.edi.partial", ".d.edi"].iter().enumerate()
     {
-        let full = x12_214("XYZ", 10 + i as u32, 2, 1);
+        let full = Status214::new("XYZ", 10 + i as u32).transactions(2).build();
         let (head, tail) = full.split_at(full.len() - 20);
         let mut f = std::fs::File::create(landing.join(temp)).unwrap();
         f.write_all(head).unwrap();
@@ -159,9 +159,9 @@ async fn a_landing_file_over_max_file_bytes_is_moved_aside_with_the_reason() {
     let (landing, out) = (dir.path().join("in"), dir.path().join("out"));
     let cfg = config(&landing, &out, "max_file_bytes = 1000");
     let gw = Running::start(&cfg, &dir.path().join("data"), memory_store()).await;
-    let big = x12_214("XYZ", 1, 20, 5);
+    let big = Status214::new("XYZ", 1).transactions(20).events(5).build();
     assert!(big.len() > 1000);
-    let small = x12_214("XYZ", 2, 1, 1);
+    let small = Status214::new("XYZ", 2).build();
     std::fs::write(landing.join("big.edi"), &big).unwrap();
     std::fs::write(landing.join("small.edi"), &small).unwrap();
 
@@ -219,8 +219,8 @@ async fn uploads_need_credentials_and_clients_upload_only_for_their_partners() {
     .unwrap();
     let guard = AdminGuard::new(Some("admin-t0ken"), true);
     let gw = Running::start_guarded(&cfg, &dir.path().join("data"), guard, clients).await;
-    let xyz = || x12_214("XYZ", 1, 1, 1);
-    let other = || x12_214("OTHER", 2, 1, 1);
+    let xyz = || Status214::new("XYZ", 1).build();
+    let other = || Status214::new("OTHER", 2).build();
 
     // Refused: no credentials, wrong or empty key, wrong token, wrong scheme.
     for headers in [
@@ -253,9 +253,9 @@ async fn uploads_need_credentials_and_clients_upload_only_for_their_partners() {
     // Allowed: the client for its partner (by name, or by raw id), the open client, the admin.
     for (headers, body) in [
         (vec![("x-api-key", "xyz-key")], xyz()),
-        (vec![("x-api-key", "xyz-key")], x12_214("ALSO", 3, 1, 1)),
+        (vec![("x-api-key", "xyz-key")], Status214::new("ALSO", 3).build()),
         (vec![("x-api-key", "any-key")], other()),
-        (vec![("authorization", "Bearer admin-t0ken")], x12_214("OTHER", 4, 1, 1)),
+        (vec![("authorization", "Bearer admin-t0ken")], Status214::new("OTHER", 4).build()),
     ] {
         let (status, answer) = post(&gw, &headers, body).await;
         assert_eq!(status, 202, "{headers:?}: {answer}");
@@ -281,7 +281,7 @@ async fn with_no_credentials_configured_uploads_are_open_on_loopback_only() {
         ClientKeys::default(),
     )
     .await;
-    let (status, body) = gw.upload(x12_214("XYZ", 1, 1, 1)).await;
+    let (status, body) = gw.upload(Status214::new("XYZ", 1).build()).await;
     assert_eq!(status, 403, "{body}");
     assert!(body["detail"].as_str().unwrap().contains("admin_token"), "{body}");
     gw.gateway.shutdown().await;
@@ -313,7 +313,7 @@ async fn stalled_uploads_cannot_hold_more_than_the_upload_budget() {
 
     // The budget now holds 9900 of 10000 bytes: a third upload of ~300 bytes is refused at
     // once with a problem naming the budget, not held in memory.
-    let body = x12_214("XYZ", 1, 1, 1);
+    let body = Status214::new("XYZ", 1).build();
     assert!(body.len() > 100);
     let refused = tokio::time::timeout(Duration::from_secs(10), async {
         loop {

@@ -44,10 +44,15 @@ async fn quota_holds_the_third_file_and_spares_other_partners() {
     let gw = Running::start(&cfg, &dir.path().join("data"), memory_store()).await;
 
     for c in 1..=2 {
-        std::fs::write(inbound.join(format!("a{c}.edi")), x12_214("CARRIERA", c, 2, 1)).unwrap();
+        std::fs::write(
+            inbound.join(format!("a{c}.edi")),
+            Status214::new("CARRIERA", c).transactions(2).build(),
+        )
+        .unwrap();
         gw.wait_for("delivered", c as usize).await;
     }
-    std::fs::write(inbound.join("a3.edi"), x12_214("CARRIERA", 3, 2, 1)).unwrap();
+    std::fs::write(inbound.join("a3.edi"), Status214::new("CARRIERA", 3).transactions(2).build())
+        .unwrap();
     let held = gw.wait_for("held", 1).await;
     assert_eq!(held[0]["partner"], "CarrierA");
     assert_eq!(held[0]["route"], "ShipmentStatus");
@@ -57,14 +62,15 @@ async fn quota_holds_the_third_file_and_spares_other_partners() {
     assert!(held[0]["reason"].as_str().unwrap().contains("over quota"), "{held:?}");
 
     // Another partner is not affected.
-    std::fs::write(inbound.join("b1.edi"), x12_214("CARRIERB", 1, 2, 1)).unwrap();
+    std::fs::write(inbound.join("b1.edi"), Status214::new("CARRIERB", 1).transactions(2).build())
+        .unwrap();
     gw.wait_for("delivered", 3).await;
     let got = backend.received();
     assert_eq!(got.len(), 3);
     assert_eq!(got[2].partner, "CarrierB");
     assert_eq!(got[0].document, "214");
     // Delivered bytes are the interchange exactly as received.
-    assert_eq!(got[0].body, x12_214("CARRIERA", 1, 2, 1));
+    assert_eq!(got[0].body, Status214::new("CARRIERA", 1).transactions(2).build());
     assert!(!inbound.join("a1.edi").exists(), "landing file removed once spooled");
 
     // Reset the counter (as an operator would through /v1/counters), then retry: delivered.
@@ -76,7 +82,7 @@ async fn quota_holds_the_third_file_and_spares_other_partners() {
     assert!(gw.queue("held").await.is_empty());
     let last = backend.received().pop().unwrap();
     assert_eq!(last.id, id, "the Tollgate-Interchange-Id is the queue id");
-    assert_eq!(last.body, x12_214("CARRIERA", 3, 2, 1));
+    assert_eq!(last.body, Status214::new("CARRIERA", 3).transactions(2).build());
     gw.gateway.shutdown().await;
 }
 
@@ -88,9 +94,17 @@ async fn duplicates_junk_and_unrouted_documents_are_not_delivered() {
     let cfg = config(inbound.to_str().unwrap(), &format!("dir:{}", out.display()), 100, "");
     let gw = Running::start(&cfg, &dir.path().join("data"), memory_store()).await;
 
-    std::fs::write(inbound.join("first.edi"), x12_214("CARRIERA", 7, 3, 1)).unwrap();
+    std::fs::write(
+        inbound.join("first.edi"),
+        Status214::new("CARRIERA", 7).transactions(3).build(),
+    )
+    .unwrap();
     gw.wait_for("delivered", 1).await;
-    std::fs::write(inbound.join("again.edi"), x12_214("CARRIERA", 7, 3, 1)).unwrap();
+    std::fs::write(
+        inbound.join("again.edi"),
+        Status214::new("CARRIERA", 7).transactions(3).build(),
+    )
+    .unwrap();
     let dup = gw.wait_for("duplicate", 1).await;
     assert!(dup[0]["reason"].as_str().unwrap().contains("duplicate"), "{dup:?}");
     // The duplicate consumed no quota: 3 used, not 6.
@@ -106,8 +120,8 @@ async fn duplicates_junk_and_unrouted_documents_are_not_delivered() {
     assert!(rej.iter().any(|r| r["reason"] == "no route for document 810"), "{rej:?}");
 
     // A file still being uploaded is left alone.
-    std::fs::write(inbound.join("late.edi.part"), x12_214("CARRIERA", 9, 1, 1)).unwrap();
-    std::fs::write(inbound.join(".hidden.edi"), x12_214("CARRIERA", 10, 1, 1)).unwrap();
+    std::fs::write(inbound.join("late.edi.part"), Status214::new("CARRIERA", 9).build()).unwrap();
+    std::fs::write(inbound.join(".hidden.edi"), Status214::new("CARRIERA", 10).build()).unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(inbound.join("late.edi.part").exists());
     assert!(inbound.join(".hidden.edi").exists());
@@ -128,13 +142,16 @@ async fn uploads_are_accepted_refused_or_too_large() {
         "max_upload_bytes = 2000",
     );
     let gw = Running::start(&cfg, &dir.path().join("data"), memory_store()).await;
-    let (status, body) = gw.upload(x12_214("CARRIERA", 1, 1, 1)).await;
+    let (status, body) = gw.upload(Status214::new("CARRIERA", 1).build()).await;
     assert_eq!(status, 202);
     assert_eq!(body["state"], "received");
     let id = body["id"].as_str().unwrap().to_owned();
     let delivered = gw.wait_for("delivered", 1).await;
     assert_eq!(delivered[0]["id"], id.as_str());
-    assert_eq!(std::fs::read(out.join(format!("{id}.edi"))).unwrap(), x12_214("CARRIERA", 1, 1, 1));
+    assert_eq!(
+        std::fs::read(out.join(format!("{id}.edi"))).unwrap(),
+        Status214::new("CARRIERA", 1).build()
+    );
 
     let r = gw.client.post(gw.url("/v1/interchanges")).body("garbage").send().await.unwrap();
     assert_eq!(r.status(), 400);
@@ -142,7 +159,7 @@ async fn uploads_are_accepted_refused_or_too_large() {
     let p: serde_json::Value = r.json().await.unwrap();
     assert_eq!(p["type"], "https://tollgate.dev/problems/not-edi");
 
-    let (status, body) = gw.upload(x12_214("CARRIERA", 2, 40, 1)).await;
+    let (status, body) = gw.upload(Status214::new("CARRIERA", 2).transactions(40).build()).await;
     assert_eq!(status, 413, "{body}");
     assert_eq!(body["max_upload_bytes"], 2000);
 
@@ -161,7 +178,7 @@ async fn split_delivers_the_part_that_fits_and_holds_the_rest() {
         config(dir.path().join("in").to_str().unwrap(), &format!("dir:{}", out.display()), 5, "")
             .replace("unit = \"hour\"", "unit = \"hour\"\nsplit = true");
     let gw = Running::start(&cfg, &dir.path().join("data"), memory_store()).await;
-    let (status, _) = gw.upload(x12_214("CARRIERA", 1, 7, 1)).await;
+    let (status, _) = gw.upload(Status214::new("CARRIERA", 1).transactions(7).build()).await;
     assert_eq!(status, 202);
     let delivered = gw.wait_for("delivered", 1).await;
     assert_eq!(delivered[0]["weight"], 5);
@@ -178,7 +195,7 @@ async fn split_delivers_the_part_that_fits_and_holds_the_rest() {
     let cfg =
         config(dir2.path().join("in").to_str().unwrap(), &format!("dir:{}", out.display()), 5, "");
     let gw2 = Running::start(&cfg, &dir2.path().join("data"), memory_store()).await;
-    gw2.upload(x12_214("CARRIERA", 1, 7, 1)).await;
+    gw2.upload(Status214::new("CARRIERA", 1).transactions(7).build()).await;
     let dead = gw2.wait_for("dead", 1).await;
     assert!(dead[0]["reason"].as_str().unwrap().contains("exceeds the limit 5"), "{dead:?}");
     gw.gateway.shutdown().await;
@@ -191,7 +208,7 @@ async fn backend_errors_are_retried_and_4xx_is_dead() {
     let backend = Backend::start(vec![500, 503, 500]).await;
     let cfg = config(dir.path().join("in").to_str().unwrap(), &backend.url(), 100, "");
     let gw = Running::start(&cfg, &dir.path().join("data"), memory_store()).await;
-    gw.upload(x12_214("CARRIERA", 1, 1, 1)).await;
+    gw.upload(Status214::new("CARRIERA", 1).build()).await;
     let delivered = gw.wait_for("delivered", 1).await;
     assert_eq!(delivered[0]["attempts"], 4);
     assert_eq!(*backend.hits.lock().unwrap(), 4);
@@ -201,7 +218,7 @@ async fn backend_errors_are_retried_and_4xx_is_dead() {
     let dir2 = tempfile::tempdir().unwrap();
     let cfg = config(dir2.path().join("in").to_str().unwrap(), &refusing.url(), 100, "");
     let gw2 = Running::start(&cfg, &dir2.path().join("data"), memory_store()).await;
-    gw2.upload(x12_214("CARRIERA", 1, 1, 1)).await;
+    gw2.upload(Status214::new("CARRIERA", 1).build()).await;
     let dead = gw2.wait_for("dead", 1).await;
     assert!(dead[0]["reason"].as_str().unwrap().contains("400"), "{dead:?}");
     assert_eq!(*refusing.hits.lock().unwrap(), 1, "a 4xx is not retried");
@@ -245,7 +262,7 @@ async fn remote_case(
         config(dir.join("in").to_str().unwrap(), &format!("dir:{}", out.display()), 100, &extra);
     let gw = Running::start(&cfg, &dir.join("data"), memory_store()).await;
     for c in 1..=8 {
-        gw.upload(x12_214("CARRIERA", c, 1, 1)).await;
+        gw.upload(Status214::new("CARRIERA", c).build()).await;
     }
     let state = if on_unavailable == "deliver" { "delivered" } else { "held" };
     let items = gw.wait_for(state, 8).await;
@@ -286,8 +303,8 @@ async fn remote_quota_429_holds_and_200_delivers() {
         &extra,
     );
     let gw = Running::start(&cfg, &dir.path().join("data"), memory_store()).await;
-    gw.upload(x12_214("CARRIERA", 1, 1, 1)).await;
-    gw.upload(x12_214("CARRIERA", 2, 1, 1)).await;
+    gw.upload(Status214::new("CARRIERA", 1).build()).await;
+    gw.upload(Status214::new("CARRIERA", 2).build()).await;
     let held = gw.wait_for("held", 2).await;
     assert!(held[0]["reason"].as_str().unwrap().contains("over quota"));
     assert_eq!(*hits.lock().unwrap(), 1, "the second waits behind the first without a check");
@@ -308,8 +325,8 @@ async fn malformed_interchanges_keep_the_parser_reason_and_get_an_ack() {
     );
     let gw = Running::start(&cfg, &dir.path().join("data"), memory_store()).await;
     // Two interchanges in one file: the first is fine, the second's IEA02 does not match ISA13.
-    let mut file = x12_214("CARRIERA", 1, 1, 1);
-    let bad = String::from_utf8(x12_214("CARRIERA", 2, 1, 1))
+    let mut file = Status214::new("CARRIERA", 1).build();
+    let bad = String::from_utf8(Status214::new("CARRIERA", 2).build())
         .unwrap()
         .replace("IEA*1*000000002", "IEA*1*000000003");
     file.extend_from_slice(bad.as_bytes());
@@ -338,10 +355,10 @@ async fn held_items_are_retried_automatically_in_arrival_order() {
     // Two fit in the one-second window; the next ones are held, and a later arrival waits
     // behind them without overtaking.
     for c in 1..=4 {
-        let (status, _) = gw.upload(x12_214("CARRIERA", c, 1, 1)).await;
+        let (status, _) = gw.upload(Status214::new("CARRIERA", c).build()).await;
         assert_eq!(status, 202);
     }
-    let (_, last) = gw.upload(x12_214("CARRIERA", 5, 1, 1)).await;
+    let (_, last) = gw.upload(Status214::new("CARRIERA", 5).build()).await;
     let held = gw.queue("held").await;
     if let Some(h) = held.iter().find(|h| h["id"] == last["id"]) {
         let reason = h["reason"].as_str().unwrap();
@@ -361,7 +378,7 @@ async fn a_delivery_retry_keeps_the_partners_later_documents_behind_it() {
     let cfg = config(dir.path().join("in").to_str().unwrap(), &backend.url(), 100, "");
     let gw = Running::start(&cfg, &dir.path().join("data"), memory_store()).await;
     for c in 1..=5 {
-        let (status, _) = gw.upload(x12_214("CARRIERA", c, 1, 1)).await;
+        let (status, _) = gw.upload(Status214::new("CARRIERA", c).build()).await;
         assert_eq!(status, 202);
     }
     gw.wait_for("delivered", 5).await;
@@ -376,7 +393,7 @@ async fn unknown_senders_are_metered_under_their_raw_id() {
     let backend = Backend::start(vec![]).await;
     let cfg = config(dir.path().join("in").to_str().unwrap(), &backend.url(), 100, "");
     let gw = Running::start(&cfg, &dir.path().join("data"), memory_store()).await;
-    gw.upload(x12_214("STRANGER", 1, 3, 1)).await;
+    gw.upload(Status214::new("STRANGER", 1).transactions(3).build()).await;
     let d = gw.wait_for("delivered", 1).await;
     assert_eq!(d[0]["partner"], "ZZ:STRANGER");
     assert_eq!(d[0]["metering_id"], "ShipmentStatus:ZZ:STRANGER");
@@ -414,7 +431,8 @@ async fn deliveries_in_flight_are_capped_per_target() {
     // Three partners: each delivers one document at a time (in order), so together they
     // could have three in flight; the target's cap allows two.
     for c in 1..=6 {
-        gw.upload(x12_214(["CARRIERA", "CARRIERB", "CARRIERC"][c as usize % 3], c, 1, 1)).await;
+        gw.upload(Status214::new(["CARRIERA", "CARRIERB", "CARRIERC"][c as usize % 3], c).build())
+            .await;
     }
     gw.wait_for("delivered", 6).await;
     assert_eq!(peak.load(Ordering::SeqCst), 2, "at most max_concurrency deliveries in flight");

@@ -55,7 +55,7 @@ async fn spooled(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     let gw = start(dir, SpoolOptions::default()).await.unwrap();
     for c in 1..=5 {
         let landed = dir.join(format!("in/{c}.edi"));
-        std::fs::write(&landed, x12_214("CARRIERA", c, 1, 1)).unwrap();
+        std::fs::write(&landed, Status214::new("CARRIERA", c).build()).unwrap();
         eventually("the landing file taken", || !landed.exists()).await;
     }
     eventually("one delivered", || files(&dir.join("out")).len() == 1).await;

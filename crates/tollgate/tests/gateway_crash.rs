@@ -11,24 +11,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{BIN, Server};
+use common::{BIN, Server, Status214};
 
 fn start(config: &Path) -> Server {
     Server::start(&["--config", config.to_str().unwrap()])
-}
-
-fn x12_214(sender: &str, control: u32, txs: usize) -> Vec<u8> {
-    let mut s = format!(
-        "ISA*00*          *00*          *ZZ*{sender:<15}*ZZ*ACME           *240101*1200*U*00401*{control:09}*0*P*>~\n"
-    );
-    s.push_str(&format!("GS*QM*{sender}*ACME*20240101*1200*{control}*X*004010~\n"));
-    for t in 1..=txs {
-        s.push_str(&format!(
-            "ST*214*{t:04}~\nB10*PRO{t}*SHIP*SCAC~\nAT7*X1*NS***20240101*1200~\nSE*4*{t:04}~\n"
-        ));
-    }
-    s.push_str(&format!("GE*{txs}*{control}~\nIEA*1*{control:09}~"));
-    s.into_bytes()
 }
 
 fn config(dir: &Path, deliver: &str) -> PathBuf {
@@ -102,13 +88,21 @@ fn forty_files_dropped_across_a_sigkill_are_all_delivered() {
 
     let serve = start(&cfg);
     for c in 1..=25u32 {
-        drop_file(&inbound, &format!("f{c:02}.edi"), &x12_214("CARRIERXYZ", c, 2));
+        drop_file(
+            &inbound,
+            &format!("f{c:02}.edi"),
+            &Status214::new("CARRIERXYZ", c).receiver("ACME").transactions(2).build(),
+        );
         std::thread::sleep(Duration::from_millis(3));
     }
     // Mid-burst: some files are spooled, some being delivered, some not yet taken.
     serve.sigkill();
     for c in 26..=40u32 {
-        drop_file(&inbound, &format!("f{c:02}.edi"), &x12_214("CARRIERXYZ", c, 2));
+        drop_file(
+            &inbound,
+            &format!("f{c:02}.edi"),
+            &Status214::new("CARRIERXYZ", c).receiver("ACME").transactions(2).build(),
+        );
     }
 
     let serve = start(&cfg);
@@ -180,7 +174,7 @@ async fn uploads_answered_202_survive_a_sigkill() {
     for c in 1..=10u32 {
         let r = client
             .post(format!("{}/v1/interchanges", serve.url))
-            .body(x12_214("CARRIERXYZ", c, 1))
+            .body(Status214::new("CARRIERXYZ", c).receiver("ACME").build())
             .send()
             .await
             .unwrap();
@@ -258,7 +252,7 @@ async fn a_zero_length_state_db_after_a_sigkill_is_refused_and_a_restored_one_de
     for c in 1..=3u32 {
         let r = client
             .post(format!("{}/v1/interchanges", serve.url))
-            .body(x12_214("CARRIERXYZ", c, 1))
+            .body(Status214::new("CARRIERXYZ", c).receiver("ACME").build())
             .send()
             .await
             .unwrap();
@@ -300,7 +294,7 @@ async fn metric_labels_stay_bounded_while_senders_and_document_types_rotate() {
     };
     // 500 made-up senders, 50 made-up document types, the known partner, and garbage.
     for i in 0..500u32 {
-        let mut body = x12_214(&format!("ROT{i:05}"), i + 1, 1);
+        let mut body = Status214::new(&format!("ROT{i:05}"), i + 1).receiver("ACME").build();
         if i % 10 == 0 {
             body = String::from_utf8(body)
                 .unwrap()
@@ -309,8 +303,8 @@ async fn metric_labels_stay_bounded_while_senders_and_document_types_rotate() {
         }
         assert_eq!(upload(body).await, 202);
     }
-    assert_eq!(upload(x12_214("CARRIERXYZ", 1, 1)).await, 202);
-    let mut junk = x12_214("ROTJUNK", 9, 1);
+    assert_eq!(upload(Status214::new("CARRIERXYZ", 1).receiver("ACME").build()).await, 202);
+    let mut junk = Status214::new("ROTJUNK", 9).receiver("ACME").build();
     junk.extend_from_slice(b"trailing junk");
     assert_eq!(upload(junk).await, 202);
 

@@ -9,14 +9,6 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
-fn x12(control: u32) -> String {
-    format!(
-        "ISA*00*          *00*          *ZZ*CARRIERA       *ZZ*RECEIVER       *240101*1200*U*00401*\
-{control:09}*0*P*>~GS*QM*CARRIERA*RECEIVER*20240101*1200*{control}*X*004010~ST*214*0001~\
-B10*R*S*SCAC~AT7*X1*NS***20240101*1200~SE*4*0001~GE*1*{control}~IEA*1*{control:09}~"
-    )
-}
-
 fn gateway_config(dir: &Path, quota: &str, api_key: &str) -> std::path::PathBuf {
     let file = dir.join("gateway.toml");
     std::fs::write(
@@ -79,7 +71,7 @@ fn a_wrong_api_key_holds_instead_of_failing_open_and_the_right_one_delivers() {
     let args =
         ["--config", cfg.to_str().unwrap(), "--store", "memory", "--data", data.to_str().unwrap()];
     let gw = Server::start(&args);
-    std::fs::write(gw_dir.join("in/a.edi"), x12(1)).unwrap();
+    std::fs::write(gw_dir.join("in/a.edi"), Status214::new("CARRIERA", 1).build()).unwrap();
     wait_until("the item to be held", Duration::from_secs(20), || {
         gw.get("/v1/queue?state=held").contains("quota misconfigured")
     });

@@ -10,15 +10,6 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
-fn x12(sender: &str, control: u32) -> Vec<u8> {
-    format!(
-        "ISA*00*          *00*          *ZZ*{sender:<15}*ZZ*RECEIVER       *240101*1200*U*00401*\
-{control:09}*0*P*>~GS*QM*{sender}*RECEIVER*20240101*1200*{control}*X*004010~ST*214*0001~\
-B10*R*S*SCAC~AT7*X1*NS***20240101*1200~SE*4*0001~GE*1*{control}~IEA*1*{control:09}~"
-    )
-    .into_bytes()
-}
-
 fn gateway_toml(landing: &Path, out: &Path, extra_gateway: &str, rest: &str) -> String {
     format!(
         r#"{rest}
@@ -109,16 +100,16 @@ fn landing_entries_that_are_not_taken_are_reported_once_and_nothing_is_lost() {
     let (landing, out) = (dir.path().join("in"), dir.path().join("out"));
     std::fs::create_dir_all(&landing).unwrap();
     let outside = dir.path().join("outside.edi");
-    std::fs::write(&outside, x12("OUTSIDE", 1)).unwrap();
+    std::fs::write(&outside, Status214::new("OUTSIDE", 1).build()).unwrap();
     // A symlink (skipped), a non-UTF-8 name (taken), a file over max_file_bytes that cannot be
     // moved aside because too-large/ is a dangling symlink (retried with backoff, kept).
     std::os::unix::fs::symlink(&outside, landing.join("link.edi")).unwrap();
     std::os::unix::fs::symlink(dir.path().join("nowhere"), landing.join("too-large")).unwrap();
     let odd = std::ffi::OsStr::from_bytes(b"caf\xe9.edi");
-    std::fs::write(landing.join(odd), x12("ODD", 2)).unwrap();
+    std::fs::write(landing.join(odd), Status214::new("ODD", 2).build()).unwrap();
     let mut big = Vec::new();
     for c in 3..10 {
-        big.extend(x12("BIG", c));
+        big.extend(Status214::new("BIG", c).build());
     }
     std::fs::write(landing.join("big.edi"), &big).unwrap();
 
@@ -150,7 +141,11 @@ fn landing_entries_that_are_not_taken_are_reported_once_and_nothing_is_lost() {
         .unwrap()
         .map(|e| std::fs::read(e.unwrap().path()).unwrap())
         .collect();
-    assert_eq!(delivered, vec![x12("ODD", 2)], "only the non-UTF-8 one is taken");
+    assert_eq!(
+        delivered,
+        vec![Status214::new("ODD", 2).build()],
+        "only the non-UTF-8 one is taken"
+    );
     assert_eq!(count(&log, "link.edi", "symlink"), 1, "{log}");
     assert_eq!(count(&log, "too-large", "symlink"), 1, "{log}");
     assert_eq!(count(&log, "caf\u{fffd}.edi", "not UTF-8"), 1, "{log}");
@@ -197,9 +192,15 @@ fn uploads_to_a_server_with_client_keys_need_one() {
         "--data",
         data.to_str().unwrap(),
     ]);
-    assert_eq!(post(&serve.addr, &[], &x12("XYZ", 1)), 401);
-    assert_eq!(post(&serve.addr, &[("x-api-key", "")], &x12("XYZ", 1)), 401);
-    assert_eq!(post(&serve.addr, &[("x-api-key", "portal-key")], &x12("OTHER", 2)), 403);
-    assert_eq!(post(&serve.addr, &[("x-api-key", "portal-key")], &x12("XYZ", 3)), 202);
+    assert_eq!(post(&serve.addr, &[], &Status214::new("XYZ", 1).build()), 401);
+    assert_eq!(post(&serve.addr, &[("x-api-key", "")], &Status214::new("XYZ", 1).build()), 401);
+    assert_eq!(
+        post(&serve.addr, &[("x-api-key", "portal-key")], &Status214::new("OTHER", 2).build()),
+        403
+    );
+    assert_eq!(
+        post(&serve.addr, &[("x-api-key", "portal-key")], &Status214::new("XYZ", 3).build()),
+        202
+    );
     serve.sigkill();
 }

@@ -14,27 +14,11 @@ use tollgate_quota::AnyStore;
 use tollgate_quota::store::MemoryStore;
 use tollgate_server::admin::AdminGuard;
 
-/// One valid X12 004010 interchange from `ZZ:<sender>` holding `txs` 214 transactions, each
-/// with `events` AT7 segments.
-pub fn x12_214(sender: &str, control: u32, txs: usize, events: usize) -> Vec<u8> {
-    let mut s = format!(
-        "ISA*00*          *00*          *ZZ*{sender:<15}*ZZ*RECEIVER       *240101*1200*U*00401*{control:09}*0*P*>~\n"
-    );
-    s.push_str(&format!("GS*QM*{sender}*RECEIVER*20240101*1200*{control}*X*004010~\n"));
-    for t in 1..=txs {
-        s.push_str(&format!("ST*214*{t:04}~\nB10*REF{t}*SHIP{t}*SCAC~\n"));
-        for _ in 0..events {
-            s.push_str("AT7*X1*NS***20240101*1200~\n");
-        }
-        s.push_str(&format!("SE*{}*{t:04}~\n", events + 3));
-    }
-    s.push_str(&format!("GE*{txs}*{control}~\nIEA*1*{control:09}~"));
-    s.into_bytes()
-}
+pub use tollgate_testkit::Status214;
 
-/// The same with another document type (e.g. an 810 invoice).
+/// A one-transaction 214 from `ZZ:<sender>` with its document type replaced (e.g. an 810).
 pub fn x12_doc(sender: &str, control: u32, doc: &str) -> Vec<u8> {
-    let s = String::from_utf8(x12_214(sender, control, 1, 1)).unwrap();
+    let s = String::from_utf8(Status214::new(sender, control).build()).unwrap();
     s.replace("ST*214*", &format!("ST*{doc}*")).into_bytes()
 }
 
