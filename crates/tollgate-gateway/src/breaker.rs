@@ -12,7 +12,8 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// What the breaker is doing.
+/// What the breaker is doing (for tests).
+#[cfg(test)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BreakerState {
     /// Calls go through.
@@ -57,6 +58,7 @@ impl Breaker {
     }
 
     /// The current state.
+    #[cfg(test)]
     pub fn state(&self) -> BreakerState {
         let g = self.lock();
         match g.open_until {

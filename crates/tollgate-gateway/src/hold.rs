@@ -60,11 +60,6 @@ impl HoldQueue {
         self.groups.values().map(BTreeSet::len).sum()
     }
 
-    /// True when nothing is held.
-    pub fn is_empty(&self) -> bool {
-        self.groups.is_empty()
-    }
-
     /// `(metering id, head item id)` of every group.
     pub fn heads(&self) -> impl Iterator<Item = (&str, &str)> {
         self.groups.iter().filter_map(|(m, g)| g.first().map(|h| (m.as_str(), h.0.as_str())))
@@ -108,7 +103,7 @@ mod tests {
             assert_eq!(head.as_deref(), Some(format!("0001764000000000-000001-{n}").as_str()));
             q.remove("R:A", &format!("0001764000000000-000001-{n}"));
         }
-        assert!(q.is_empty());
+        assert_eq!(q.len(), 0);
     }
 
     #[test]

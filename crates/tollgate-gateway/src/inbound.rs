@@ -451,7 +451,7 @@ mod tests {
     #[test]
     fn a_file_changed_since_it_settled_is_neither_spooled_nor_removed() {
         let dir = tempfile::tempdir().unwrap();
-        let spool = Spool::open(&dir.path().join("data")).unwrap();
+        let spool = Spool::open(&dir.path().join("data"), crate::SpoolOptions::default()).unwrap();
         let path = dir.path().join("a.edi");
         std::fs::write(&path, b"ISA*first half").unwrap();
         let settled = Stamp::at(&path).unwrap();

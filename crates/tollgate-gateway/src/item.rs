@@ -116,18 +116,6 @@ pub struct Item {
     pub reason: Option<String>,
 }
 
-impl Item {
-    /// The number of bytes of the interchange.
-    pub fn len(&self) -> u64 {
-        self.end.saturating_sub(self.start)
-    }
-
-    /// True for an empty byte range (never produced by the pipeline).
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
 /// An item id ordered by arrival: digit runs compare as numbers, so `F-2` comes before
 /// `F-10` however many interchanges a file holds (ids are `FILE`, `FILE-N` and `ID-sNNN`,
 /// where `FILE` starts with the receive time).

@@ -13,26 +13,26 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
-pub mod batch;
-pub mod breaker;
-pub mod config;
-pub mod credentials;
-pub mod delivery;
-pub mod envelope;
-pub mod hold;
-pub mod inbound;
-pub mod item;
-pub mod landing;
+mod batch;
+mod breaker;
+mod config;
+mod credentials;
+mod delivery;
+mod envelope;
+mod hold;
+mod inbound;
+mod item;
+mod landing;
 mod lane;
-pub mod meter;
-pub mod pipeline;
-pub mod queue;
-pub mod receipt;
-pub mod spool;
-pub mod statedb;
-pub mod taken;
-pub mod telemetry;
-pub mod upload;
+mod meter;
+mod pipeline;
+mod queue;
+mod receipt;
+mod spool;
+mod statedb;
+mod taken;
+mod telemetry;
+mod upload;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -45,8 +45,7 @@ use tollgate_quota::AnyStore;
 use tollgate_server::admin::AdminGuard;
 use tollgate_server::client::ClientKeys;
 
-pub use config::{ConfigError, GatewayConfig, OnUnavailable, QuotaMode};
-pub use item::{Item, State};
+pub use config::{ConfigError, GatewayConfig, OnUnavailable, Plan, QuotaMode};
 pub use statedb::SpoolOptions;
 
 /// The gateway could not start.
@@ -113,7 +112,7 @@ impl Gateway {
             source: e,
         })?;
         let dir = data_dir.to_path_buf();
-        let spool = tokio::task::spawn_blocking(move || spool::Spool::open_with(&dir, options))
+        let spool = tokio::task::spawn_blocking(move || spool::Spool::open(&dir, options))
             .await
             .map_err(|e| spool::SpoolError::Db(e.to_string()))??;
         let spool = Arc::new(spool);

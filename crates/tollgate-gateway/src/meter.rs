@@ -116,11 +116,6 @@ impl Meter {
         }
     }
 
-    /// The breaker (for metrics and tests).
-    pub fn breaker(&self) -> &Breaker {
-        &self.breaker
-    }
-
     /// Checks `weight` units for `id` against `spec`.
     pub async fn check(&self, id: &MeteringId, spec: &QuotaSpec, weight: u64) -> Verdict {
         if !self.breaker.allow() {

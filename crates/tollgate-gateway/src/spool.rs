@@ -138,13 +138,9 @@ pub struct Spool {
 
 impl Spool {
     /// Opens (or creates) the spool in `data_dir`, refusing a state database that cannot be
-    /// trusted (see [`crate::statedb`]), and sorts the spool files no live state refers to.
-    pub fn open(data_dir: &Path) -> Result<Spool, SpoolError> {
-        Self::open_with(data_dir, SpoolOptions::default())
-    }
-
-    /// [`Spool::open`] with options (moving a corrupt state database aside).
-    pub fn open_with(data_dir: &Path, options: SpoolOptions) -> Result<Spool, SpoolError> {
+    /// trusted (see [`crate::statedb`]) unless `options` say to move it aside, and sorts the
+    /// spool files no live state refers to.
+    pub fn open(data_dir: &Path, options: SpoolOptions) -> Result<Spool, SpoolError> {
         let dir = data_dir.join("spool");
         fs::create_dir_all(&dir).map_err(io_err(&dir))?;
         let spool_files = fs::read_dir(&dir).map_err(io_err(&dir))?.flatten().count();
@@ -455,7 +451,7 @@ mod tests {
     #[test]
     fn receive_commit_and_reopen() {
         let dir = tempfile::tempdir().unwrap();
-        let spool = Spool::open(dir.path()).unwrap();
+        let spool = Spool::open(dir.path(), SpoolOptions::default()).unwrap();
         let recs = spool.receive(&[(b"abc", "x".into()), (b"def", "y".into())]).unwrap();
         assert_eq!(spool.pending_files().unwrap().len(), 2);
         assert_eq!(recs[0].spool, recs[1].spool, "one spool file per batch");
@@ -472,7 +468,7 @@ mod tests {
         drop(spool);
         // An orphan spool file (written, never recorded) is kept aside on open, not deleted.
         fs::write(dir.path().join("spool/orphan.edi"), b"zz").unwrap();
-        let spool = Spool::open(dir.path()).unwrap();
+        let spool = Spool::open(dir.path(), SpoolOptions::default()).unwrap();
         assert!(!dir.path().join("spool/orphan.edi").exists());
         assert_eq!(fs::read(dir.path().join("orphaned/orphan.edi")).unwrap(), b"zz");
         assert_eq!(spool.pending_files().unwrap().len(), 1);

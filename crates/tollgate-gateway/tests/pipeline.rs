@@ -1,5 +1,6 @@
 //! The gateway end to end in one process: real landing and outbound directories, a real HTTP
-//! backend on a free port, the real embedded quota engine.
+//! backend on a free port, and the quota engine's in-memory store (the same engine and
+//! algorithm as the redb-backed store; the binary's tests run the gateway on redb).
 
 mod common;
 

@@ -158,6 +158,7 @@ impl Running {
     }
 }
 
+/// The quota engine over its in-memory store, shared by the gateway (embedded metering).
 pub fn memory_store() -> Arc<AnyStore> {
     Arc::new(AnyStore::Memory(MemoryStore::new()))
 }
