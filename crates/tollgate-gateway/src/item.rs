@@ -1,14 +1,15 @@
 //! A queue item: one interchange on its way through the gateway, and the states it moves through.
 //!
 //! ```text
-//!  received ──▶ delivered
-//!     │  ▲ └──▶ rejected | duplicate | dead
-//!     ▼  │
-//!    held ──▶ dead
+//!  received ──▶ admitted ──▶ delivered
+//!     │   ▲        ▲   └──▶ dead
+//!     │   │        │
+//!     │   └─ held ─┘ ──▶ dead
+//!     └──▶ rejected | duplicate
 //! ```
-//! `received` covers both "waiting to be metered" and "admitted, waiting for delivery"
-//! ([`Item::admitted`]). `delivered`, `rejected`, `duplicate` and `dead` are terminal; only an
-//! operator (retry, release) moves an item out of them.
+//! `received` waits to be metered; `admitted` was metered (or released) and waits for, or is
+//! in, delivery. `delivered`, `rejected`, `duplicate` and `dead` are terminal; only an operator
+//! (retry, release) moves an item out of them.
 
 use std::cmp::Ordering;
 use std::fmt;
@@ -20,8 +21,10 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum State {
-    /// Spooled; being metered, or admitted and being delivered.
+    /// Spooled and parsed; waiting to be metered.
     Received,
+    /// Metered (or released by an operator); waiting for delivery, or being delivered.
+    Admitted,
     /// Over quota (or quota service down with `on_unavailable = "hold"`): retried later.
     Held,
     /// Delivered to the route's target.
@@ -40,6 +43,7 @@ impl State {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Received => "received",
+            Self::Admitted => "admitted",
             Self::Held => "held",
             Self::Delivered => "delivered",
             Self::Rejected => "rejected",
@@ -50,12 +54,19 @@ impl State {
 
     /// True for states the pipeline never leaves by itself.
     pub fn is_terminal(self) -> bool {
-        !matches!(self, Self::Received | Self::Held)
+        !matches!(self, Self::Received | Self::Admitted | Self::Held)
     }
 
     /// Every state, for metrics.
-    pub const ALL: [State; 6] =
-        [Self::Received, Self::Held, Self::Delivered, Self::Rejected, Self::Duplicate, Self::Dead];
+    pub const ALL: [State; 7] = [
+        Self::Received,
+        Self::Admitted,
+        Self::Held,
+        Self::Delivered,
+        Self::Rejected,
+        Self::Duplicate,
+        Self::Dead,
+    ];
 }
 
 impl fmt::Display for State {
@@ -68,7 +79,7 @@ impl FromStr for State {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         Self::ALL.into_iter().find(|st| st.as_str() == s).ok_or_else(|| {
-            format!("unknown state {s:?}: expected received, held, delivered, rejected, duplicate or dead")
+            format!("unknown state {s:?}: expected received, admitted, held, delivered, rejected, duplicate or dead")
         })
     }
 }
@@ -82,8 +93,6 @@ pub struct Item {
     pub id: String,
     /// Current state.
     pub state: State,
-    /// In `received`: metered (or released) and waiting for delivery.
-    pub admitted: bool,
     /// The spool file holding the bytes.
     pub file: String,
     /// Byte range of the interchange in the spool file.
@@ -114,6 +123,25 @@ pub struct Item {
     pub attempts: u32,
     /// Why it is where it is (rejected, dead, held, duplicate).
     pub reason: Option<String>,
+}
+
+impl Item {
+    /// Reads an item as stored; items written before `admitted` was a state carry it as
+    /// `"state": "received", "admitted": true`.
+    pub fn from_stored(json: &[u8]) -> Result<Item, serde_json::Error> {
+        #[derive(Deserialize)]
+        struct Stored {
+            #[serde(flatten)]
+            item: Item,
+            #[serde(default)]
+            admitted: bool,
+        }
+        let Stored { mut item, admitted } = serde_json::from_slice(json)?;
+        if admitted && item.state == State::Received {
+            item.state = State::Admitted;
+        }
+        Ok(item)
+    }
 }
 
 /// An item id ordered by arrival: digit runs compare as numbers, so `F-2` comes before
@@ -182,7 +210,22 @@ pub(crate) fn rfc3339(ms: i64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::ArrivalOrder;
+    use super::{ArrivalOrder, Item, State};
+
+    #[test]
+    fn items_stored_before_the_admitted_state_read_as_admitted() {
+        let old = br#"{"id":"F-1","state":"received","admitted":true,"file":"F","start":0,"end":9,
+            "partner":"P","sender":"ZZ:A","receiver":"ZZ:B","control_number":"1","document":"214",
+            "route":"R","metering_id":"R:P","weight":1,"received_at":0,"next_attempt_at":null,
+            "attempts":0,"reason":null}"#;
+        assert_eq!(Item::from_stored(old).unwrap().state, State::Admitted);
+        let waiting = String::from_utf8(old.to_vec()).unwrap().replace("true", "false");
+        assert_eq!(Item::from_stored(waiting.as_bytes()).unwrap().state, State::Received);
+        let item = Item::from_stored(old).unwrap();
+        let again = serde_json::to_vec(&item).unwrap();
+        assert_eq!(Item::from_stored(&again).unwrap(), item, "a stored item reads back the same");
+        assert!(!String::from_utf8(again).unwrap().contains("\"admitted\":"), "no flag any more");
+    }
 
     #[test]
     fn arrival_order_compares_sequence_numbers_as_numbers() {

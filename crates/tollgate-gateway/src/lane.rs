@@ -48,6 +48,11 @@ impl Lanes {
         self.current.get(lane).map(String::as_str)
     }
 
+    /// The number of items in all lanes (current and waiting).
+    pub(crate) fn len(&self) -> usize {
+        self.lane_of.len()
+    }
+
     /// Takes an item out of its lane; returns the lane, whose next item may now start.
     pub(crate) fn finish(&mut self, id: &str) -> Option<String> {
         let lane = self.lane_of.remove(id)?;

@@ -7,8 +7,9 @@
 //!   admin API send it [`Event`]s; it applies a batch of them, commits one spool transaction,
 //!   and only then answers the admin API and applies the next batch (delivery results
 //!   included). "Delivered" is written only after the target has the bytes (at least once).
-//! - **Nothing is lost on restart.** On start it reloads every `received` and `held` item and
-//!   every file not yet split into items: admitted items are delivered, the others metered.
+//! - **Nothing is lost on restart.** On start it reloads every `received`, `admitted` and
+//!   `held` item and every file not yet split into items: admitted items are delivered,
+//!   received ones metered, held ones re-metered when due.
 //! - **Order per metering id.** Held items are re-metered oldest first (see [`crate::hold`]),
 //!   and admitted items are delivered one at a time per metering id, oldest first (see
 //!   `crate::lane`).
@@ -232,12 +233,12 @@ impl Pipeline {
         let mut resume: Vec<ArrivalOrder> = self
             .live
             .values()
-            .filter(|i| i.state == State::Received)
+            .filter(|i| matches!(i.state, State::Received | State::Admitted))
             .map(|i| ArrivalOrder(i.id.clone()))
             .collect();
         resume.sort();
         for ArrivalOrder(id) in resume {
-            if self.live.get(&id).is_some_and(|i| i.admitted) {
+            if self.live.get(&id).is_some_and(|i| i.state == State::Admitted) {
                 batch.dispatch.push(id);
             } else {
                 self.meter_new(&id, &mut batch).await;
@@ -342,8 +343,10 @@ impl Pipeline {
         for f in drop_files {
             self.parts.spool.remove_file(&f);
         }
-        telemetry::queue_depth("held", self.held.len());
-        telemetry::queue_depth("received", self.live.len() - self.held.len());
+        let (held, admitted) = (self.held.len(), self.lanes.len());
+        telemetry::queue_depth("held", held);
+        telemetry::queue_depth("admitted", admitted);
+        telemetry::queue_depth("received", self.live.len().saturating_sub(held + admitted));
     }
 
     fn next_hold_due(&self) -> Option<Instant> {
@@ -420,8 +423,7 @@ impl Pipeline {
         {
             self.held.remove(m, id);
         }
-        item.state = State::Received;
-        item.admitted = true;
+        item.state = State::Admitted;
         item.next_attempt_at = None;
         item.attempts = 0;
         item.reason = reason;
@@ -442,7 +444,6 @@ impl Pipeline {
             item.attempts += 1;
         }
         item.state = State::Held;
-        item.admitted = false;
         item.next_attempt_at = Some(at);
         item.reason = Some(reason);
         batch.put(item);
@@ -459,7 +460,6 @@ impl Pipeline {
         }
         tracing::warn!(item = id, %reason, "dead");
         item.state = State::Dead;
-        item.admitted = false;
         item.next_attempt_at = None;
         item.reason = Some(reason);
         telemetry::count(Metric::Dead, &item, &self.parts.plan);
@@ -558,7 +558,7 @@ impl Pipeline {
         self.in_flight.remove(id);
         let retry = matches!(attempt, Attempt::Retry(_));
         self.apply_attempt(id, attempt, batch);
-        let still_current = self.live.get(id).is_some_and(|i| i.state == State::Received);
+        let still_current = self.live.get(id).is_some_and(|i| i.state == State::Admitted);
         if !(retry && still_current) {
             // Delivered, dead or purged: the lane's next item may start.
             if let Some(lane) = self.lanes.finish(id) {
@@ -569,7 +569,7 @@ impl Pipeline {
 
     fn apply_attempt(&mut self, id: &str, attempt: Attempt, batch: &mut Batch) {
         let Some(item) = self.live.get_mut(id) else { return }; // purged meanwhile
-        if !(item.state == State::Received && item.admitted) {
+        if item.state != State::Admitted {
             return; // changed by an operator meanwhile
         }
         item.attempts += 1;

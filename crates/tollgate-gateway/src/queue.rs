@@ -1,6 +1,7 @@
 //! The hold queue's admin API, behind the server's [`AdminGuard`].
 //!
-//! - `GET /v1/queue?state=held|dead|rejected|duplicate|delivered|received` (all when omitted)
+//! - `GET /v1/queue?state=received|admitted|held|dead|rejected|duplicate|delivered` (all when
+//!   omitted)
 //! - `POST /v1/queue/{id}/retry` re-meters now (held or dead items)
 //! - `POST /v1/queue/{id}/release` delivers without metering
 //! - `DELETE /v1/queue/{id}` purges the item and its spooled bytes

@@ -130,7 +130,6 @@ pub(crate) fn prepare(
         let mut item = Item {
             id,
             state: State::Received,
-            admitted: false,
             file: file.spool.clone(),
             start: file.start + env.span.start as u64,
             end: file.start + env.span.end as u64,
@@ -189,7 +188,6 @@ fn rejected_item(file: &FileRecord, id: String, run: Range<usize>, reason: Strin
     Item {
         id,
         state: State::Rejected,
-        admitted: false,
         file: file.spool.clone(),
         start,
         end,

@@ -296,7 +296,7 @@ impl Spool {
         let mut out = Vec::new();
         for row in t.iter().map_err(db_err)? {
             let (k, v) = row.map_err(db_err)?;
-            let item: Item = decode(k.value(), v.value())?;
+            let item = decode_item(k.value(), v.value())?;
             if state.is_none_or(|s| s == item.state) {
                 out.push(item);
             }
@@ -309,7 +309,7 @@ impl Spool {
         let tx = self.db.begin_read().map_err(db_err)?;
         let t = tx.open_table(ITEMS).map_err(db_err)?;
         match t.get(id).map_err(db_err)? {
-            Some(v) => Ok(Some(decode(id, v.value())?)),
+            Some(v) => Ok(Some(decode_item(id, v.value())?)),
             None => Ok(None),
         }
     }
@@ -359,7 +359,7 @@ impl Spool {
             let mut items = tx.open_table(ITEMS).map_err(db_err)?;
             n += items
                 .extract_if(|_, v| {
-                    serde_json::from_slice::<Item>(v)
+                    Item::from_stored(v)
                         .is_ok_and(|i| i.state == State::Delivered && i.received_at < before_ms)
                 })
                 .map_err(db_err)?
@@ -409,6 +409,11 @@ fn decode<T: serde::de::DeserializeOwned>(key: &str, v: &[u8]) -> Result<T, Spoo
         .map_err(|e| SpoolError::Corrupt { key: key.to_owned(), message: e.to_string() })
 }
 
+fn decode_item(key: &str, v: &[u8]) -> Result<Item, SpoolError> {
+    Item::from_stored(v)
+        .map_err(|e| SpoolError::Corrupt { key: key.to_owned(), message: e.to_string() })
+}
+
 /// Writes `bytes` to `path` and fsyncs the file (not the directory).
 pub(crate) fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), SpoolError> {
     let mut f = File::create(path).map_err(io_err(path))?;
@@ -429,7 +434,6 @@ mod tests {
         Item {
             id: id.into(),
             state,
-            admitted: false,
             file: file.into(),
             start: 0,
             end: 3,

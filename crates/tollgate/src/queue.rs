@@ -23,7 +23,8 @@ pub struct QueueArgs {
 
 #[derive(Debug, Subcommand)]
 enum Action {
-    /// List queue items (held, dead, rejected, duplicate, delivered, received; all if omitted).
+    /// List queue items (received, admitted, held, dead, rejected, duplicate, delivered; all
+    /// if omitted).
     List {
         /// Only items in this state.
         #[arg(long)]

@@ -61,7 +61,6 @@ impl Pipeline {
                 if !self.live.contains_key(id) {
                     let mut revived = item.clone();
                     revived.state = State::Received;
-                    revived.admitted = false;
                     revived.attempts = 0;
                     self.live.insert(id.to_owned(), revived);
                 }
@@ -73,7 +72,6 @@ impl Pipeline {
                     }
                     if let Some(i) = self.live.get_mut(id) {
                         i.state = State::Received;
-                        i.admitted = false;
                     }
                     self.meter(id, batch).await;
                 }

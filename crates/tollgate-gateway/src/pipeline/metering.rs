@@ -181,8 +181,7 @@ impl Pipeline {
         let admitted_weight: u64 = keep.iter().map(|&i| weights[i]).sum();
         let part = Item {
             id: format!("{}-s{c1:09}", item.id),
-            state: State::Received,
-            admitted: true,
+            state: State::Admitted,
             file: fa.clone(),
             start: 0,
             end: alen,
