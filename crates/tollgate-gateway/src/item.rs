@@ -93,8 +93,10 @@ pub struct Item {
     pub id: String,
     /// Current state.
     pub state: State,
-    /// The spool file holding the bytes.
-    pub file: String,
+    /// The spool file holding the bytes (`spool/<name>.edi`; one spool file can hold many
+    /// received files). Stored as `file` before it had this name.
+    #[serde(alias = "file")]
+    pub spool_file: String,
     /// Byte range of the interchange in the spool file.
     pub start: u64,
     /// End of the byte range (exclusive).

@@ -33,7 +33,7 @@ use crate::lane::Lanes;
 use crate::meter::{Meter, Verdict};
 use crate::receipt::prepare;
 use crate::spool::{Change, FileRecord, Spool, SpoolError};
-use crate::telemetry::{self, Event as Metric};
+use crate::telemetry::{self, Counter};
 
 mod admin;
 mod metering;
@@ -201,7 +201,7 @@ impl Pipeline {
         };
         for item in p.parts.spool.items(None)? {
             if item.state != State::Delivered {
-                *p.file_refs.entry(item.file.clone()).or_default() += 1;
+                *p.file_refs.entry(item.spool_file.clone()).or_default() += 1;
             }
             if item.state.is_terminal() {
                 continue;
@@ -302,7 +302,7 @@ impl Pipeline {
                         self.queue_file(rec);
                     }
                 }
-                Event::Delivery { id, attempt } => self.delivered(&id, attempt, batch),
+                Event::Delivery { id, attempt } => self.delivery_result(&id, attempt, batch),
                 Event::Admin { id, op, reply } => {
                     let result = self.admin(&id, op, batch).await;
                     batch.replies.push((reply, result));
@@ -375,15 +375,15 @@ impl Pipeline {
             batch.change.dedup.extend(dedup);
             // The items now hold the spool file; the queued record lets go of it below.
             for item in &items {
-                *self.file_refs.entry(item.file.clone()).or_default() += 1;
+                *self.file_refs.entry(item.spool_file.clone()).or_default() += 1;
             }
             self.release_file(&file.spool, batch);
             for item in items {
-                telemetry::count(Metric::Received, &item, &self.parts.plan);
+                telemetry::count(Counter::Received, &item, &self.parts.plan);
                 match item.state {
-                    State::Rejected => telemetry::count(Metric::Rejected, &item, &self.parts.plan),
+                    State::Rejected => telemetry::count(Counter::Rejected, &item, &self.parts.plan),
                     State::Duplicate => {
-                        telemetry::count(Metric::Duplicate, &item, &self.parts.plan)
+                        telemetry::count(Counter::Duplicate, &item, &self.parts.plan)
                     }
                     _ => {}
                 }
@@ -397,7 +397,8 @@ impl Pipeline {
         }
     }
 
-    fn hold_err(&mut self, id: &str, e: String, batch: &mut Batch) -> bool {
+    /// Holds an item whose split could not be written; returns false (nothing admitted).
+    fn hold_after_split_failure(&mut self, id: &str, e: String, batch: &mut Batch) -> bool {
         tracing::error!(item = id, error = %e, "split failed; holding");
         self.hold(id, UNAVAILABLE_RETRY, format!("split failed: {e}"), batch);
         false
@@ -439,7 +440,7 @@ impl Pipeline {
         let at =
             now_ms() + i64::try_from(jittered(retry_after).as_millis()).unwrap_or(i64::MAX / 2);
         if item.state != State::Held {
-            telemetry::count(Metric::Held, item, &self.parts.plan);
+            telemetry::count(Counter::Held, item, &self.parts.plan);
         } else {
             item.attempts += 1;
         }
@@ -453,7 +454,8 @@ impl Pipeline {
         }
     }
 
-    fn kill(&mut self, id: &str, reason: String, batch: &mut Batch) {
+    /// Moves an item to `dead` with the reason; only an operator brings it back.
+    fn dead_letter(&mut self, id: &str, reason: String, batch: &mut Batch) {
         let Some(mut item) = self.live.remove(id) else { return };
         if let Some(m) = &item.metering_id {
             self.held.remove(m, id);
@@ -462,7 +464,7 @@ impl Pipeline {
         item.state = State::Dead;
         item.next_attempt_at = None;
         item.reason = Some(reason);
-        telemetry::count(Metric::Dead, &item, &self.parts.plan);
+        telemetry::count(Counter::Dead, &item, &self.parts.plan);
         batch.put(&item);
         if let Some(m) = item.metering_id.clone() {
             telemetry::held_depth(&self.parts.plan, &item, self.held.depth(&m));
@@ -533,7 +535,7 @@ impl Pipeline {
             .unwrap_or_default();
         let parts = self.parts.clone();
         let events = self.events.clone();
-        let (file, start, end) = (item.file.clone(), item.start, item.end);
+        let (file, start, end) = (item.spool_file.clone(), item.start, item.end);
         let (partner, document) = (item.partner.clone(), item.document.clone());
         self.in_flight.insert(id.clone());
         self.deliveries.spawn(async move {
@@ -554,7 +556,9 @@ impl Pipeline {
         });
     }
 
-    fn delivered(&mut self, id: &str, attempt: Attempt, batch: &mut Batch) {
+    /// Applies a delivery attempt's result, then lets the lane's next item start unless this
+    /// one is being retried.
+    fn delivery_result(&mut self, id: &str, attempt: Attempt, batch: &mut Batch) {
         self.in_flight.remove(id);
         let retry = matches!(attempt, Attempt::Retry(_));
         self.apply_attempt(id, attempt, batch);
@@ -567,6 +571,7 @@ impl Pipeline {
         }
     }
 
+    /// Delivered, retried later, or dead-lettered, per the attempt.
     fn apply_attempt(&mut self, id: &str, attempt: Attempt, batch: &mut Batch) {
         let Some(item) = self.live.get_mut(id) else { return }; // purged meanwhile
         if item.state != State::Admitted {
@@ -580,10 +585,10 @@ impl Pipeline {
                 item.next_attempt_at = None;
                 let latency =
                     Duration::from_millis(u64::try_from(now_ms() - item.received_at).unwrap_or(0));
-                telemetry::count(Metric::Delivered, &item, &self.parts.plan);
+                telemetry::count(Counter::Delivered, &item, &self.parts.plan);
                 telemetry::delivery_latency(&item, &self.parts.plan, latency);
                 batch.put(&item);
-                self.release_file(&item.file, batch);
+                self.release_file(&item.spool_file, batch);
             }
             Attempt::Retry(reason) if item.attempts < MAX_ATTEMPTS => {
                 let wait = backoff(item.attempts);
@@ -596,10 +601,14 @@ impl Pipeline {
             }
             Attempt::Retry(reason) => {
                 let n = item.attempts;
-                self.kill(id, format!("gave up after {n} delivery attempts: {reason}"), batch);
+                self.dead_letter(
+                    id,
+                    format!("gave up after {n} delivery attempts: {reason}"),
+                    batch,
+                );
             }
             Attempt::Refused(reason) => {
-                self.kill(id, format!("delivery refused: {reason}"), batch);
+                self.dead_letter(id, format!("delivery refused: {reason}"), batch);
             }
         }
     }

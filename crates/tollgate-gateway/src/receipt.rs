@@ -130,7 +130,7 @@ pub(crate) fn prepare(
         let mut item = Item {
             id,
             state: State::Received,
-            file: file.spool.clone(),
+            spool_file: file.spool.clone(),
             start: file.start + env.span.start as u64,
             end: file.start + env.span.end as u64,
             partner: partner.clone(),
@@ -188,7 +188,7 @@ fn rejected_item(file: &FileRecord, id: String, run: Range<usize>, reason: Strin
     Item {
         id,
         state: State::Rejected,
-        file: file.spool.clone(),
+        spool_file: file.spool.clone(),
         start,
         end,
         partner: String::new(),

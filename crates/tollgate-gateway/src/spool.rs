@@ -180,9 +180,9 @@ impl Spool {
         let mut finished = HashSet::new();
         for item in self.items(None)? {
             if item.state == State::Delivered {
-                finished.insert(item.file);
+                finished.insert(item.spool_file);
             } else {
-                live.insert(item.file);
+                live.insert(item.spool_file);
             }
         }
         let entries = fs::read_dir(&self.dir).map_err(io_err(&self.dir))?;
@@ -434,7 +434,7 @@ mod tests {
         Item {
             id: id.into(),
             state,
-            file: file.into(),
+            spool_file: file.into(),
             start: 0,
             end: 3,
             partner: "P".into(),

@@ -17,9 +17,9 @@ use crate::item::Item;
 /// The `partner` label of every sender not listed in `[[gateway.partner]]`.
 pub const UNKNOWN_PARTNER: &str = "unknown";
 
-/// A pipeline event worth counting.
+/// A per-partner, per-route counter of what happened to interchanges.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Event {
+pub enum Counter {
     /// An interchange entered the pipeline.
     Received,
     /// Delivered to the target.
@@ -36,8 +36,8 @@ pub enum Event {
     FailOpen,
 }
 
-impl Event {
-    fn metric(self) -> &'static str {
+impl Counter {
+    fn name(self) -> &'static str {
         match self {
             Self::Received => "tollgate_gateway_received_total",
             Self::Delivered => "tollgate_gateway_delivered_total",
@@ -76,10 +76,10 @@ impl Labels {
     }
 }
 
-/// Counts one event for the item's partner and route.
-pub fn count(event: Event, item: &Item, plan: &Plan) {
+/// Adds one to the counter for the item's partner and route.
+pub fn count(counter: Counter, item: &Item, plan: &Plan) {
     let Labels { partner, route } = Labels::of(item, plan);
-    metrics::counter!(event.metric(), "partner" => partner, "route" => route).increment(1);
+    metrics::counter!(counter.name(), "partner" => partner, "route" => route).increment(1);
 }
 
 /// Records the receive-to-delivery latency of an item.

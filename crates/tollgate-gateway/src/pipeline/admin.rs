@@ -33,7 +33,7 @@ impl Pipeline {
                 }
                 batch.change.delete.push(id.to_owned());
                 if item.state != State::Delivered {
-                    self.release_file(&item.file, batch);
+                    self.release_file(&item.spool_file, batch);
                 }
                 Ok(None)
             }
@@ -100,7 +100,7 @@ pub fn row(item: &Item) -> serde_json::Value {
         "attempts": item.attempts,
         "reason": item.reason,
         "spool": {
-            "file": format!("spool/{}.edi", item.file),
+            "file": format!("spool/{}.edi", item.spool_file),
             "start": item.start,
             "end": item.end,
         },

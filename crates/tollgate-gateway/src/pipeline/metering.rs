@@ -16,7 +16,7 @@ impl Pipeline {
                 item.state = State::Held;
                 item.next_attempt_at = head_at;
                 item.reason = Some(format!("waiting behind earlier held interchanges of {m}"));
-                telemetry::count(Metric::Held, item, &self.parts.plan);
+                telemetry::count(Counter::Held, item, &self.parts.plan);
                 batch.put(item);
             }
             self.held.insert(&m, id);
@@ -57,7 +57,7 @@ impl Pipeline {
                      (set split = true on route {} or raise the limit)",
                     item.weight, route.spec.limit, route.name
                 );
-                self.kill(id, reason, batch);
+                self.dead_letter(id, reason, batch);
                 false
             }
             Verdict::Misconfigured { reason } => {
@@ -67,7 +67,7 @@ impl Pipeline {
             Verdict::Unavailable { reason } => match self.parts.plan.on_unavailable {
                 OnUnavailable::Deliver => {
                     if let Some(i) = self.live.get(id) {
-                        telemetry::count(Metric::FailOpen, i, &self.parts.plan);
+                        telemetry::count(Counter::FailOpen, i, &self.parts.plan);
                     }
                     self.admit(id, Some(format!("delivered without metering: {reason}")), batch);
                     true
@@ -91,7 +91,7 @@ impl Pipeline {
         batch: &mut Batch,
     ) -> bool {
         let parts = self.parts.clone();
-        let (file, start, end) = (item.file.clone(), item.start, item.end);
+        let (file, start, end) = (item.spool_file.clone(), item.start, item.end);
         let rule = route.weight.clone();
         let read = tokio::task::spawn_blocking(move || {
             parts.spool.read(&file, start, end).map(|b| {
@@ -102,8 +102,8 @@ impl Pipeline {
         .await;
         let (bytes, mut weights) = match read {
             Ok(Ok(x)) => x,
-            Ok(Err(e)) => return self.hold_err(&item.id, e.to_string(), batch),
-            Err(e) => return self.hold_err(&item.id, e.to_string(), batch),
+            Ok(Err(e)) => return self.hold_after_split_failure(&item.id, e.to_string(), batch),
+            Err(e) => return self.hold_after_split_failure(&item.id, e.to_string(), batch),
         };
         // The parts together cost what the whole does: a `min_weight` above what the rule
         // counts is charged with the first transaction, so splitting never makes it free.
@@ -126,7 +126,7 @@ impl Pipeline {
                         i + 1,
                         route.spec.limit
                     );
-                    self.kill(&item.id, reason, batch);
+                    self.dead_letter(&item.id, reason, batch);
                     return false;
                 }
                 Verdict::TooHeavy => break,
@@ -175,14 +175,14 @@ impl Pipeline {
         .await;
         let (c1, fa, alen, fr, rlen) = match written {
             Ok(Ok(x)) => x,
-            Ok(Err(e)) => return self.hold_err(&item.id, e, batch),
-            Err(e) => return self.hold_err(&item.id, e.to_string(), batch),
+            Ok(Err(e)) => return self.hold_after_split_failure(&item.id, e, batch),
+            Err(e) => return self.hold_after_split_failure(&item.id, e.to_string(), batch),
         };
         let admitted_weight: u64 = keep.iter().map(|&i| weights[i]).sum();
         let part = Item {
             id: format!("{}-s{c1:09}", item.id),
             state: State::Admitted,
-            file: fa.clone(),
+            spool_file: fa.clone(),
             start: 0,
             end: alen,
             weight: admitted_weight,
@@ -198,12 +198,12 @@ impl Pipeline {
         };
         *self.file_refs.entry(fa).or_default() += 1;
         *self.file_refs.entry(fr.clone()).or_default() += 1;
-        self.release_file(&item.file, batch);
+        self.release_file(&item.spool_file, batch);
         batch.put(&part);
         batch.dispatch.push(part.id.clone());
         self.live.insert(part.id.clone(), part.clone());
         if let Some(rem) = self.live.get_mut(&item.id) {
-            rem.file = fr;
+            rem.spool_file = fr;
             rem.start = 0;
             rem.end = rlen;
             rem.weight = item.weight.saturating_sub(admitted_weight);
