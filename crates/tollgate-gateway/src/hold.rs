@@ -13,25 +13,24 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use tollgate_quota::MeteringId;
+
 use crate::item::ArrivalOrder;
 
 /// Held item ids grouped by metering id.
 #[derive(Debug, Default)]
 pub struct HoldQueue {
-    groups: BTreeMap<String, BTreeSet<ArrivalOrder>>,
+    groups: BTreeMap<MeteringId, BTreeSet<ArrivalOrder>>,
 }
 
 impl HoldQueue {
     /// Adds a held item to its group.
-    pub fn insert(&mut self, metering_id: &str, item: &str) {
-        self.groups
-            .entry(metering_id.to_owned())
-            .or_default()
-            .insert(ArrivalOrder(item.to_owned()));
+    pub fn insert(&mut self, metering_id: &MeteringId, item: &str) {
+        self.groups.entry(metering_id.clone()).or_default().insert(ArrivalOrder(item.to_owned()));
     }
 
     /// Removes an item (admitted, released, purged); drops the group when it empties.
-    pub fn remove(&mut self, metering_id: &str, item: &str) {
+    pub fn remove(&mut self, metering_id: &MeteringId, item: &str) {
         if let Some(g) = self.groups.get_mut(metering_id) {
             g.remove(&ArrivalOrder(item.to_owned()));
             if g.is_empty() {
@@ -41,17 +40,17 @@ impl HoldQueue {
     }
 
     /// The oldest held item of a group.
-    pub fn head(&self, metering_id: &str) -> Option<&str> {
+    pub fn head(&self, metering_id: &MeteringId) -> Option<&str> {
         self.groups.get(metering_id).and_then(|g| g.first()).map(|a| a.0.as_str())
     }
 
     /// True when the metering id has held items (a new item must wait behind them).
-    pub fn is_holding(&self, metering_id: &str) -> bool {
+    pub fn is_holding(&self, metering_id: &MeteringId) -> bool {
         self.groups.contains_key(metering_id)
     }
 
     /// Number of held items of one metering id.
-    pub fn depth(&self, metering_id: &str) -> usize {
+    pub fn depth(&self, metering_id: &MeteringId) -> usize {
         self.groups.get(metering_id).map_or(0, BTreeSet::len)
     }
 
@@ -61,8 +60,8 @@ impl HoldQueue {
     }
 
     /// `(metering id, head item id)` of every group.
-    pub fn heads(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.groups.iter().filter_map(|(m, g)| g.first().map(|h| (m.as_str(), h.0.as_str())))
+    pub fn heads(&self) -> impl Iterator<Item = (&MeteringId, &str)> {
+        self.groups.iter().filter_map(|(m, g)| g.first().map(|h| (m, h.0.as_str())))
     }
 }
 
@@ -77,31 +76,35 @@ pub fn jittered(retry_after: Duration) -> Duration {
 mod tests {
     use super::*;
 
+    fn m(s: &str) -> MeteringId {
+        MeteringId::new(s).unwrap()
+    }
+
     #[test]
     fn groups_keep_arrival_order() {
         let mut q = HoldQueue::default();
-        q.insert("R:A", "0002");
-        q.insert("R:A", "0001");
-        q.insert("R:B", "0003");
-        assert_eq!(q.head("R:A"), Some("0001"));
+        q.insert(&m("R:A"), "0002");
+        q.insert(&m("R:A"), "0001");
+        q.insert(&m("R:B"), "0003");
+        assert_eq!(q.head(&m("R:A")), Some("0001"));
         assert_eq!(q.len(), 3);
-        q.remove("R:A", "0001");
-        assert_eq!(q.head("R:A"), Some("0002"));
-        q.remove("R:A", "0002");
-        assert!(!q.is_holding("R:A"));
-        assert_eq!(q.heads().collect::<Vec<_>>(), vec![("R:B", "0003")]);
+        q.remove(&m("R:A"), "0001");
+        assert_eq!(q.head(&m("R:A")), Some("0002"));
+        q.remove(&m("R:A"), "0002");
+        assert!(!q.is_holding(&m("R:A")));
+        assert_eq!(q.heads().collect::<Vec<_>>(), vec![(&m("R:B"), "0003")]);
     }
 
     #[test]
     fn the_tenth_interchange_of_a_file_waits_behind_the_second() {
         let mut q = HoldQueue::default();
         for n in (1..=10_000).rev() {
-            q.insert("R:A", &format!("0001764000000000-000001-{n}"));
+            q.insert(&m("R:A"), &format!("0001764000000000-000001-{n}"));
         }
         for n in 1..=10_000 {
-            let head = q.head("R:A").map(str::to_owned);
+            let head = q.head(&m("R:A")).map(str::to_owned);
             assert_eq!(head.as_deref(), Some(format!("0001764000000000-000001-{n}").as_str()));
-            q.remove("R:A", &format!("0001764000000000-000001-{n}"));
+            q.remove(&m("R:A"), &format!("0001764000000000-000001-{n}"));
         }
         assert_eq!(q.len(), 0);
     }

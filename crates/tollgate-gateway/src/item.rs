@@ -16,6 +16,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
+use tollgate_quota::MeteringId;
 
 /// Where an item is in the pipeline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -114,7 +115,7 @@ pub struct Item {
     /// Route name, when one matched.
     pub route: Option<String>,
     /// The counter this item is metered against, when routed.
-    pub metering_id: Option<String>,
+    pub metering_id: Option<MeteringId>,
     /// Units it consumes.
     pub weight: u64,
     /// Receive time, Unix milliseconds.

@@ -409,11 +409,7 @@ impl Pipeline {
             .route
             .as_ref()
             .and_then(|r| self.parts.plan.routes.iter().find(|x| &x.name == r))?;
-        let mid = item
-            .metering_id
-            .as_ref()
-            .and_then(|m| MeteringId::new(m).ok())
-            .unwrap_or_else(|| route.metering_id(&item.partner));
+        let mid = item.metering_id.clone().unwrap_or_else(|| route.metering_id(&item.partner));
         Some((route.clone(), mid))
     }
 
@@ -471,7 +467,7 @@ impl Pipeline {
         }
     }
 
-    fn update_held_gauge(&self, id: &str, m: &str) {
+    fn update_held_gauge(&self, id: &str, m: &MeteringId) {
         if let Some(item) = self.live.get(id) {
             telemetry::held_depth(&self.parts.plan, item, self.held.depth(m));
         }
@@ -480,13 +476,13 @@ impl Pipeline {
     /// Re-meters the head of every group that is due; an admitted head lets the next one try.
     async fn retry_held(&mut self, batch: &mut Batch) {
         let now = now_ms();
-        let due: Vec<String> = self
+        let due: Vec<MeteringId> = self
             .held
             .heads()
             .filter(|(_, h)| {
                 self.live.get(*h).and_then(|i| i.next_attempt_at).is_none_or(|at| at <= now)
             })
-            .map(|(m, _)| m.to_owned())
+            .map(|(m, _)| m.clone())
             .collect();
         for m in due {
             // Bounded: each admitted head leaves the group; a held one ends the loop.
@@ -509,7 +505,8 @@ impl Pipeline {
     /// Puts an admitted item in its lane and starts the lane's current item if it is idle.
     fn dispatch(&mut self, id: &str) {
         let Some(item) = self.live.get(id) else { return };
-        let lane = item.metering_id.clone().unwrap_or_else(|| item.partner.clone());
+        let lane = item.metering_id.as_ref().map_or(item.partner.as_str(), MeteringId::as_str);
+        let lane = lane.to_owned();
         self.lanes.push(&lane, id);
         self.start_lane(&lane);
     }

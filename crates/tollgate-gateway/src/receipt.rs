@@ -139,7 +139,7 @@ pub(crate) fn prepare(
             control_number: env.control_number.clone(),
             document: env.document.clone(),
             route: route.map(|r| r.name.clone()),
-            metering_id: route.map(|r| r.metering_id(&partner).to_string()),
+            metering_id: route.map(|r| r.metering_id(&partner)),
             weight,
             received_at: file.received_at,
             next_attempt_at: None,

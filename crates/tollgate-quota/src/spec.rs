@@ -158,6 +158,21 @@ impl FromStr for MeteringId {
     }
 }
 
+/// Serialized as its text.
+impl serde::Serialize for MeteringId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// Read through [`MeteringId::new`]: a stored or configured id is checked like a header.
+impl<'de> serde::Deserialize<'de> for MeteringId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        MeteringId::new(&s).map_err(serde::de::Error::custom)
+    }
+}
+
 /// The unit of a window's length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum TimeUnit {
