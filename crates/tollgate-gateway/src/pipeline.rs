@@ -36,7 +36,11 @@ use crate::spool::{Change, FileRecord, Spool, SpoolError};
 use crate::telemetry::{self, Counter};
 
 mod admin;
+mod delivering;
+mod fair_queue;
 mod metering;
+
+use fair_queue::FairQueue;
 
 pub use admin::row;
 
@@ -51,46 +55,6 @@ const MISCONFIGURED_RETRY: Duration = Duration::from_secs(5);
 const MAX_BATCH: usize = 512;
 /// Received files parsed in one batch at most (more wait for the next batch).
 const MAX_FILES: usize = 128;
-
-/// Received files waiting to be parsed, one queue per sender (as sniffed at intake), served
-/// round-robin. Files of one sender keep their order.
-#[derive(Default)]
-struct FairQueue {
-    queues: HashMap<String, std::collections::VecDeque<FileRecord>>,
-    turn: std::collections::VecDeque<String>,
-}
-
-impl FairQueue {
-    fn push(&mut self, rec: FileRecord) {
-        let q = self.queues.entry(rec.sender.clone()).or_default();
-        if q.is_empty() {
-            self.turn.push_back(rec.sender.clone());
-        }
-        q.push_back(rec);
-    }
-
-    fn is_empty(&self) -> bool {
-        self.turn.is_empty()
-    }
-
-    /// Up to `max` files, one per sender per round.
-    fn take(&mut self, max: usize) -> Vec<FileRecord> {
-        let mut out = Vec::new();
-        while out.len() < max {
-            let Some(sender) = self.turn.pop_front() else { break };
-            let Some(q) = self.queues.get_mut(&sender) else { continue };
-            if let Some(rec) = q.pop_front() {
-                out.push(rec);
-            }
-            if q.is_empty() {
-                self.queues.remove(&sender);
-            } else {
-                self.turn.push_back(sender);
-            }
-        }
-        out
-    }
-}
 
 /// What the admin API may ask of the pipeline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -496,116 +460,6 @@ impl Pipeline {
                 if batch.change.put.len() >= MAX_BATCH {
                     return;
                 }
-            }
-        }
-    }
-
-    // ---- delivery -------------------------------------------------------------------------
-
-    /// Puts an admitted item in its lane and starts the lane's current item if it is idle.
-    fn dispatch(&mut self, id: &str) {
-        let Some(item) = self.live.get(id) else { return };
-        let lane = item.metering_id.as_ref().map_or(item.partner.as_str(), MeteringId::as_str);
-        let lane = lane.to_owned();
-        self.lanes.push(&lane, id);
-        self.start_lane(&lane);
-    }
-
-    /// Starts the delivery of a lane's current item unless it is already running.
-    fn start_lane(&mut self, lane: &str) {
-        let Some(id) = self.lanes.current(lane).map(str::to_owned) else { return };
-        if self.in_flight.contains(&id) {
-            return;
-        }
-        let Some(item) = self.live.get(&id) else {
-            // Gone without a delivery result (never expected): free the lane.
-            self.lanes.finish(&id);
-            return self.start_lane(lane);
-        };
-        let Some((route, _)) = self.route_of(item) else {
-            self.lanes.finish(&id);
-            return self.start_lane(lane);
-        };
-        let delay = item
-            .next_attempt_at
-            .map(|at| Duration::from_millis(u64::try_from(at - now_ms()).unwrap_or(0)))
-            .unwrap_or_default();
-        let parts = self.parts.clone();
-        let events = self.events.clone();
-        let (file, start, end) = (item.spool_file.clone(), item.start, item.end);
-        let (partner, document) = (item.partner.clone(), item.document.clone());
-        self.in_flight.insert(id.clone());
-        self.deliveries.spawn(async move {
-            if !delay.is_zero() {
-                tokio::time::sleep(delay).await;
-            }
-            let p2 = parts.clone();
-            let bytes = tokio::task::spawn_blocking(move || p2.spool.read(&file, start, end)).await;
-            let attempt = match bytes {
-                Ok(Ok(bytes)) => {
-                    let parcel = Parcel { id: id.clone(), partner, document, bytes };
-                    parts.deliverer.deliver(&route.target, &parcel).await
-                }
-                Ok(Err(e)) => Attempt::Retry(format!("reading the spool: {e}")),
-                Err(e) => Attempt::Retry(format!("reading the spool: {e}")),
-            };
-            let _ = events.send(Event::Delivery { id, attempt });
-        });
-    }
-
-    /// Applies a delivery attempt's result, then lets the lane's next item start unless this
-    /// one is being retried.
-    fn delivery_result(&mut self, id: &str, attempt: Attempt, batch: &mut Batch) {
-        self.in_flight.remove(id);
-        let retry = matches!(attempt, Attempt::Retry(_));
-        self.apply_attempt(id, attempt, batch);
-        let still_current = self.live.get(id).is_some_and(|i| i.state == State::Admitted);
-        if !(retry && still_current) {
-            // Delivered, dead or purged: the lane's next item may start.
-            if let Some(lane) = self.lanes.finish(id) {
-                self.start_lane(&lane);
-            }
-        }
-    }
-
-    /// Delivered, retried later, or dead-lettered, per the attempt.
-    fn apply_attempt(&mut self, id: &str, attempt: Attempt, batch: &mut Batch) {
-        let Some(item) = self.live.get_mut(id) else { return }; // purged meanwhile
-        if item.state != State::Admitted {
-            return; // changed by an operator meanwhile
-        }
-        item.attempts += 1;
-        match attempt {
-            Attempt::Done => {
-                let Some(mut item) = self.live.remove(id) else { return };
-                item.state = State::Delivered;
-                item.next_attempt_at = None;
-                let latency =
-                    Duration::from_millis(u64::try_from(now_ms() - item.received_at).unwrap_or(0));
-                telemetry::count(Counter::Delivered, &item, &self.parts.plan);
-                telemetry::delivery_latency(&item, &self.parts.plan, latency);
-                batch.put(&item);
-                self.release_file(&item.spool_file, batch);
-            }
-            Attempt::Retry(reason) if item.attempts < MAX_ATTEMPTS => {
-                let wait = backoff(item.attempts);
-                item.next_attempt_at =
-                    Some(now_ms() + i64::try_from(wait.as_millis()).unwrap_or(i64::MAX / 2));
-                tracing::warn!(item = id, attempts = item.attempts, %reason, "delivery failed; retrying");
-                item.reason = Some(reason);
-                batch.put(item);
-                batch.dispatch.push(id.to_owned());
-            }
-            Attempt::Retry(reason) => {
-                let n = item.attempts;
-                self.dead_letter(
-                    id,
-                    format!("gave up after {n} delivery attempts: {reason}"),
-                    batch,
-                );
-            }
-            Attempt::Refused(reason) => {
-                self.dead_letter(id, format!("delivery refused: {reason}"), batch);
             }
         }
     }
