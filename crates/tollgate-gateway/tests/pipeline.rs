@@ -9,33 +9,6 @@ use std::time::Duration;
 use common::*;
 use tollgate_quota::{MeteringId, Store};
 
-fn config(inbound: &str, deliver: &str, limit: u64, extra: &str) -> String {
-    format!(
-        r#"
-inbound = ["{inbound}"]
-poll_ms = 20
-settle_ms = 0
-{extra}
-
-[[partner]]
-name = "CarrierA"
-ids = ["ZZ:CARRIERA"]
-
-[[partner]]
-name = "CarrierB"
-ids = ["ZZ:CARRIERB"]
-
-[[route]]
-name = "ShipmentStatus"
-documents = ["214", "IFTSTA"]
-limit = {limit}
-interval = 1
-unit = "hour"
-deliver = "{deliver}"
-"#
-    )
-}
-
 #[tokio::test]
 async fn quota_holds_the_third_file_and_spares_other_partners() {
     let dir = tempfile::tempdir().unwrap();
@@ -347,48 +320,6 @@ async fn malformed_interchanges_keep_the_parser_reason_and_get_an_ack() {
 }
 
 #[tokio::test]
-async fn held_items_are_retried_automatically_in_arrival_order() {
-    let dir = tempfile::tempdir().unwrap();
-    let backend = Backend::start(vec![]).await;
-    let cfg = config(dir.path().join("in").to_str().unwrap(), &backend.url(), 2, "")
-        .replace("unit = \"hour\"", "unit = \"second\"");
-    let gw = Running::start(&cfg, &dir.path().join("data"), memory_store()).await;
-    // Two fit in the one-second window; the next ones are held, and a later arrival waits
-    // behind them without overtaking.
-    for c in 1..=4 {
-        let (status, _) = gw.upload(Status214::new("CARRIERA", c).build()).await;
-        assert_eq!(status, 202);
-    }
-    let (_, last) = gw.upload(Status214::new("CARRIERA", 5).build()).await;
-    let held = gw.queue("held").await;
-    if let Some(h) = held.iter().find(|h| h["id"] == last["id"]) {
-        let reason = h["reason"].as_str().unwrap();
-        assert!(reason.contains("over quota") || reason.contains("waiting behind"), "{reason}");
-    }
-    gw.wait_for("delivered", 5).await;
-    let order = control_numbers(&backend);
-    assert_eq!(order, vec![1, 2, 3, 4, 5], "a partner's documents keep their order");
-    gw.gateway.shutdown().await;
-}
-
-#[tokio::test]
-async fn a_delivery_retry_keeps_the_partners_later_documents_behind_it() {
-    let dir = tempfile::tempdir().unwrap();
-    // The first delivery attempt fails (503); it is retried after 100 ms.
-    let backend = Backend::start(vec![503]).await;
-    let cfg = config(dir.path().join("in").to_str().unwrap(), &backend.url(), 100, "");
-    let gw = Running::start(&cfg, &dir.path().join("data"), memory_store()).await;
-    for c in 1..=5 {
-        let (status, _) = gw.upload(Status214::new("CARRIERA", c).build()).await;
-        assert_eq!(status, 202);
-    }
-    gw.wait_for("delivered", 5).await;
-    let order = control_numbers(&backend);
-    assert_eq!(order, vec![1, 2, 3, 4, 5], "a partner's documents are delivered in order");
-    gw.gateway.shutdown().await;
-}
-
-#[tokio::test]
 async fn unknown_senders_are_metered_under_their_raw_id() {
     let dir = tempfile::tempdir().unwrap();
     let backend = Backend::start(vec![]).await;
@@ -401,42 +332,6 @@ async fn unknown_senders_are_metered_under_their_raw_id() {
     let counters = gw.store.counters("ShipmentStatus:ZZ:STRANGER").await.unwrap();
     assert_eq!(counters[0].used, 3);
     assert_eq!(backend.received()[0].partner, "ZZ:STRANGER");
-    gw.gateway.shutdown().await;
-}
-
-#[tokio::test]
-async fn deliveries_in_flight_are_capped_per_target() {
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    let (now, peak) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-    let (n2, p2) = (now.clone(), peak.clone());
-    let app = axum::Router::new().route(
-        "/edi",
-        axum::routing::post(move || {
-            let (now, peak) = (n2.clone(), p2.clone());
-            async move {
-                let cur = now.fetch_add(1, Ordering::SeqCst) + 1;
-                peak.fetch_max(cur, Ordering::SeqCst);
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                now.fetch_sub(1, Ordering::SeqCst);
-                "ok"
-            }
-        }),
-    );
-    let addr = serve(app).await;
-    let dir = tempfile::tempdir().unwrap();
-    let cfg =
-        config(dir.path().join("in").to_str().unwrap(), &format!("http://{addr}/edi"), 100, "")
-            .replace("unit = \"hour\"", "unit = \"hour\"\nmax_concurrency = 2");
-    let gw = Running::start(&cfg, &dir.path().join("data"), memory_store()).await;
-    // Three partners: each delivers one document at a time (in order), so together they
-    // could have three in flight; the target's cap allows two.
-    for c in 1..=6 {
-        gw.upload(Status214::new(["CARRIERA", "CARRIERB", "CARRIERC"][c as usize % 3], c).build())
-            .await;
-    }
-    gw.wait_for("delivered", 6).await;
-    assert_eq!(peak.load(Ordering::SeqCst), 2, "at most max_concurrency deliveries in flight");
     gw.gateway.shutdown().await;
 }
 
@@ -507,16 +402,4 @@ deliver = "dir:{out}"
     assert_eq!(sts, 3);
     assert_eq!(delivered[0]["weight"], sts);
     gw.gateway.shutdown().await;
-}
-
-/// The interchange control numbers (ISA13) the backend received, in the order it got them.
-fn control_numbers(backend: &Backend) -> Vec<u32> {
-    backend
-        .received()
-        .iter()
-        .map(|r| {
-            let text = String::from_utf8(r.body.clone()).unwrap();
-            text.split('*').nth(13).unwrap().parse().unwrap()
-        })
-        .collect()
 }

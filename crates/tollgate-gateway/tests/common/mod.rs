@@ -22,6 +22,35 @@ pub fn x12_doc(sender: &str, control: u32, doc: &str) -> Vec<u8> {
     s.replace("ST*214*", &format!("ST*{doc}*")).into_bytes()
 }
 
+/// A `[gateway]` body: landing dir `inbound`, partners CarrierA and CarrierB, one route for
+/// 214 and IFTSTA to `deliver` at `limit` per hour, and `extra` top-level keys or tables.
+pub fn config(inbound: &str, deliver: &str, limit: u64, extra: &str) -> String {
+    format!(
+        r#"
+inbound = ["{inbound}"]
+poll_ms = 20
+settle_ms = 0
+{extra}
+
+[[partner]]
+name = "CarrierA"
+ids = ["ZZ:CARRIERA"]
+
+[[partner]]
+name = "CarrierB"
+ids = ["ZZ:CARRIERB"]
+
+[[route]]
+name = "ShipmentStatus"
+documents = ["214", "IFTSTA"]
+limit = {limit}
+interval = 1
+unit = "hour"
+deliver = "{deliver}"
+"#
+    )
+}
+
 /// What the backend saw.
 #[derive(Debug, Clone)]
 pub struct Received {
