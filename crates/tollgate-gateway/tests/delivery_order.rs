@@ -26,10 +26,7 @@ async fn held_items_are_retried_automatically_in_arrival_order() {
         let reason = h["reason"].as_str().unwrap();
         assert!(reason.contains("over quota") || reason.contains("waiting behind"), "{reason}");
     }
-    gw.wait_for("delivered", 5).await;
-    let order = control_numbers(&backend);
-    assert_eq!(order, vec![1, 2, 3, 4, 5], "a partner's documents keep their order");
-    gw.gateway.shutdown().await;
+    assert_delivered_in_order(gw, &backend, 5).await;
 }
 
 #[tokio::test]
@@ -43,10 +40,7 @@ async fn a_delivery_retry_keeps_the_partners_later_documents_behind_it() {
         let (status, _) = gw.upload(Status214::new("CARRIERA", c).build()).await;
         assert_eq!(status, 202);
     }
-    gw.wait_for("delivered", 5).await;
-    let order = control_numbers(&backend);
-    assert_eq!(order, vec![1, 2, 3, 4, 5], "a partner's documents are delivered in order");
-    gw.gateway.shutdown().await;
+    assert_delivered_in_order(gw, &backend, 5).await;
 }
 
 #[tokio::test]
@@ -85,14 +79,17 @@ async fn deliveries_in_flight_are_capped_per_target() {
     gw.gateway.shutdown().await;
 }
 
-/// The interchange control numbers (ISA13) the backend received, in the order it got them.
-fn control_numbers(backend: &Backend) -> Vec<u32> {
-    backend
+/// Waits for `n` deliveries, checks the backend got ISA13 = 1..=n in that order, and stops.
+async fn assert_delivered_in_order(gw: Running, backend: &Backend, n: u32) {
+    gw.wait_for("delivered", n as usize).await;
+    let order: Vec<u32> = backend
         .received()
         .iter()
         .map(|r| {
             let text = String::from_utf8(r.body.clone()).unwrap();
             text.split('*').nth(13).unwrap().parse().unwrap()
         })
-        .collect()
+        .collect();
+    assert_eq!(order, (1..=n).collect::<Vec<_>>(), "a partner's documents keep their order");
+    gw.gateway.shutdown().await;
 }

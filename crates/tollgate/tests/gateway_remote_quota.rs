@@ -11,29 +11,9 @@ use common::*;
 
 fn gateway_config(dir: &Path, quota: &str, api_key: &str) -> std::path::PathBuf {
     let file = dir.join("gateway.toml");
-    std::fs::write(
-        &file,
-        format!(
-            r#"[gateway]
-inbound = ["{landing}"]
-poll_ms = 20
-settle_ms = 50
-[gateway.quota]
-mode = "remote"
-url = "{quota}/v1/quota"
-{api_key}
-[[gateway.route]]
-name = "ShipmentStatus"
-documents = ["214"]
-limit = 1000
-unit = "day"
-deliver = "dir:{out}"
-"#,
-            landing = dir.join("in").display(),
-            out = dir.join("out").display(),
-        ),
-    )
-    .unwrap();
+    let remote =
+        format!("[gateway.quota]\nmode = \"remote\"\nurl = \"{quota}/v1/quota\"\n{api_key}");
+    std::fs::write(&file, gateway_toml(&dir.join("in"), &dir.join("out"), &remote, "")).unwrap();
     file
 }
 

@@ -5,30 +5,9 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::*;
-
-fn gateway_toml(landing: &Path, out: &Path, extra_gateway: &str, rest: &str) -> String {
-    format!(
-        r#"{rest}
-[gateway]
-inbound = ["{landing}"]
-poll_ms = 20
-settle_ms = 50
-{extra_gateway}
-[[gateway.route]]
-name = "ShipmentStatus"
-documents = ["214"]
-limit = 1000
-unit = "day"
-deliver = "dir:{out}"
-"#,
-        landing = landing.display(),
-        out = out.display()
-    )
-}
 
 fn stderr(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()

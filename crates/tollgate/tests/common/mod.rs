@@ -148,3 +148,30 @@ pub fn exit_within(args: &[&str], limit: Duration) -> std::process::Output {
     }
     child.wait_with_output().unwrap()
 }
+
+/// A config file body: `rest` (other sections), then a `[gateway]` polling `landing` every
+/// 20 ms with `extra_gateway` keys or tables, and one 214 route to `dir:out` at 1,000 a day.
+pub fn gateway_toml(
+    landing: &std::path::Path,
+    out: &std::path::Path,
+    extra_gateway: &str,
+    rest: &str,
+) -> String {
+    format!(
+        r#"{rest}
+[gateway]
+inbound = ["{landing}"]
+poll_ms = 20
+settle_ms = 50
+{extra_gateway}
+[[gateway.route]]
+name = "ShipmentStatus"
+documents = ["214"]
+limit = 1000
+unit = "day"
+deliver = "dir:{out}"
+"#,
+        landing = landing.display(),
+        out = out.display()
+    )
+}
