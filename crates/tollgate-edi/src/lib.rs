@@ -25,6 +25,7 @@ pub mod ack;
 pub mod delimiters;
 mod envelope;
 pub mod error;
+pub mod fingerprint;
 pub mod interchange;
 pub mod reader;
 pub mod records;
@@ -35,6 +36,7 @@ mod validate;
 
 pub use delimiters::Delimiters;
 pub use error::{EnvelopeError, ErrorKind, Level, ReadError};
+pub use fingerprint::{Fingerprint, fingerprint};
 pub use interchange::{
     ControlNumber, Counts, Group, Interchange, ParsedFile, PartyId, Standard, Transaction,
 };
