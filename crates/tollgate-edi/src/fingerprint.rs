@@ -7,9 +7,11 @@
 //! original whatever its envelope, delimiters or line layout.
 //!
 //! Invariants:
-//! - **Content, not layout.** Elements and components are hashed decoded (release characters
-//!   and CR/LF of wrapped lines removed) and length-prefixed, so different delimiters or line
-//!   breaks give the same fingerprint, and no two different element lists share an encoding.
+//! - **Content, not layout.** Each segment is rewritten in one canonical form before hashing:
+//!   the element, component and repetition separators become fixed control bytes, CR/LF of
+//!   wrapped lines are dropped, released characters become plain data, and a data byte that
+//!   equals a canonical control byte is escaped. So different delimiters or line breaks give
+//!   the same fingerprint, and no two different element lists share an encoding.
 //! - **Hard to forge.** The hash is BLAKE3 (cut to 128 bits): a partner cannot craft an update
 //!   that collides with another one and so have a genuine transaction dropped as a copy.
 //! - **Stable.** The encoding and the hash are fixed here, never taken from `std`'s hasher, so
@@ -17,8 +19,9 @@
 
 use std::fmt;
 
+use crate::delimiters::Delimiters;
 use crate::interchange::{Interchange, Standard, Transaction};
-use crate::segment::{SegmentScanner, Split};
+use crate::segment::SegmentScanner;
 
 /// 128 bits identifying a transaction's content (see the module docs).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -82,8 +85,9 @@ pub fn fingerprint(input: &[u8], tx: &Transaction, ic: &Interchange) -> Fingerpr
         Standard::X12 => (X12_HEADER, X12_TRAILER),
         Standard::Edifact => (UNH, UNT),
     };
-    let mut hasher = blake3::Hasher::new();
-    let mut value = Vec::with_capacity(64);
+    // One pass per byte into one buffer, hashed once: many tiny hasher updates, or a split per
+    // element and component, cost more than the copy.
+    let mut encoded = Vec::with_capacity(bytes.len() + 64);
     let mut scanner = SegmentScanner::new(bytes, d);
     while let Some(seg) = scanner.next_segment() {
         let tag = seg.tag.as_bytes();
@@ -94,38 +98,59 @@ pub fn fingerprint(input: &[u8], tx: &Transaction, ic: &Interchange) -> Fingerpr
         } else {
             usize::MAX
         };
-        hasher.update(b"S");
-        for (i, element) in seg.elements(&d).enumerate() {
-            if i == skip {
-                continue;
-            }
-            hasher.update(&u32::try_from(i).unwrap_or(u32::MAX).to_le_bytes());
-            for component in Split::new(element, d.component, d.release) {
-                decode_into(component, d.release, &mut value);
-                hasher.update(&u32::try_from(value.len()).unwrap_or(u32::MAX).to_le_bytes());
-                hasher.update(&value);
-            }
-        }
+        encoded.push(SEGMENT);
+        canonical(seg.bytes, &d, skip, &mut encoded);
     }
     let mut out = [0u8; 16];
-    out.copy_from_slice(&hasher.finalize().as_bytes()[..16]);
+    out.copy_from_slice(&blake3::hash(&encoded).as_bytes()[..16]);
     Fingerprint(out)
 }
 
-/// `value` = `raw` without CR/LF and with release characters applied.
-fn decode_into(raw: &[u8], release: Option<u8>, value: &mut Vec<u8>) {
-    value.clear();
+/// Starts a segment in the canonical form.
+const SEGMENT: u8 = 0x1E;
+/// Separates elements.
+const ELEMENT: u8 = 0x1D;
+/// Separates components.
+const COMPONENT: u8 = 0x1F;
+/// Separates repetitions.
+const REPETITION: u8 = 0x1C;
+/// Escapes a data byte equal to one of the above (or to itself).
+const ESCAPE: u8 = 0x1B;
+
+/// Appends `segment` (terminator excluded) in canonical form, leaving out the bytes of
+/// element `skip` (but not its separator, so later elements keep their positions).
+fn canonical(segment: &[u8], d: &Delimiters, skip: usize, out: &mut Vec<u8>) {
+    let mut element = 0;
     let mut i = 0;
-    while i < raw.len() {
-        let b = raw[i];
-        if Some(b) == release && i + 1 < raw.len() {
-            value.push(raw[i + 1]);
-            i += 2;
+    while i < segment.len() {
+        let b = segment[i];
+        i += 1;
+        let data = if Some(b) == d.release && i < segment.len() {
+            i += 1;
+            segment[i - 1]
+        } else if b == d.element {
+            element += 1;
+            out.push(ELEMENT);
+            continue;
+        } else if b == b'\r' || b == b'\n' {
+            continue;
+        } else if element == skip {
+            continue;
+        } else if b == d.component {
+            out.push(COMPONENT);
+            continue;
+        } else if Some(b) == d.repetition {
+            out.push(REPETITION);
+            continue;
+        } else {
+            b
+        };
+        if element == skip {
             continue;
         }
-        if b != b'\r' && b != b'\n' {
-            value.push(b);
+        if matches!(data, SEGMENT | ELEMENT | COMPONENT | REPETITION | ESCAPE) {
+            out.push(ESCAPE);
         }
-        i += 1;
+        out.push(data);
     }
 }
