@@ -132,9 +132,7 @@ fn canonical(segment: &[u8], d: &Delimiters, skip: usize, out: &mut Vec<u8>) {
             element += 1;
             out.push(ELEMENT);
             continue;
-        } else if b == b'\r' || b == b'\n' {
-            continue;
-        } else if element == skip {
+        } else if b == b'\r' || b == b'\n' || element == skip {
             continue;
         } else if b == d.component {
             out.push(COMPONENT);
