@@ -1,0 +1,129 @@
+//! The flusher thread: takes the queue, writes the current state of every queued counter in one
+//! redb transaction per flush interval, publishes "committed up to sequence S", and retries a
+//! failed commit on a reopened file. The invariants it keeps are in the parent module's docs.
+
+use super::*;
+
+impl Shared {
+    pub(super) fn run_flusher(&self) {
+        let mut next_sweep = Instant::now() + SWEEP_EVERY;
+        // Set while the last commit failed: the batch was queued again and is retried every
+        // flush interval, even when no new work arrives, until the disk takes it.
+        let mut retrying = false;
+        loop {
+            let (dirty, resets, seq, stopping) = {
+                let mut q = lock(&self.queue);
+                let deadline = Instant::now() + self.flush_interval;
+                while !q.urgent && !self.stop.load(Ordering::SeqCst) {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        break;
+                    }
+                    q = self.wake.wait_timeout(q, left).unwrap_or_else(PoisonError::into_inner).0;
+                }
+                q.urgent = false;
+                let stopping = self.stop.load(Ordering::SeqCst);
+                (std::mem::take(&mut q.dirty), std::mem::take(&mut q.resets), q.seq, stopping)
+            };
+            if Instant::now() >= next_sweep {
+                self.counters.evict_expired(self.clock.now());
+                next_sweep = Instant::now() + SWEEP_EVERY;
+            }
+            let evicted = self.counters.take_evicted();
+            if *self.committed.borrow() < seq || !evicted.is_empty() || retrying {
+                let result = self.commit(&dirty, &resets, &evicted);
+                retrying = result.is_err();
+                match result {
+                    Ok(()) => {
+                        if lock(&self.failure).take().is_some() {
+                            tracing::info!(file = %self.path.display(), "quota counters are written again");
+                        }
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "writing quota counters failed");
+                        *lock(&self.failure) = Some(e.to_string());
+                        // Try these keys again with the next batch.
+                        let mut q = lock(&self.queue);
+                        let mut retry = dirty;
+                        retry.append(&mut q.dirty);
+                        q.dirty = retry;
+                        let mut again = resets;
+                        again.append(&mut q.resets);
+                        q.resets = again;
+                    }
+                }
+                // Waiters learn of a failure through `failure`; they must not hang.
+                self.committed.send_replace(seq);
+            }
+            if stopping {
+                return;
+            }
+        }
+    }
+
+    /// Writes one batch in one transaction, reopening the file first if the last commit
+    /// failed. A failed commit drops the handle, so a transient error (a full disk, freed
+    /// again) is recovered from without a restart; redb's recovery runs on the reopen.
+    fn commit(
+        &self,
+        dirty: &[(MeteringId, CounterShape)],
+        resets: &[MeteringId],
+        evicted: &[(String, CounterShape)],
+    ) -> Result<(), String> {
+        let mut db = lock(&self.db);
+        if db.is_none() {
+            let reopened = Database::open(&self.path)
+                .map_err(|e| format!("reopening {}: {e}", self.path.display()))?;
+            *db = Some(reopened);
+        }
+        let Some(handle) = db.as_ref() else {
+            return Err(format!("{} is not open", self.path.display()));
+        };
+        let written = self.write_batch(handle, dirty, resets, evicted);
+        if written.is_err() {
+            *db = None;
+        }
+        written.map_err(|e| format!("writing {}: {e}", self.path.display()))
+    }
+
+    /// The transaction of [`Shared::commit`].
+    fn write_batch(
+        &self,
+        db: &Database,
+        dirty: &[(MeteringId, CounterShape)],
+        resets: &[MeteringId],
+        evicted: &[(String, CounterShape)],
+    ) -> Result<(), redb::Error> {
+        let txn = db.begin_write()?;
+        {
+            let mut table = txn.open_table(COUNTERS)?;
+            for id in resets {
+                let lo = id_prefix(id.as_str(), 0);
+                let hi = id_prefix(id.as_str(), 1);
+                table.retain_in::<&[u8], _>(lo.as_slice()..hi.as_slice(), |_, _| false)?;
+            }
+            for (id, shape) in evicted {
+                if self.counters.snapshot(id, shape).is_none() {
+                    table.remove(encode_key(id, shape).as_slice())?;
+                }
+            }
+            let mut seen = std::collections::HashSet::with_capacity(dirty.len());
+            for (id, shape) in dirty {
+                if !seen.insert((id, shape)) {
+                    continue;
+                }
+                let key = encode_key(id.as_str(), shape);
+                match self.counters.snapshot(id.as_str(), shape) {
+                    Some(counter) => {
+                        table.insert(key.as_slice(), encode_counter(&counter).as_slice())?;
+                    }
+                    None => {
+                        table.remove(key.as_slice())?;
+                    }
+                }
+            }
+        }
+        txn.commit()?;
+        Ok(())
+    }
+}

@@ -1,0 +1,165 @@
+//! Policy matching, validation and whole-set reload.
+
+use super::*;
+use axum::http::{HeaderMap, HeaderValue};
+use tollgate_quota::TimeUnit;
+
+fn set(src: &str) -> PolicySet {
+    parse_policies(Path::new("p.toml"), src).unwrap()
+}
+
+fn req(pairs: &[(&'static str, &str)]) -> QuotaRequest {
+    let mut h = HeaderMap::new();
+    for (k, v) in pairs {
+        h.insert(*k, HeaderValue::from_str(v).unwrap());
+    }
+    QuotaRequest::from_headers(&h).unwrap()
+}
+
+const TWO: &str = r#"
+[[policy]]
+match = "ShipmentStatus:*"
+limit = 1000
+interval = 24
+unit = "hour"
+
+[[policy]]
+match = "*"
+limit = 5
+unit = "minute"
+override = true
+mode = "shadow"
+"#;
+
+#[test]
+fn first_match_wins() {
+    let s = set(TWO);
+    assert_eq!(s.find("ShipmentStatus:X").unwrap().limit, Some(1000));
+    assert_eq!(s.find("Invoice:X").unwrap().limit, Some(5));
+}
+
+#[test]
+fn fill_mode_lets_headers_win() {
+    let s = set(TWO);
+    let r = s.resolve(&req(&[("metering-id", "ShipmentStatus:A"), ("quota-limit", "7")])).unwrap();
+    assert_eq!(r.spec.limit, 7);
+    assert_eq!(r.spec.interval, 24);
+    assert_eq!(r.spec.unit, TimeUnit::Hour);
+    assert_eq!(r.mode, PolicyMode::Enforce);
+    assert_eq!(r.policy.as_deref(), Some("ShipmentStatus:*"));
+}
+
+#[test]
+fn override_mode_beats_headers_but_headers_fill_its_gaps() {
+    let s = set(TWO);
+    let r = s
+        .resolve(&req(&[
+            ("metering-id", "Invoice:A"),
+            ("quota-limit", "7"),
+            ("quota-timeunit", "day"),
+            ("quota-interval", "3"),
+        ]))
+        .unwrap();
+    assert_eq!(r.spec.limit, 5);
+    assert_eq!(r.spec.unit, TimeUnit::Minute);
+    assert_eq!(r.spec.interval, 3);
+    assert_eq!(r.mode, PolicyMode::Shadow);
+}
+
+#[test]
+fn missing_limit_or_unit_without_policy_names_the_header() {
+    let s = PolicySet::default();
+    let p = s.resolve(&req(&[("metering-id", "a"), ("quota-timeunit", "day")])).unwrap_err();
+    assert_eq!(p.body()["invalid_header"], "quota-limit");
+    assert_eq!(p.body()["value"], serde_json::Value::Null);
+    let p = s.resolve(&req(&[("metering-id", "a"), ("quota-limit", "1")])).unwrap_err();
+    assert_eq!(p.body()["invalid_header"], "quota-timeunit");
+}
+
+#[test]
+fn start_with_non_calendar_window_is_refused() {
+    let p = PolicySet::default()
+        .resolve(&req(&[
+            ("metering-id", "a"),
+            ("quota-limit", "1"),
+            ("quota-timeunit", "day"),
+            ("quota-window", "flexi"),
+            ("quota-start", "2026-01-01T00:00:00Z"),
+        ]))
+        .unwrap_err();
+    assert_eq!(p.body()["invalid_header"], "quota-start");
+}
+
+#[test]
+fn policy_windows_beyond_a_century_and_huge_limits_are_located_and_name_the_key() {
+    for (src, needles) in [
+        (
+            "[[policy]]\nmatch = \"Long:*\"\ninterval = 1201\nunit = \"month\"\n",
+            &["p.toml:1:", "\"Long:*\"", "interval", "1201 month", "100 years"][..],
+        ),
+        (
+            "[[policy]]\nmatch = \"*\"\ninterval = 3155760001\n",
+            &["p.toml:1:", "interval", "3155760001", "in seconds"][..],
+        ),
+        (
+            "[[policy]]\nmatch = \"*\"\nlimit = 9223372036854775808\n",
+            &["p.toml:", "limit 9223372036854775808 is too large"][..],
+        ),
+    ] {
+        let err = parse_policies(Path::new("p.toml"), src).unwrap_err();
+        for n in needles {
+            assert!(err.contains(n), "{n} not in {err}");
+        }
+    }
+    // The longest window of each kind is accepted.
+    assert!(
+        parse_policies(
+            Path::new("p.toml"),
+            "[[policy]]\nmatch = \"*\"\ninterval = 1200\nunit = \"month\"\n"
+        )
+        .is_ok()
+    );
+    // A header interval too long for the policy's unit names quota-interval.
+    let s = set("[[policy]]\nmatch = \"*\"\nlimit = 1\nunit = \"month\"\n");
+    let p = s.resolve(&req(&[("metering-id", "a"), ("quota-interval", "1201")])).unwrap_err();
+    assert_eq!(p.body()["invalid_header"], "quota-interval");
+    assert_eq!(p.body()["value"], "1201");
+    // A header unit that makes the policy's interval too long names quota-timeunit.
+    let s = set("[[policy]]\nmatch = \"*\"\nlimit = 1\ninterval = 6000\n");
+    let p = s.resolve(&req(&[("metering-id", "a"), ("quota-timeunit", "weeks")])).unwrap_err();
+    assert_eq!(p.body()["invalid_header"], "quota-timeunit");
+    assert_eq!(p.body()["value"], "week");
+}
+
+#[test]
+fn reload_keeps_old_set_on_invalid_file_and_takes_valid_edit() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("t.toml");
+    std::fs::write(&f, TWO).unwrap();
+    let p = Policies::from_file(&f).unwrap();
+    assert_eq!(p.reload(), Ok(false));
+    std::fs::write(&f, "[[policy]]\nmatch = \"*\"\nunit = \"fortnight\"\n").unwrap();
+    let err = p.reload().unwrap_err();
+    assert!(err.contains("t.toml:3:"), "{err}");
+    assert_eq!(p.current().rules().len(), 2);
+    assert_eq!(p.status().last_error.as_deref(), Some(err.as_str()));
+    std::fs::write(&f, "[[policy]]\nmatch = \"*\"\nlimit = 3\n").unwrap();
+    assert_eq!(p.reload(), Ok(true));
+    assert_eq!(p.current().rules().len(), 1);
+    assert_eq!(p.status().last_error, None);
+}
+
+#[test]
+fn replace_rewrites_the_file_keeping_other_sections() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("t.toml");
+    std::fs::write(&f, format!("[server]\nlisten = \"127.0.0.1:9\"\n{TWO}")).unwrap();
+    let p = Policies::from_file(&f).unwrap();
+    p.replace(set("[[policy]]\nmatch = \"X:*\"\nlimit = 9\nunit = \"day\"\n")).unwrap();
+    let text = std::fs::read_to_string(&f).unwrap();
+    assert!(text.contains("127.0.0.1:9"), "{text}");
+    let again = parse_policies(&f, &text).unwrap();
+    assert_eq!(again.rules().len(), 1);
+    assert_eq!(again.rules()[0].limit, Some(9));
+    assert_eq!(p.reload(), Ok(false), "own write is not a new reload");
+}
