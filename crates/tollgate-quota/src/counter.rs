@@ -144,7 +144,7 @@ pub(crate) struct Bucket {
 
 /// What a check decided, before it is dressed as a [`Decision`]. Times in Unix microseconds.
 /// The Redis store fills one from its script's reply, so both answer through one conversion.
-pub(crate) struct Verdict {
+pub(crate) struct Tally {
     pub(crate) outcome: Outcome,
     pub(crate) used: u64,
     pub(crate) exceed: u64,
@@ -157,8 +157,8 @@ pub(crate) struct Verdict {
     pub(crate) reset_at: i64,
 }
 
-impl Verdict {
-    /// A calendar or flexi verdict: the counter's figures after the check, in `(start, end)`.
+impl Tally {
+    /// A calendar or flexi tally: the counter's figures after the check, in `(start, end)`.
     fn windowed(outcome: Outcome, counter: &Counter, start: i64, end: i64) -> Self {
         Self {
             outcome,
@@ -417,7 +417,7 @@ impl Counter {
         self.exceed = 0;
     }
 
-    fn decide(&mut self, shape: &CounterShape, limit: u64, weight: u64, now_us: i64) -> Verdict {
+    fn decide(&mut self, shape: &CounterShape, limit: u64, weight: u64, now_us: i64) -> Tally {
         match shape.window {
             WindowKind::Calendar => self.decide_calendar(shape, limit, weight, now_us),
             WindowKind::Flexi => self.decide_flexi(shape, limit, weight, now_us),
@@ -431,7 +431,7 @@ impl Counter {
         limit: u64,
         weight: u64,
         now_us: i64,
-    ) -> Verdict {
+    ) -> Tally {
         let (start, end) = if now_us >= self.mark_us {
             self.restart(shape, now_us);
             let (start, end) = window::calendar_us(shape, now_us);
@@ -450,7 +450,7 @@ impl Counter {
             Outcome::Allowed => self.used += weight,
             _ => self.reject(),
         }
-        Verdict::windowed(outcome, self, start, end)
+        Tally::windowed(outcome, self, start, end)
     }
 
     fn decide_flexi(
@@ -459,7 +459,7 @@ impl Counter {
         limit: u64,
         weight: u64,
         now_us: i64,
-    ) -> Verdict {
+    ) -> Tally {
         let open_end = self.end_us(shape);
         let open = self.used > 0 && now_us < open_end;
         if !open {
@@ -494,7 +494,7 @@ impl Counter {
                 }
             }
         }
-        Verdict::windowed(outcome, self, start, end)
+        Tally::windowed(outcome, self, start, end)
     }
 
     fn decide_rolling(
@@ -503,7 +503,7 @@ impl Counter {
         limit: u64,
         weight: u64,
         now_us: i64,
-    ) -> Verdict {
+    ) -> Tally {
         let layout = RollingLayout::of(shape);
         if now_us >= self.mark_us {
             self.restart(shape, now_us);
@@ -562,7 +562,7 @@ impl Counter {
         if buckets.is_empty() {
             self.buckets = None;
         }
-        Verdict {
+        Tally {
             outcome,
             used,
             exceed,

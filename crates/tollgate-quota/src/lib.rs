@@ -39,4 +39,4 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use counter::Counters;
 pub use decision::{Decision, Outcome};
 pub use spec::{MAX_WINDOW_YEARS, MeteringId, QuotaSpec, SpecError, TimeUnit, WindowKind};
-pub use store::{AnyStore, CounterInfo, Store, StoreError, StoreHealth};
+pub use store::{AnyStore, CounterInfo, Seen, Store, StoreError, StoreHealth};

@@ -9,6 +9,7 @@ pub mod corrupt;
 pub mod embedded;
 pub mod memory;
 pub mod redis;
+pub mod seen;
 
 use std::future::Future;
 
@@ -22,6 +23,7 @@ pub use corrupt::OnCorrupt;
 pub use embedded::{Durability, EmbeddedOptions, EmbeddedStore};
 pub use memory::MemoryStore;
 pub use redis::{OnUnavailable, RedisOptions, RedisStore, StoreHealth};
+pub use seen::Seen;
 
 /// A store failed to answer. The caller cannot tell whether the check was counted: a Redis
 /// script may have run after the timeout gave up on it, and a strict embedded check whose commit
@@ -152,6 +154,20 @@ macro_rules! dispatch {
             AnyStore::Redis($s) => $e,
         }
     };
+}
+
+impl Seen for AnyStore {
+    async fn seen(&self, keys: &[&str]) -> Result<Vec<bool>, StoreError> {
+        dispatch!(self, s => s.seen(keys).await)
+    }
+
+    async fn remember(
+        &self,
+        keys: &[&str],
+        ttl: std::time::Duration,
+    ) -> Result<Vec<bool>, StoreError> {
+        dispatch!(self, s => s.remember(keys, ttl).await)
+    }
 }
 
 impl Store for AnyStore {

@@ -30,7 +30,7 @@
 //!   succeeds clears the failure. No restart is needed.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -47,6 +47,7 @@ use crate::store::{CounterInfo, Store, StoreError};
 
 mod flusher;
 mod row;
+mod seen;
 use row::{decode_counter, decode_key, encode_counter, encode_key, id_prefix};
 
 /// Counter rows: key = id, 0x00, shape; value = the counter state (see `row`).
@@ -116,6 +117,8 @@ struct Shared {
     /// The last commit error, cleared by the next successful commit.
     failure: Mutex<Option<String>>,
     stop: AtomicBool,
+    /// When expired keys seen were last dropped (Unix ms; see `seen`).
+    seen_pruned_at: AtomicI64,
 }
 
 /// Work for the flusher.
@@ -194,6 +197,7 @@ impl EmbeddedStore {
             committed,
             failure: Mutex::new(None),
             stop: AtomicBool::new(false),
+            seen_pruned_at: AtomicI64::new(0),
         });
         let flusher = {
             let shared = Arc::clone(&shared);

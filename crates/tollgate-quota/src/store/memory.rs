@@ -7,6 +7,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::counter::Counters;
 use crate::decision::Decision;
 use crate::spec::{MeteringId, QuotaSpec};
+use crate::store::seen::{Seen, SeenMap};
 use crate::store::{CounterInfo, Store, StoreError};
 
 /// How often the background sweeper drops expired counters.
@@ -18,6 +19,7 @@ const SWEEP_EVERY: Duration = Duration::from_secs(1);
 pub struct MemoryStore {
     clock: Arc<dyn Clock>,
     counters: Arc<Counters>,
+    seen: SeenMap,
 }
 
 impl Default for MemoryStore {
@@ -46,7 +48,7 @@ impl MemoryStore {
                 counters.evict_expired(sweep_clock.now());
             }
         });
-        Self { clock, counters }
+        Self { clock, counters, seen: SeenMap::default() }
     }
 
     /// The decision core, for callers that decide synchronously (benchmarks, fallbacks).
@@ -72,6 +74,16 @@ impl MemoryStore {
     /// True when no counter is held.
     pub fn is_empty(&self) -> bool {
         self.counters.is_empty()
+    }
+}
+
+impl Seen for MemoryStore {
+    async fn seen(&self, keys: &[&str]) -> Result<Vec<bool>, StoreError> {
+        Ok(self.seen.seen(keys, self.clock.now().as_millisecond()))
+    }
+
+    async fn remember(&self, keys: &[&str], ttl: Duration) -> Result<Vec<bool>, StoreError> {
+        Ok(self.seen.remember(keys, ttl, self.clock.now().as_millisecond()))
     }
 }
 

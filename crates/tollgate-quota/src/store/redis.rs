@@ -33,11 +33,11 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 use crate::clock::Clock;
-use crate::counter::Verdict;
+use crate::counter::Tally;
 use crate::decision::{Decision, Outcome};
 use crate::spec::{MeteringId, QuotaSpec, TimeUnit, WindowKind};
 use crate::store::memory::MemoryStore;
-use crate::store::{CounterInfo, Store, StoreError};
+use crate::store::{CounterInfo, Seen, Store, StoreError};
 use crate::window::{self, RollingLayout};
 
 mod key;
@@ -258,7 +258,7 @@ impl RedisStore {
             other => return Err(bad_reply("outcome", other)),
         };
         let count = |name: &'static str, v: i64| u64::try_from(v).map_err(|_| bad_reply(name, v));
-        let verdict = Verdict {
+        let verdict = Tally {
             outcome,
             used: count("used", used)?,
             exceed: count("exceed count", exceed)?,
@@ -401,6 +401,40 @@ impl RedisStore {
 /// A script reply field that the script never sends: Redis answered with something else.
 fn bad_reply(field: &str, value: i64) -> StoreError {
     StoreError::Unavailable(format!("redis: unexpected {field} {value} in the script reply"))
+}
+
+impl Seen for RedisStore {
+    async fn seen(&self, keys: &[&str]) -> Result<Vec<bool>, StoreError> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for k in keys {
+            pipe.exists(key::seen_key(&self.opts.key_prefix, k));
+        }
+        let mut conn = self.conn.clone();
+        self.bounded(pipe.query_async::<Vec<bool>>(&mut conn)).await
+    }
+
+    async fn remember(&self, keys: &[&str], ttl: Duration) -> Result<Vec<bool>, StoreError> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+        let mut pipe = redis::pipe();
+        for k in keys {
+            // One claim per key: of two instances, exactly one gets OK.
+            pipe.cmd("SET")
+                .arg(key::seen_key(&self.opts.key_prefix, k))
+                .arg(1)
+                .arg("NX")
+                .arg("PX")
+                .arg(ttl_ms);
+        }
+        let mut conn = self.conn.clone();
+        let answers = self.bounded(pipe.query_async::<Vec<Option<String>>>(&mut conn)).await?;
+        Ok(answers.iter().map(Option::is_some).collect())
+    }
 }
 
 impl Store for RedisStore {

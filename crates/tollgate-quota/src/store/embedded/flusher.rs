@@ -70,6 +70,16 @@ impl Shared {
         resets: &[MeteringId],
         evicted: &[(String, CounterShape)],
     ) -> Result<(), String> {
+        self.with_db(|db| self.write_batch(db, dirty, resets, evicted))
+    }
+
+    /// Runs `f` on the open file, reopening it first if the last write failed; a failed `f`
+    /// drops the handle, since redb refuses every later write on a handle that met an I/O
+    /// error. The error names the file.
+    pub(super) fn with_db<T>(
+        &self,
+        f: impl FnOnce(&Database) -> Result<T, redb::Error>,
+    ) -> Result<T, String> {
         let mut db = lock(&self.db);
         if db.is_none() {
             let reopened = Database::open(&self.path)
@@ -79,7 +89,7 @@ impl Shared {
         let Some(handle) = db.as_ref() else {
             return Err(format!("{} is not open", self.path.display()));
         };
-        let written = self.write_batch(handle, dirty, resets, evicted);
+        let written = f(handle);
         if written.is_err() {
             *db = None;
         }

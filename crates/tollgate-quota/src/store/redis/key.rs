@@ -26,6 +26,12 @@ pub(super) fn encode_id(id: &str) -> String {
     out
 }
 
+/// The key of a remembered key seen (see `store::seen`): `<prefix>seen:{<key>}`, the key
+/// encoded like an id so that it is its own hash tag.
+pub(super) fn seen_key(prefix: &str, key: &str) -> String {
+    format!("{prefix}seen:{{{}}}", encode_id(key))
+}
+
 /// The inverse of [`encode_id`]; `None` for text `encode_id` never produces.
 pub(super) fn decode_id(encoded: &str) -> Option<MeteringId> {
     let mut out = String::with_capacity(encoded.len());

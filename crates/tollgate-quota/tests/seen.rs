@@ -1,0 +1,110 @@
+//! Keys seen (the gateway's transaction fingerprints) on every store: remembered once, shared
+//! by every instance on one store, forgotten after their ttl, and on the embedded store still
+//! known after a reopen.
+
+use tollgate_testkit as support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use tollgate_quota::store::{
+    EmbeddedOptions, EmbeddedStore, MemoryStore, RedisOptions, RedisStore,
+};
+use tollgate_quota::{AnyStore, ManualClock, Seen};
+
+const TTL: Duration = Duration::from_secs(3600);
+
+fn clock() -> ManualClock {
+    ManualClock::new("2026-12-01T00:00:00Z".parse::<Timestamp>().unwrap())
+}
+
+/// The contract every store keeps on a clock the test moves.
+async fn claims_once_until_expiry(store: &impl Seen, clock: &ManualClock) {
+    assert_eq!(store.seen(&["a", "b"]).await.unwrap(), [false, false]);
+    assert_eq!(store.remember(&["a"], TTL).await.unwrap(), [true]);
+    assert_eq!(store.remember(&["a", "b"], TTL).await.unwrap(), [false, true]);
+    assert_eq!(store.seen(&["a", "b", "c"]).await.unwrap(), [true, true, false]);
+    clock.advance(TTL);
+    assert_eq!(store.seen(&["a"]).await.unwrap(), [false], "forgotten after the ttl");
+    assert_eq!(store.remember(&["a"], TTL).await.unwrap(), [true], "and claimable again");
+    assert_eq!(store.remember(&[], TTL).await.unwrap(), Vec::<bool>::new());
+}
+
+#[tokio::test]
+async fn memory_and_embedded_claim_once_until_expiry() {
+    let c = clock();
+    claims_once_until_expiry(&MemoryStore::with_clock(Arc::new(c.clone())), &c).await;
+    let dir = tempfile::tempdir().unwrap();
+    let c = clock();
+    let embedded = EmbeddedStore::open_with_clock(
+        EmbeddedOptions::new(dir.path().join("c.redb")),
+        Arc::new(c.clone()),
+    )
+    .unwrap();
+    claims_once_until_expiry(&embedded, &c).await;
+}
+
+#[tokio::test]
+async fn an_embedded_key_is_still_known_after_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.redb");
+    {
+        let store = EmbeddedStore::open(EmbeddedOptions::new(&path)).unwrap();
+        assert_eq!(store.remember(&["fp-1"], TTL).await.unwrap(), [true]);
+    }
+    let store = EmbeddedStore::open(EmbeddedOptions::new(&path)).unwrap();
+    assert_eq!(store.seen(&["fp-1", "fp-2"]).await.unwrap(), [true, false]);
+    assert_eq!(store.remember(&["fp-1"], TTL).await.unwrap(), [false]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_claims_of_one_key_give_exactly_one_winner() {
+    let dir = tempfile::tempdir().unwrap();
+    let stores = [
+        Arc::new(AnyStore::Memory(MemoryStore::new())),
+        Arc::new(AnyStore::Embedded(
+            EmbeddedStore::open(EmbeddedOptions::new(dir.path().join("c.redb"))).unwrap(),
+        )),
+    ];
+    for store in stores {
+        let tasks: Vec<_> = (0..100)
+            .map(|_| {
+                let s = Arc::clone(&store);
+                tokio::spawn(async move { s.remember(&["same"], TTL).await.unwrap()[0] })
+            })
+            .collect();
+        let mut winners = 0;
+        for t in tasks {
+            winners += usize::from(t.await.unwrap());
+        }
+        assert_eq!(winners, 1, "{}", store.kind());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_redis_instances_share_one_view_and_redis_expires_the_keys() {
+    let Some(server) = support::RedisServer::start() else { return };
+    let connect = || async {
+        let mut opts = RedisOptions::new(server.url());
+        opts.key_prefix = "t:".into();
+        opts.timeout = Duration::from_secs(2);
+        Arc::new(RedisStore::connect(opts).await.unwrap())
+    };
+    let (a, b) = (connect().await, connect().await);
+    let tasks: Vec<_> = (0..200)
+        .map(|i| {
+            let s = Arc::clone(if i % 2 == 0 { &a } else { &b });
+            tokio::spawn(async move { s.remember(&["fp:{odd}%"], TTL).await.unwrap()[0] })
+        })
+        .collect();
+    let mut winners = 0;
+    for t in tasks {
+        winners += usize::from(t.await.unwrap());
+    }
+    assert_eq!(winners, 1, "of 200 claims over two instances, one stores the key");
+    assert_eq!(b.seen(&["fp:{odd}%", "fp:other"]).await.unwrap(), [true, false]);
+    assert_eq!(a.remember(&["short"], Duration::from_millis(200)).await.unwrap(), [true]);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(b.seen(&["short"]).await.unwrap(), [false], "Redis expired it");
+}
