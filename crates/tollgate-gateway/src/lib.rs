@@ -44,7 +44,7 @@ use tollgate_quota::AnyStore;
 use tollgate_server::admin::AdminGuard;
 use tollgate_server::client::ClientKeys;
 
-pub use config::{ConfigError, GatewayConfig, OnUnavailable, QuotaMode};
+pub use config::{ConfigError, GatewayConfig, OnQuotaUnavailable, QuotaMode};
 pub use item::{Item, State};
 pub use statedb::SpoolOptions;
 

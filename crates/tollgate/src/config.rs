@@ -60,12 +60,12 @@ impl ConfigFile {
     pub fn parse(path: &Path, source: &str) -> Result<Self, ConfigError> {
         let file: Self =
             toml::from_str(source).map_err(|e| ConfigError(located(path, source, &e)))?;
-        file.check(path)?;
+        file.check(path, source)?;
         Ok(file)
     }
 
     /// Cross-field rules serde cannot express.
-    fn check(&self, path: &Path) -> Result<(), ConfigError> {
+    fn check(&self, path: &Path, source: &str) -> Result<(), ConfigError> {
         use tollgate_server::config::StoreKind;
         if self.store.kind == Some(StoreKind::Redis) && self.store.url.is_none() {
             return Err(ConfigError(format!(
@@ -83,7 +83,7 @@ impl ConfigFile {
         tollgate_server::client::ClientKeys::new(&self.client)
             .map_err(|e| ConfigError(format!("{}: {e}", path.display())))?;
         if let Some(gateway) = &self.gateway {
-            gateway.plan().map_err(|e| ConfigError(format!("{}: {e}", path.display())))?;
+            gateway.plan().map_err(|e| ConfigError(e.locate(path, source).to_string()))?;
         }
         Ok(())
     }
@@ -182,7 +182,11 @@ mod tests {
     fn gateway_errors_name_the_key() {
         let src = "[gateway]\n[[gateway.route]]\nname = \"S\"\ndocuments = [\"214\"]\nlimit = 1\nunit = \"fortnight\"\ndeliver = \"dir:x\"\n";
         let e = ConfigFile::parse(Path::new("t.toml"), src).unwrap_err().to_string();
-        assert!(e.contains("gateway.route[0].unit") && e.contains("fortnight"), "{e}");
+        assert!(e.starts_with("t.toml:6:8: unit = \"fortnight\": "), "{e}");
+        // A rule over several keys points at the offending key too.
+        let src = "[gateway]\nmax_upload_bytes = 10\nupload_budget_bytes = 9\n";
+        let e = ConfigFile::parse(Path::new("t.toml"), src).unwrap_err().to_string();
+        assert!(e.starts_with("t.toml:3:23: gateway.upload_budget_bytes = 9: "), "{e}");
     }
 
     #[test]

@@ -212,6 +212,9 @@ async fn serve(args: ServeArgs, file: ConfigFile) -> anyhow::Result<()> {
             if let Some(key) =
                 std::env::var("TOLLGATE_GATEWAY_QUOTA_API_KEY").ok().filter(|k| !k.is_empty())
             {
+                let key = key
+                    .parse()
+                    .map_err(|e| anyhow::anyhow!("TOLLGATE_GATEWAY_QUOTA_API_KEY: {e}"))?;
                 config.quota.api_key = Some(key);
             }
             let spool = tollgate_gateway::SpoolOptions {
