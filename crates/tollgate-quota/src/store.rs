@@ -21,7 +21,7 @@ use crate::window;
 pub use corrupt::OnCorrupt;
 pub use embedded::{Durability, EmbeddedOptions, EmbeddedStore};
 pub use memory::MemoryStore;
-pub use redis::{OnUnavailable, RedisOptions, RedisStore, StoreHealth};
+pub use redis::{OnStoreUnavailable, RedisOptions, RedisStore, StoreHealth};
 
 /// A store failed to answer. The caller cannot tell whether the check was counted: a Redis
 /// script may have run after the timeout gave up on it, and a strict embedded check whose commit

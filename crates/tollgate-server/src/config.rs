@@ -1,129 +1,19 @@
-//! The config file sections the quota service owns: `[server]`, `[store]`, `[[policy]]` and
-//! `[[client]]`, as serde structs.
+//! The config file sections the quota service reads: `[[policy]]` and `[[client]]`, as serde
+//! structs, and what every section's reader shares: [`ConfigError`] and the [`key`] helpers.
 //!
-//! The top-level file (with `[gateway]`) is assembled by the binary. Every struct refuses
-//! unknown keys, and values are validated while they are deserialized (globs compile, units
-//! and windows are known, intervals are ≥ 1), so a TOML error carries the line and column of
-//! the bad value; [`located`] turns it into `FILE:LINE:COL: message`.
+//! The top-level file (`[server]`, `[store]`, `[gateway]`) is assembled by the binary. Every
+//! struct refuses unknown keys, and values are validated while they are deserialized (globs
+//! compile, units and windows are known, intervals are ≥ 1), so a TOML error carries the line
+//! and column of the bad value; [`ConfigError::locate`] turns it into `FILE:LINE:COL: message`.
 
 use std::fmt::{self, Display};
-use std::net::SocketAddr;
 use std::num::NonZeroU32;
 use std::ops::Range;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 use tollgate_quota::{TimeUnit, WindowKind};
-
-/// `[server]`: where to listen and who may administer. Absent values fall back to the command
-/// line, then to the defaults (`127.0.0.1:8080`, `./tollgate-data`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct ServerSection {
-    /// Listen address, e.g. `127.0.0.1:8080`.
-    pub listen: Option<SocketAddr>,
-    /// Data directory (the embedded store's file lives inside it).
-    pub data: Option<PathBuf>,
-    /// Bearer token for the admin API (`TOLLGATE_ADMIN_TOKEN` overrides it).
-    pub admin_token: Option<String>,
-    /// Time to receive a request head, also the keep-alive idle time (default 20 000 ms).
-    pub header_timeout_ms: Option<u64>,
-    /// Longest silence between request body chunks before a 408 (default 30 000 ms).
-    pub body_timeout_ms: Option<u64>,
-    /// Connections served at once (default 4096).
-    pub max_connections: Option<usize>,
-}
-
-impl ServerSection {
-    /// The listener's limits: the values set here, defaults for the rest. Zero values are
-    /// refused when the file is read ([`ServerSection::check_limits`]).
-    pub fn limits(&self) -> crate::limits::ConnectionLimits {
-        let d = crate::limits::ConnectionLimits::default();
-        let ms = std::time::Duration::from_millis;
-        crate::limits::ConnectionLimits {
-            header_timeout: self.header_timeout_ms.map_or(d.header_timeout, ms),
-            body_timeout: self.body_timeout_ms.map_or(d.body_timeout, ms),
-            max_connections: self.max_connections.unwrap_or(d.max_connections),
-        }
-    }
-
-    /// Refuses limits that would stop the service: each must be at least 1, and a timeout
-    /// at most one day. The error names the key and the value.
-    pub fn check_limits(&self) -> Result<(), String> {
-        const DAY_MS: u64 = 24 * 60 * 60 * 1000;
-        for (key, value) in [
-            ("header_timeout_ms", self.header_timeout_ms),
-            ("body_timeout_ms", self.body_timeout_ms),
-        ] {
-            if let Some(v) = value {
-                if !(1..=DAY_MS).contains(&v) {
-                    return Err(format!(
-                        "[server] {key} = {v}: must be between 1 and {DAY_MS} (one day)"
-                    ));
-                }
-            }
-        }
-        if self.max_connections == Some(0) {
-            return Err("[server] max_connections = 0: must be at least 1".into());
-        }
-        Ok(())
-    }
-}
-
-/// Which counter store to use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum StoreKind {
-    /// In this process only.
-    Memory,
-    /// One redb file in the data directory (the default).
-    Embedded,
-    /// A shared Redis (`url`).
-    Redis,
-}
-
-/// What `/v1/quota` answers when the store cannot decide: `local` (count in this instance's
-/// memory, done by the store; 503 if even that fails), `allow` (200 with
-/// `Tollgate-Degraded: store-unavailable`) or `deny` (503 with `Retry-After`).
-pub use tollgate_quota::store::OnUnavailable as StoreUnavailable;
-
-/// When an embedded-store increment is on disk: `buffered` or `strict`.
-pub use tollgate_quota::store::Durability;
-
-/// `[store]`: the counter store and how it behaves when it fails.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct StoreSection {
-    /// memory, embedded or redis; `None` means "not set here" (flag, then default embedded).
-    pub kind: Option<StoreKind>,
-    /// `redis://…` for the redis store.
-    pub url: Option<String>,
-    /// Prefix of every Redis key.
-    pub key_prefix: Option<String>,
-    /// Redis call timeout in milliseconds.
-    pub timeout_ms: Option<u64>,
-    /// Behaviour when the store fails.
-    pub store_unavailable: StoreUnavailable,
-    /// Group-commit period of the embedded store (default 100 ms).
-    pub flush_interval_ms: u64,
-    /// Buffered (default) or strict.
-    pub durability: Durability,
-}
-
-impl Default for StoreSection {
-    fn default() -> Self {
-        Self {
-            kind: None,
-            url: None,
-            key_prefix: None,
-            timeout_ms: None,
-            store_unavailable: StoreUnavailable::default(),
-            flush_interval_ms: 100,
-            durability: Durability::default(),
-        }
-    }
-}
 
 /// Enforce (answer 429) or shadow (count and report, always answer 200).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
@@ -492,8 +382,6 @@ mod tests {
     struct Doc {
         #[serde(default)]
         policy: Vec<PolicyRule>,
-        #[serde(default)]
-        store: StoreSection,
     }
 
     #[test]
@@ -522,7 +410,6 @@ mode = "shadow"
         assert!(json.get("window").is_none());
         let back: PolicyRule = serde_json::from_value(json).unwrap();
         assert_eq!(&back, p);
-        assert_eq!(doc.store.flush_interval_ms, 100);
     }
 
     #[test]
@@ -533,7 +420,6 @@ mode = "shadow"
             ("[[policy]]\nmatch = \"a[\"\n", 2, "glob"),
             ("[[policy]]\nmatch = \"a\"\nlimit = -1\n", 3, "-1"),
             ("[[policy]]\nmatch = \"a\"\ncolour = 1\n", 3, "colour"),
-            ("[store]\nstore_unavailable = \"maybe\"\n", 2, "maybe"),
         ] {
             let err = toml::from_str::<Doc>(src).unwrap_err();
             let msg = located(Path::new("t.toml"), src, &err);
