@@ -71,7 +71,7 @@ impl ServerSection {
         tollgate_server::ConnectionLimits {
             header_timeout: self.header_timeout.unwrap_or(d.header_timeout),
             body_timeout: self.body_timeout.unwrap_or(d.body_timeout),
-            max_connections: self.max_connections.map_or(d.max_connections, NonZeroUsize::get),
+            max_connections: self.max_connections.unwrap_or(d.max_connections),
         }
     }
 }
@@ -409,10 +409,10 @@ mod tests {
         let l = ConfigFile::parse(Path::new("t.toml"), src).unwrap().server.limits();
         assert_eq!(l.header_timeout.as_millis(), 5000);
         assert_eq!(l.body_timeout.as_millis(), 7000);
-        assert_eq!(l.max_connections, 10);
+        assert_eq!(l.max_connections.get(), 10);
         let d = ConfigFile::default().server.limits();
         assert!(d.header_timeout.as_secs() <= 30);
-        assert!(d.max_connections >= 1000);
+        assert!(d.max_connections.get() >= 1000);
         for (src, at, key) in [
             ("[server]\nheader_timeout_ms = 0\n", "2:21", "header_timeout_ms = 0: "),
             ("[server]\nbody_timeout_ms = 0\n", "2:19", "body_timeout_ms = 0: "),
