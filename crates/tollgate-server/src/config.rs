@@ -162,16 +162,79 @@ impl TryFrom<PolicyFields> for PolicyRule {
 #[serde(deny_unknown_fields)]
 pub struct ClientKey {
     /// The secret the client sends in `x-api-key`.
-    pub key: String,
+    pub key: ClientSecret,
     /// A name for logs.
     pub name: String,
     /// Globs over `metering-id`; absent means every id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allow: Option<Vec<GlobPattern>>,
     /// Senders this client may upload interchanges for: `[gateway.partner]` names, or raw
-    /// `QUAL:ID` sender ids; absent means every sender.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `QUAL:ID` sender ids (no entry empty); absent means every sender.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "partners")]
     pub partners: Option<Vec<String>>,
+}
+
+/// `[[client]] partners`: a list without empty entries.
+fn partners<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
+    let list = Vec::<String>::deserialize(d)?;
+    match list.iter().find(|p| p.trim().is_empty()) {
+        Some(bad) => Err(serde::de::Error::custom(format!(
+            "partners = {list:?}: the entry {bad:?} is empty"
+        ))),
+        None => Ok(Some(list)),
+    }
+}
+
+/// A client's secret, `[[client]] key`: never empty (an empty `x-api-key` would match it)
+/// and never shown (`Debug` and errors give its length only).
+#[derive(Clone, PartialEq, Eq, Serialize)]
+#[serde(into = "String")]
+pub struct ClientSecret(String);
+
+impl ClientSecret {
+    /// The secret; refused when empty.
+    pub fn new(secret: impl Into<String>) -> Result<Self, &'static str> {
+        let secret = secret.into();
+        if secret.is_empty() {
+            return Err("must not be empty; an empty x-api-key would match it");
+        }
+        Ok(Self(secret))
+    }
+
+    /// The secret's bytes, to compare with what a client presents.
+    pub fn as_bytes(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
+
+    /// Its length in bytes (what errors may say about it).
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Always false: a secret is never empty.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl fmt::Debug for ClientSecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ClientSecret(<{} bytes>)", self.0.len())
+    }
+}
+
+impl From<ClientSecret> for String {
+    fn from(s: ClientSecret) -> Self {
+        s.0
+    }
+}
+
+impl<'de> Deserialize<'de> for ClientSecret {
+    /// The error names the key, never the value.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        ClientSecret::new(s).map_err(|e| serde::de::Error::custom(format!("key = (hidden): {e}")))
+    }
 }
 
 /// Reads `T` through its `FromStr` and writes it through `Display` (units, windows).
