@@ -52,6 +52,20 @@ impl std::fmt::Display for PartyId {
     }
 }
 
+impl std::str::FromStr for PartyId {
+    type Err = String;
+    /// `QUAL:ID` as written in configuration (`ZZ:ACME`); both parts are trimmed, and both
+    /// must be there.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.split_once(':') {
+            Some((q, id)) if !q.trim().is_empty() && !id.trim().is_empty() => {
+                Ok(PartyId::new(q, id))
+            }
+            _ => Err("expected QUALIFIER:ID, e.g. ZZ:ACME".to_owned()),
+        }
+    }
+}
+
 /// A control number or reference (ISA13, GS06, ST02, UNB 0020, UNH 0062) as received, trimmed.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct ControlNumber(pub String);
@@ -234,6 +248,16 @@ impl ParsedFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn party_ids_parse_trimmed_and_need_both_parts() {
+        let p: PartyId = " ZZ : ACME CO  ".parse().unwrap();
+        assert_eq!(p, PartyId::new("ZZ", "ACME CO"));
+        assert_eq!(p.to_string(), "ZZ:ACME CO");
+        for bad in ["ACME", "ZZ:", ":ACME", " : "] {
+            assert!(bad.parse::<PartyId>().is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn control_numbers_compare_as_numbers_when_numeric() {

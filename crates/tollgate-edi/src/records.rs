@@ -18,12 +18,18 @@ pub enum RecordRule {
 
 impl FromStr for RecordRule {
     type Err = String;
-    /// `transactions` or `segment:TAG` (e.g. `segment:AT7`).
+    /// `transactions` or `segment:TAG` (e.g. `segment:AT7`). Segment tags are written in
+    /// upper case (X12 and EDIFACT alike), so a lower-case tag, which would never match, is
+    /// refused.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         if s == "transactions" {
             return Ok(RecordRule::Transactions);
         }
         match s.strip_prefix("segment:") {
+            Some(tag) if tag.bytes().any(|b| b.is_ascii_lowercase()) => Err(format!(
+                "record rule `{s}`: segment tags are upper case (`segment:{}`)",
+                tag.to_ascii_uppercase()
+            )),
             Some(tag) => tag.parse().map(RecordRule::Segment),
             None => Err(format!("record rule `{s}` is neither `transactions` nor `segment:TAG`")),
         }
@@ -83,5 +89,9 @@ mod tests {
         assert_eq!(r.to_string(), "segment:AT7");
         assert!("segment:A".parse::<RecordRule>().is_err());
         assert!("segments".parse::<RecordRule>().is_err());
+        assert!("segment:".parse::<RecordRule>().is_err());
+        assert!("segment:ABCD".parse::<RecordRule>().is_err());
+        let lower = "segment:at7".parse::<RecordRule>().unwrap_err();
+        assert!(lower.contains("segment:AT7"), "{lower}");
     }
 }

@@ -1,17 +1,27 @@
 //! The `[gateway]` section of the config file, and its validation into a [`Plan`].
 //!
-//! [`GatewayConfig`] mirrors the TOML keys exactly (serde, unknown keys refused). It is checked
-//! once, at the edge, by [`GatewayConfig::plan`]: every route's quota, weight rule, metering-id
-//! template and delivery target is parsed there, and every error names the key and the value it
-//! received. The rest of the gateway only sees the typed [`Plan`].
+//! [`GatewayConfig`] mirrors the TOML keys (serde, unknown keys refused), each read into its
+//! type as it is deserialized: units, weight rules, delivery targets, URLs, partner ids,
+//! names and metering-id templates are parsed there, so a bad value is a parser error with
+//! the value's position, naming the key and the value (`unit = "fortnight": …`). The rules
+//! that involve several keys are checked by [`GatewayConfig::plan`], whose error still
+//! carries the position of the offending key. The rest of the gateway only sees the typed
+//! [`Plan`].
 
 use std::collections::HashMap;
 use std::fmt;
+use std::num::{NonZeroU32, NonZeroU64, NonZeroUsize};
 use std::path::PathBuf;
+use std::str::FromStr;
 use std::time::Duration;
 
 use serde::Deserialize;
+use tollgate_edi::{PartyId, RecordRule};
 use tollgate_quota::{MeteringId, QuotaSpec, TimeUnit};
+pub use tollgate_server::config::ConfigError;
+use toml::Spanned;
+
+use crate::landing::PartialNames;
 
 mod plan;
 pub use plan::*;
@@ -23,31 +33,32 @@ pub struct GatewayConfig {
     /// Landing directories polled for new files.
     #[serde(default)]
     pub inbound: Vec<PathBuf>,
-    /// Directory scan period in milliseconds.
-    #[serde(default = "defaults::poll_ms")]
-    pub poll_ms: u64,
+    /// Directory scan period in milliseconds (≥ 1).
+    #[serde(default = "defaults::poll_ms", deserialize_with = "fields::poll_ms")]
+    pub poll_ms: NonZeroU64,
     /// A file must be unchanged this long (milliseconds) before it is taken.
     #[serde(default = "defaults::settle_ms")]
     pub settle_ms: u64,
     /// The window, in days, in which a resent (sender, receiver, control number) is a duplicate.
-    #[serde(default = "defaults::dedup_days")]
-    pub dedup_days: u32,
+    #[serde(default = "defaults::dedup_days", deserialize_with = "fields::dedup_days")]
+    pub dedup_days: NonZeroU32,
     /// Where acknowledgements (TA1/997/999/CONTRL) for rejected input are written, if anywhere.
     #[serde(default)]
     pub acks: Option<PathBuf>,
-    /// The largest body `POST /v1/interchanges` accepts, in bytes.
-    #[serde(default = "defaults::max_upload_bytes")]
-    pub max_upload_bytes: u64,
+    /// The largest body `POST /v1/interchanges` accepts, in bytes (1 to 4 GiB - 1).
+    #[serde(default = "defaults::max_upload_bytes", deserialize_with = "fields::max_upload_bytes")]
+    pub max_upload_bytes: Spanned<NonZeroU32>,
     /// Upload bodies held in memory at once, in bytes, across all uploads (each reserves its
     /// `Content-Length`, or `max_upload_bytes` when unknown; 503 when the budget is spent).
+    /// At least `max_upload_bytes`.
     #[serde(default = "defaults::upload_budget_bytes")]
-    pub upload_budget_bytes: u64,
+    pub upload_budget_bytes: Spanned<u64>,
     /// The largest landing file taken, in bytes; a larger one is moved to `too-large/`.
-    #[serde(default = "defaults::max_file_bytes")]
-    pub max_file_bytes: u64,
+    #[serde(default = "defaults::max_file_bytes", deserialize_with = "fields::max_file_bytes")]
+    pub max_file_bytes: NonZeroU64,
     /// Globs over landing file names that mark a file still being written (never taken).
     #[serde(default = "defaults::partial_names")]
-    pub partial_names: Vec<String>,
+    pub partial_names: PartialNames,
     /// How long (milliseconds) a landing file whose last interchange has no trailer yet must
     /// stay unchanged before it is taken as it is (and rejected by the parser).
     #[serde(default = "defaults::incomplete_grace_ms")]
@@ -87,31 +98,31 @@ impl Default for GatewayConfig {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct QuotaSection {
-    /// `"embedded"` (the store of this process) or `"remote"`.
-    #[serde(default)]
-    pub mode: QuotaMode,
+    /// `"embedded"` (the store of this process) or `"remote"` (which needs `url`).
+    #[serde(default = "defaults::mode")]
+    pub mode: Spanned<QuotaMode>,
     /// The remote quota endpoint, e.g. `http://quota.internal:8080/v1/quota` (remote only).
-    #[serde(default)]
-    pub url: Option<String>,
-    /// How long a remote check may take, in milliseconds (remote only).
-    #[serde(default = "defaults::timeout_ms")]
-    pub timeout_ms: u64,
+    #[serde(default, deserialize_with = "fields::quota_url")]
+    pub url: Option<HttpUrl>,
+    /// How long a remote check may take, in milliseconds (≥ 1; remote only).
+    #[serde(default = "defaults::timeout_ms", deserialize_with = "fields::timeout_ms")]
+    pub timeout_ms: NonZeroU64,
     /// What to do while the quota service is unavailable: deliver (fail-open) or hold.
     #[serde(default)]
-    pub on_unavailable: OnUnavailable,
+    pub on_unavailable: OnQuotaUnavailable,
     /// The `x-api-key` sent to the remote quota service (a `[[client]]` key there); the
     /// environment variable `TOLLGATE_GATEWAY_QUOTA_API_KEY` overrides it (remote only).
     #[serde(default)]
-    pub api_key: Option<String>,
+    pub api_key: Option<ApiKey>,
 }
 
 impl Default for QuotaSection {
     fn default() -> Self {
         Self {
-            mode: QuotaMode::default(),
+            mode: defaults::mode(),
             url: None,
             timeout_ms: defaults::timeout_ms(),
-            on_unavailable: OnUnavailable::default(),
+            on_unavailable: OnQuotaUnavailable::default(),
             api_key: None,
         }
     }
@@ -128,10 +139,11 @@ pub enum QuotaMode {
     Remote,
 }
 
-/// The decision taken while the remote quota service cannot answer.
+/// What the gateway does with an interchange while the remote quota service cannot answer
+/// (`[gateway.quota] on_unavailable`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum OnUnavailable {
+pub enum OnQuotaUnavailable {
     /// Fail open: deliver, and count the decision in metrics.
     #[default]
     Deliver,
@@ -144,9 +156,11 @@ pub enum OnUnavailable {
 #[serde(deny_unknown_fields)]
 pub struct PartnerConfig {
     /// The name used in metering ids, metrics and headers.
-    pub name: String,
-    /// Sender ids, `QUAL:ID` (X12 ISA05:ISA06, EDIFACT UNB 0007:0004).
-    pub ids: Vec<String>,
+    #[serde(deserialize_with = "fields::name")]
+    pub name: Name,
+    /// Sender ids, `QUAL:ID` (X12 ISA05:ISA06, EDIFACT UNB 0007:0004), trimmed.
+    #[serde(deserialize_with = "fields::ids")]
+    pub ids: Vec<Spanned<PartyId>>,
 }
 
 /// `[[gateway.route]]`.
@@ -154,22 +168,25 @@ pub struct PartnerConfig {
 #[serde(deny_unknown_fields)]
 pub struct RouteConfig {
     /// The route's name (`{route}` in the metering id).
-    pub name: String,
-    /// Document types: X12 ST01 (`214`) or EDIFACT message type (`IFTSTA`).
-    pub documents: Vec<String>,
+    #[serde(deserialize_with = "fields::route_name")]
+    pub name: Spanned<Name>,
+    /// Document types: X12 ST01 (`214`) or EDIFACT message type (`IFTSTA`); at least one.
+    #[serde(deserialize_with = "fields::documents")]
+    pub documents: Vec<Spanned<String>>,
     /// The metering id template; `{route}` and `{partner}` are replaced.
-    #[serde(default = "defaults::metering_id")]
-    pub metering_id: String,
+    #[serde(default = "defaults::metering_id", deserialize_with = "fields::metering_id")]
+    pub metering_id: Spanned<MeteringTemplate>,
     /// Units per window.
     pub limit: u64,
-    /// Window length in `unit`s.
-    #[serde(default = "defaults::interval")]
-    pub interval: u32,
+    /// Window length in `unit`s (≥ 1, at most the unit's longest window).
+    #[serde(default = "defaults::interval", deserialize_with = "fields::interval")]
+    pub interval: Spanned<NonZeroU32>,
     /// second(s), minute(s), hour(s), day(s), week(s), month(s).
-    pub unit: String,
-    /// `"transactions"` or `"segment:TAG"`.
-    #[serde(default = "defaults::weight")]
-    pub weight: String,
+    #[serde(deserialize_with = "fields::unit")]
+    pub unit: TimeUnit,
+    /// `"transactions"` (the default) or `"segment:TAG"`.
+    #[serde(default, deserialize_with = "fields::weight")]
+    pub weight: RecordRule,
     /// The least an interchange consumes, whatever its weight rule counts (a 214 without AT7
     /// under `segment:AT7` still costs this). `0` lets such interchanges pass uncounted.
     #[serde(default = "defaults::min_weight")]
@@ -178,166 +195,380 @@ pub struct RouteConfig {
     #[serde(default)]
     pub split: bool,
     /// `"dir:PATH"` or an `http://` / `https://` URL.
-    pub deliver: String,
-    /// Deliveries in flight to this target at most.
-    #[serde(default = "defaults::max_concurrency")]
-    pub max_concurrency: usize,
+    #[serde(deserialize_with = "fields::deliver")]
+    pub deliver: Target,
+    /// Deliveries in flight to this target at most (≥ 1).
+    #[serde(default = "defaults::max_concurrency", deserialize_with = "fields::max_concurrency")]
+    pub max_concurrency: NonZeroUsize,
 }
 
+/// A partner or route name: non-empty visible ASCII (it goes into metering ids and headers).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Name(String);
+
+impl Name {
+    /// The name as written.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for Name {
+    type Err = &'static str;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.is_empty() || !s.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err("must be non-empty visible ASCII (it goes into metering ids and headers)");
+        }
+        Ok(Self(s.to_owned()))
+    }
+}
+
+impl fmt::Display for Name {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// An `http://` or `https://` URL with a host.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct HttpUrl(String);
+
+impl HttpUrl {
+    /// The URL as written.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for HttpUrl {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let parsed = reqwest::Url::parse(s).map_err(|e| format!("not a URL: {e}"))?;
+        match parsed.scheme() {
+            "http" | "https" if parsed.host().is_some() => Ok(Self(s.to_owned())),
+            "http" | "https" => Err("the URL has no host".to_owned()),
+            other => Err(format!("scheme {other:?} is not http or https")),
+        }
+    }
+}
+
+impl fmt::Display for HttpUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The `x-api-key` value the gateway sends to a remote quota service: non-empty visible
+/// ASCII, marked sensitive (never logged, never shown in errors).
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(reqwest::header::HeaderValue);
+
+impl ApiKey {
+    /// The header value.
+    pub fn header_value(&self) -> &reqwest::header::HeaderValue {
+        &self.0
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ApiKey(<secret>)")
+    }
+}
+
+impl FromStr for ApiKey {
+    type Err = &'static str;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mut v = reqwest::header::HeaderValue::from_str(s)
+            .ok()
+            .filter(|_| !s.is_empty())
+            .ok_or("must be non-empty visible ASCII")?;
+        v.set_sensitive(true);
+        Ok(Self(v))
+    }
+}
+
+impl<'de> Deserialize<'de> for ApiKey {
+    /// Like `FromStr`; the error names the key but never shows the value.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(|e| serde::de::Error::custom(format!("api_key = (hidden): {e}")))
+    }
+}
+
+/// A metering id template: text with `{route}` and `{partner}` placeholders, every other
+/// character valid in a metering id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MeteringTemplate(String);
+
+impl MeteringTemplate {
+    /// The template as written.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The template for route `route`: `{route}` substituted, `{partner}` left. The error says
+    /// why the result cannot be a metering id (too long, say).
+    pub fn for_route(&self, route: &Name) -> Result<String, String> {
+        let with_route = self.0.replace("{route}", route.as_str());
+        MeteringId::new(&with_route.replace("{partner}", "P")).map_err(|e| e.to_string())?;
+        Ok(with_route)
+    }
+}
+
+impl FromStr for MeteringTemplate {
+    type Err = String;
+    fn from_str(template: &str) -> Result<Self, Self::Err> {
+        let mut rest = template;
+        while let Some(open) = rest.find('{') {
+            let after = &rest[open + 1..];
+            let close = after.find('}').ok_or("unclosed '{'")?;
+            let name = &after[..close];
+            if name != "route" && name != "partner" {
+                return Err(format!(
+                    "unknown placeholder {{{name}}}: use {{route}} and {{partner}}"
+                ));
+            }
+            rest = &after[close + 1..];
+        }
+        let probe = template.replace("{route}", "R").replace("{partner}", "P");
+        MeteringId::new(&probe).map_err(|e| e.to_string())?;
+        Ok(Self(template.to_owned()))
+    }
+}
+
+impl fmt::Display for MeteringTemplate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Reading each key into its type; a refused value is named with its key.
+mod fields {
+    use serde::de::Error as _;
+    use serde::{Deserialize, Deserializer};
+    use tollgate_server::config::key;
+
+    use super::*;
+
+    pub fn poll_ms<'de, D: Deserializer<'de>>(d: D) -> Result<NonZeroU64, D::Error> {
+        key::at_least_one(d, "poll_ms")
+    }
+    pub fn dedup_days<'de, D: Deserializer<'de>>(d: D) -> Result<NonZeroU32, D::Error> {
+        key::bounded(d, "dedup_days", 1, u64::from(u32::MAX), "must be at least 1")
+    }
+    pub fn max_upload_bytes<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Spanned<NonZeroU32>, D::Error> {
+        let why = format!("must be between 1 and {} (4 GiB - 1)", u32::MAX);
+        key::bounded_spanned(d, "max_upload_bytes", 1, u64::from(u32::MAX), &why)
+    }
+    pub fn max_file_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<NonZeroU64, D::Error> {
+        key::at_least_one(d, "max_file_bytes")
+    }
+    pub fn timeout_ms<'de, D: Deserializer<'de>>(d: D) -> Result<NonZeroU64, D::Error> {
+        key::at_least_one(d, "timeout_ms")
+    }
+    pub fn quota_url<'de, D: Deserializer<'de>>(d: D) -> Result<Option<HttpUrl>, D::Error> {
+        key::parsed(d, "url").map(Some)
+    }
+    pub fn name<'de, D: Deserializer<'de>>(d: D) -> Result<Name, D::Error> {
+        key::parsed(d, "name")
+    }
+    pub fn route_name<'de, D: Deserializer<'de>>(d: D) -> Result<Spanned<Name>, D::Error> {
+        spanned(d, "name")
+    }
+    pub fn ids<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Spanned<PartyId>>, D::Error> {
+        Vec::<Spanned<String>>::deserialize(d)?
+            .into_iter()
+            .map(|id| {
+                let span = id.span();
+                id.get_ref()
+                    .parse()
+                    .map(|p| Spanned::new(span, p))
+                    .map_err(|e| D::Error::custom(format!("ids: {:?}: {e}", id.get_ref())))
+            })
+            .collect()
+    }
+    pub fn documents<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Spanned<String>>, D::Error> {
+        let documents = Vec::<Spanned<String>>::deserialize(d)?;
+        if documents.is_empty() {
+            return Err(D::Error::custom("documents = []: list at least one document"));
+        }
+        if let Some(empty) = documents.iter().find(|d| d.get_ref().trim().is_empty()) {
+            return Err(D::Error::custom(format!(
+                "documents: {:?}: a document type must not be empty",
+                empty.get_ref()
+            )));
+        }
+        Ok(documents)
+    }
+    pub fn metering_id<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Spanned<MeteringTemplate>, D::Error> {
+        spanned(d, "metering_id")
+    }
+    pub fn interval<'de, D: Deserializer<'de>>(d: D) -> Result<Spanned<NonZeroU32>, D::Error> {
+        key::bounded_spanned(d, "interval", 1, u64::from(u32::MAX), "must be at least 1")
+    }
+    pub fn unit<'de, D: Deserializer<'de>>(d: D) -> Result<TimeUnit, D::Error> {
+        key::parsed(d, "unit")
+    }
+    pub fn weight<'de, D: Deserializer<'de>>(d: D) -> Result<RecordRule, D::Error> {
+        key::parsed(d, "weight")
+    }
+    pub fn deliver<'de, D: Deserializer<'de>>(d: D) -> Result<Target, D::Error> {
+        key::parsed(d, "deliver")
+    }
+    pub fn max_concurrency<'de, D: Deserializer<'de>>(d: D) -> Result<NonZeroUsize, D::Error> {
+        key::at_least_one(d, "max_concurrency")
+    }
+
+    /// A string parsed into `T`, keeping its position (for rules checked with other keys).
+    fn spanned<'de, D, T>(d: D, key: &str) -> Result<Spanned<T>, D::Error>
+    where
+        D: Deserializer<'de>,
+        T: FromStr,
+        T::Err: fmt::Display,
+    {
+        let s = Spanned::<String>::deserialize(d)?;
+        let span = s.span();
+        let text = s.into_inner();
+        text.parse()
+            .map(|v| Spanned::new(span, v))
+            .map_err(|e| D::Error::custom(format!("{key} = {text:?}: {e}")))
+    }
+}
+
+/// Defaults; those kept with a position have an empty span (they are not in the file).
 mod defaults {
-    pub fn poll_ms() -> u64 {
-        500
+    use super::*;
+
+    /// `v` as a non-zero value; evaluated at compile time.
+    const fn nz64(v: u64) -> NonZeroU64 {
+        match NonZeroU64::new(v) {
+            Some(n) => n,
+            None => panic!("a non-zero default is zero"),
+        }
+    }
+    const fn nz32(v: u32) -> NonZeroU32 {
+        match NonZeroU32::new(v) {
+            Some(n) => n,
+            None => panic!("a non-zero default is zero"),
+        }
+    }
+    const fn nzusize(v: usize) -> NonZeroUsize {
+        match NonZeroUsize::new(v) {
+            Some(n) => n,
+            None => panic!("a non-zero default is zero"),
+        }
+    }
+
+    pub fn poll_ms() -> NonZeroU64 {
+        const { nz64(500) }
     }
     pub fn settle_ms() -> u64 {
         200
     }
-    pub fn dedup_days() -> u32 {
-        30
+    pub fn dedup_days() -> NonZeroU32 {
+        const { nz32(30) }
     }
-    pub fn max_upload_bytes() -> u64 {
-        52_428_800
+    pub fn max_upload_bytes() -> Spanned<NonZeroU32> {
+        Spanned::new(0..0, const { nz32(52_428_800) })
     }
-    pub fn upload_budget_bytes() -> u64 {
-        268_435_456
+    pub fn upload_budget_bytes() -> Spanned<u64> {
+        Spanned::new(0..0, 268_435_456)
     }
-    pub fn max_file_bytes() -> u64 {
-        52_428_800
+    pub fn max_file_bytes() -> NonZeroU64 {
+        const { nz64(52_428_800) }
     }
     /// Temporary names of common transfer clients: dot files (OpenSSH sftp/rsync temp files,
     /// editors), WinSCP `.filepart`, FileZilla/Cyberduck/curl `.part`, `.partial`, `.tmp`,
     /// `.crdownload`, `.inprogress`, and `~` backups.
-    pub fn partial_names() -> Vec<String> {
-        [".*", "*.filepart", "*.part", "*.partial", "*.tmp", "*.crdownload", "*.inprogress", "*~"]
-            .map(str::to_owned)
-            .to_vec()
+    pub const PARTIAL_NAMES: [&str; 8] =
+        [".*", "*.filepart", "*.part", "*.partial", "*.tmp", "*.crdownload", "*.inprogress", "*~"];
+    pub fn partial_names() -> PartialNames {
+        PartialNames::new(&PARTIAL_NAMES.map(str::to_owned))
+            .unwrap_or_else(|_| unreachable!("the default partial names are valid globs"))
     }
     pub fn incomplete_grace_ms() -> u64 {
         300_000
     }
-    pub fn timeout_ms() -> u64 {
-        200
+    pub fn mode() -> Spanned<QuotaMode> {
+        Spanned::new(0..0, QuotaMode::default())
     }
-    pub fn metering_id() -> String {
-        "{route}:{partner}".to_owned()
+    pub fn timeout_ms() -> NonZeroU64 {
+        const { nz64(200) }
     }
-    pub fn interval() -> u32 {
-        1
+    pub fn metering_id() -> Spanned<MeteringTemplate> {
+        Spanned::new(0..0, MeteringTemplate("{route}:{partner}".to_owned()))
     }
-    pub fn weight() -> String {
-        "transactions".to_owned()
+    pub fn interval() -> Spanned<NonZeroU32> {
+        Spanned::new(0..0, const { nz32(1) })
     }
     pub fn min_weight() -> u64 {
         1
     }
-    pub fn max_concurrency() -> usize {
-        4
-    }
-}
-
-/// A config value that was refused: the key, the value received, and why.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{key} = {value:?}: {message}")]
-pub struct ConfigError {
-    /// The full key, e.g. `gateway.route[0].unit`.
-    pub key: String,
-    /// The value as received.
-    pub value: String,
-    /// What is wrong with it.
-    pub message: String,
-}
-
-impl ConfigError {
-    fn new(key: impl Into<String>, value: impl Into<String>, message: impl fmt::Display) -> Self {
-        Self { key: key.into(), value: value.into(), message: message.to_string() }
+    pub fn max_concurrency() -> NonZeroUsize {
+        const { nzusize(4) }
     }
 }
 
 impl GatewayConfig {
-    /// Checks every key and builds the [`Plan`]; the error names the first bad key and value.
+    /// Checks the rules that involve several keys and builds the [`Plan`]. The error names
+    /// the key and value, and carries the position of the offending key (a byte span of the
+    /// text this config was read from).
     pub fn plan(&self) -> Result<Plan, ConfigError> {
-        if self.poll_ms == 0 {
-            return Err(ConfigError::new("gateway.poll_ms", "0", "must be at least 1"));
+        let max_upload_bytes = u64::from(self.max_upload_bytes.get_ref().get());
+        let budget = *self.upload_budget_bytes.get_ref();
+        if budget < max_upload_bytes {
+            // Blame the key the operator wrote: the budget, or else the upload limit.
+            let (span, key, value, why) = if self.upload_budget_bytes.span().is_empty() {
+                (
+                    self.max_upload_bytes.span(),
+                    "max_upload_bytes",
+                    max_upload_bytes,
+                    format!("must be at most upload_budget_bytes ({budget})"),
+                )
+            } else {
+                (
+                    self.upload_budget_bytes.span(),
+                    "upload_budget_bytes",
+                    budget,
+                    format!("must be at least max_upload_bytes ({max_upload_bytes})"),
+                )
+            };
+            return Err(ConfigError::at(span, format!("gateway.{key} = {value}: {why}")));
         }
-        if self.max_upload_bytes == 0 {
-            return Err(ConfigError::new("gateway.max_upload_bytes", "0", "must be at least 1"));
-        }
-        if self.max_upload_bytes > u64::from(u32::MAX) {
-            return Err(ConfigError::new(
-                "gateway.max_upload_bytes",
-                self.max_upload_bytes.to_string(),
-                format!("must be at most {} (4 GiB - 1)", u32::MAX),
-            ));
-        }
-        if self.upload_budget_bytes < self.max_upload_bytes {
-            return Err(ConfigError::new(
-                "gateway.upload_budget_bytes",
-                self.upload_budget_bytes.to_string(),
-                format!("must be at least max_upload_bytes ({})", self.max_upload_bytes),
-            ));
-        }
-        if self.max_file_bytes == 0 {
-            return Err(ConfigError::new("gateway.max_file_bytes", "0", "must be at least 1"));
-        }
-        let partial_names =
-            crate::landing::PartialNames::new(&self.partial_names).map_err(|(i, value, m)| {
-                ConfigError::new(format!("gateway.partial_names[{i}]"), value, m)
-            })?;
-        if self.dedup_days == 0 {
-            return Err(ConfigError::new("gateway.dedup_days", "0", "must be at least 1"));
-        }
-        let remote = match self.quota.mode {
+        let remote = match self.quota.mode.get_ref() {
             QuotaMode::Embedded => None,
             QuotaMode::Remote => {
                 let url = self.quota.url.clone().ok_or_else(|| {
-                    ConfigError::new("gateway.quota.url", "", "required when mode = \"remote\"")
+                    ConfigError::at(
+                        self.quota.mode.span(),
+                        "gateway.quota.mode = \"remote\": needs gateway.quota.url, the quota \
+                         service's endpoint",
+                    )
                 })?;
-                check_http_url(&url).map_err(|m| ConfigError::new("gateway.quota.url", &url, m))?;
-                if self.quota.timeout_ms == 0 {
-                    return Err(ConfigError::new("gateway.quota.timeout_ms", "0", "must be > 0"));
-                }
-                let api_key = match &self.quota.api_key {
-                    Some(k) => Some(
-                        reqwest::header::HeaderValue::from_str(k)
-                            .ok()
-                            .filter(|_| !k.is_empty())
-                            .map(|mut v| {
-                                v.set_sensitive(true);
-                                v
-                            })
-                            .ok_or_else(|| {
-                                ConfigError::new(
-                                    "gateway.quota.api_key",
-                                    "(hidden)",
-                                    "must be non-empty visible ASCII",
-                                )
-                            })?,
-                    ),
-                    None => None,
-                };
                 Some(RemoteQuota {
                     url,
-                    timeout: Duration::from_millis(self.quota.timeout_ms),
-                    api_key,
+                    timeout: Duration::from_millis(self.quota.timeout_ms.get()),
+                    api_key: self.quota.api_key.clone(),
                 })
             }
         };
 
         let mut partners = HashMap::new();
         for (i, p) in self.partner.iter().enumerate() {
-            if p.name.is_empty() || !p.name.bytes().all(|b| b.is_ascii_graphic()) {
-                return Err(ConfigError::new(
-                    format!("gateway.partner[{i}].name"),
-                    &p.name,
-                    "must be non-empty visible ASCII (it goes into metering ids and headers)",
-                ));
-            }
             for id in &p.ids {
-                let key = format!("gateway.partner[{i}].ids");
-                if !id.contains(':') {
-                    return Err(ConfigError::new(key, id, "expected QUALIFIER:ID, e.g. ZZ:ACME"));
-                }
-                if let Some(prev) = partners.insert(normalize_party(id), p.name.clone()) {
-                    return Err(ConfigError::new(key, id, format!("already used by {prev}")));
+                if let Some(prev) = partners.insert(id.get_ref().to_string(), p.name.to_string()) {
+                    return Err(ConfigError::at(
+                        id.span(),
+                        format!(
+                            "gateway.partner[{i}].ids = {:?}: already used by {prev}",
+                            id.get_ref().to_string()
+                        ),
+                    ));
                 }
             }
         }
@@ -346,62 +577,54 @@ impl GatewayConfig {
         let mut by_document = HashMap::new();
         for (i, r) in self.route.iter().enumerate() {
             let k = |f: &str| format!("gateway.route[{i}].{f}");
-            if r.name.is_empty() || !r.name.bytes().all(|b| b.is_ascii_graphic()) {
-                return Err(ConfigError::new(
-                    k("name"),
-                    &r.name,
-                    "must be non-empty visible ASCII",
-                ));
-            }
-            let unit: TimeUnit =
-                r.unit.parse().map_err(|e| ConfigError::new(k("unit"), &r.unit, e))?;
-            let spec = QuotaSpec::new(r.limit, r.interval, unit)
-                .map_err(|e| ConfigError::new(k("interval"), r.interval.to_string(), e))?;
-            let weight: WeightRule =
-                r.weight.parse().map_err(|e| ConfigError::new(k("weight"), &r.weight, e))?;
-            crate::envelope::record_rule(&weight)
-                .map_err(|e| ConfigError::new(k("weight"), &r.weight, e))?;
-            let target = parse_target(&r.deliver)
-                .map_err(|m| ConfigError::new(k("deliver"), &r.deliver, m))?;
-            let template = check_template(&r.metering_id, &r.name)
-                .map_err(|m| ConfigError::new(k("metering_id"), &r.metering_id, m))?;
-            if r.max_concurrency == 0 {
-                return Err(ConfigError::new(k("max_concurrency"), "0", "must be at least 1"));
-            }
-            if r.documents.is_empty() {
-                return Err(ConfigError::new(k("documents"), "[]", "list at least one document"));
-            }
+            let interval = r.interval.get_ref().get();
+            let spec = QuotaSpec::new(r.limit, interval, r.unit).map_err(|e| {
+                ConfigError::at(r.interval.span(), format!("{} = {interval}: {e}", k("interval")))
+            })?;
+            let template = r.metering_id.get_ref().for_route(r.name.get_ref()).map_err(|e| {
+                // A default template is refused because of the name.
+                let (span, key, value) = if r.metering_id.span().is_empty() {
+                    (r.name.span(), k("name"), r.name.get_ref().to_string())
+                } else {
+                    (r.metering_id.span(), k("metering_id"), r.metering_id.get_ref().to_string())
+                };
+                ConfigError::at(span, format!("{key} = {value:?}: {e}"))
+            })?;
             for d in &r.documents {
-                if let Some(prev) = by_document.insert(d.clone(), i) {
-                    return Err(ConfigError::new(
-                        k("documents"),
-                        d,
-                        format!("already routed by {}", self.route[prev].name),
+                if let Some(prev) = by_document.insert(d.get_ref().clone(), i) {
+                    return Err(ConfigError::at(
+                        d.span(),
+                        format!(
+                            "{} = {:?}: already routed by {}",
+                            k("documents"),
+                            d.get_ref(),
+                            self.route[prev].name.get_ref()
+                        ),
                     ));
                 }
             }
             routes.push(Route {
-                name: r.name.clone(),
+                name: r.name.get_ref().to_string(),
                 template,
                 spec,
-                weight,
+                weight: r.weight,
                 min_weight: r.min_weight,
                 split: r.split,
-                target,
-                max_concurrency: r.max_concurrency,
+                target: r.deliver.clone(),
+                max_concurrency: r.max_concurrency.get(),
             });
         }
 
         Ok(Plan {
             inbound: self.inbound.clone(),
-            poll: Duration::from_millis(self.poll_ms),
+            poll: Duration::from_millis(self.poll_ms.get()),
             settle: Duration::from_millis(self.settle_ms),
-            dedup: Duration::from_secs(u64::from(self.dedup_days) * 86_400),
+            dedup: Duration::from_secs(u64::from(self.dedup_days.get()) * 86_400),
             acks: self.acks.clone(),
-            max_upload_bytes: self.max_upload_bytes,
-            upload_budget_bytes: self.upload_budget_bytes,
-            max_file_bytes: self.max_file_bytes,
-            partial_names,
+            max_upload_bytes,
+            upload_budget_bytes: budget,
+            max_file_bytes: self.max_file_bytes.get(),
+            partial_names: self.partial_names.clone(),
             incomplete_grace: Duration::from_millis(self.incomplete_grace_ms),
             remote,
             on_unavailable: self.quota.on_unavailable,
@@ -412,53 +635,23 @@ impl GatewayConfig {
     }
 }
 
-fn check_http_url(url: &str) -> Result<(), String> {
-    let parsed = reqwest::Url::parse(url).map_err(|e| format!("not a URL: {e}"))?;
-    match parsed.scheme() {
-        "http" | "https" if parsed.host().is_some() => Ok(()),
-        "http" | "https" => Err("the URL has no host".to_owned()),
-        other => Err(format!("scheme {other:?} is not http or https")),
-    }
-}
-
-fn parse_target(s: &str) -> Result<Target, String> {
-    if let Some(path) = s.strip_prefix("dir:") {
-        if path.is_empty() {
-            return Err("dir: needs a path, e.g. dir:./outbound/214".to_owned());
-        }
-        return Ok(Target::Dir(PathBuf::from(path)));
-    }
-    if s.starts_with("http://") || s.starts_with("https://") {
-        check_http_url(s)?;
-        return Ok(Target::Http(s.to_owned()));
-    }
-    Err("expected \"dir:PATH\" or an http:// or https:// URL".to_owned())
-}
-
-/// Checks the placeholders and substitutes `{route}`; `{partner}` stays for later.
-fn check_template(template: &str, route: &str) -> Result<String, String> {
-    let mut rest = template;
-    while let Some(open) = rest.find('{') {
-        let after = &rest[open + 1..];
-        let close = after.find('}').ok_or("unclosed '{'")?;
-        let name = &after[..close];
-        if name != "route" && name != "partner" {
-            return Err(format!("unknown placeholder {{{name}}}: use {{route}} and {{partner}}"));
-        }
-        rest = &after[close + 1..];
-    }
-    let with_route = template.replace("{route}", route);
-    let probe = with_route.replace("{partner}", "P");
-    MeteringId::new(&probe).map_err(|e| e.to_string())?;
-    Ok(with_route)
-}
-
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
 
     fn parse(s: &str) -> Result<GatewayConfig, toml::de::Error> {
         toml::from_str(s)
+    }
+
+    /// The error for `src`, from the parser or from `plan()`, as `t.toml:LINE:COL: message`.
+    fn refused(src: &str) -> String {
+        let e = match parse(src) {
+            Ok(c) => c.plan().map(|_| ()).unwrap_err(),
+            Err(e) => ConfigError::from_toml(&e),
+        };
+        e.locate(Path::new("t.toml"), src).to_string()
     }
 
     const ROUTE: &str = r#"
@@ -474,73 +667,143 @@ mod tests {
     #[test]
     fn defaults_and_route_plan() {
         let c = parse(ROUTE).unwrap();
-        assert_eq!(c.poll_ms, 500);
+        assert_eq!(c.poll_ms.get(), 500);
         assert_eq!(c.settle_ms, 200);
-        assert_eq!(c.max_upload_bytes, 52_428_800);
-        assert_eq!(c.upload_budget_bytes, 268_435_456);
-        assert_eq!(c.max_file_bytes, 52_428_800);
+        assert_eq!(c.max_upload_bytes.get_ref().get(), 52_428_800);
+        assert_eq!(*c.upload_budget_bytes.get_ref(), 268_435_456);
+        assert_eq!(c.max_file_bytes.get(), 52_428_800);
         assert_eq!(c.incomplete_grace_ms, 300_000);
+        assert_eq!(c.max_upload_bytes, GatewayConfig::default().max_upload_bytes);
         let p = c.plan().unwrap();
         let r = p.route_for("IFTSTA").unwrap();
         assert_eq!(r.spec.limit, 1000);
         assert_eq!(r.spec.unit, TimeUnit::Hour);
-        assert_eq!(r.weight, WeightRule::Transactions);
+        assert_eq!(r.weight, RecordRule::Transactions);
+        assert_eq!(r.max_concurrency, 4);
+        assert_eq!(r.target, Target::Dir(PathBuf::from("./out")));
         assert_eq!(r.metering_id("ZZ:ACME CO").as_str(), "ShipmentStatus:ZZ:ACME_CO");
         assert!(p.route_for("810").is_none());
+        assert_eq!(p.partial_names.patterns().len(), defaults::PARTIAL_NAMES.len());
+    }
+
+    #[test]
+    fn typed_keys_read_their_values() {
+        let c = parse(&ROUTE.replace(
+            "deliver = \"dir:./out\"",
+            "deliver = \"https://h.example/in\"\nweight = \"segment:AT7\"\nmax_concurrency = 2",
+        ))
+        .unwrap();
+        let r = &c.route[0];
+        assert_eq!(r.weight, "segment:AT7".parse().unwrap());
+        assert_eq!(r.deliver.to_string(), "https://h.example/in");
+        assert!(matches!(r.deliver, Target::Http(_)));
+        assert_eq!(r.max_concurrency.get(), 2);
     }
 
     #[test]
     fn unknown_keys_are_refused() {
-        let e = parse("polll_ms = 3").unwrap_err();
-        assert!(e.to_string().contains("polll_ms"), "{e}");
+        let e = refused("polll_ms = 3");
+        assert!(e.starts_with("t.toml:1:1: ") && e.contains("polll_ms"), "{e}");
     }
 
     #[test]
-    fn bad_values_name_key_and_value() {
+    fn bad_values_are_located_and_name_key_and_value() {
+        // (replace, with, line:col of the value in ROUTE after the change, key, value)
         let cases = [
-            ("unit = \"hours\"", "unit = \"fortnight\"", "gateway.route[0].unit", "fortnight"),
-            ("limit = 1000", "limit = 1000\nweight = \"segs\"", "gateway.route[0].weight", "segs"),
-            ("dir:./out", "ftp://x", "gateway.route[0].deliver", "ftp://x"),
-            ("limit = 1000", "limit = 1000\nmetering_id = \"{x}\"", "route[0].metering_id", "{x}"),
+            ("unit = \"hours\"", "unit = \"fortnight\"", "7:16", "unit = \"fortnight\""),
+            ("limit = 1000", "limit = 1000\nweight = \"segs\"", "6:10", "weight = \"segs\""),
+            ("limit = 1000", "limit = 1000\nweight = \"segment:at7\"", "6:10", "segment:AT7"),
+            ("dir:./out", "ftp://x", "8:19", "deliver = \"ftp://x\""),
+            ("dir:./out", "dir:", "8:19", "deliver = \"dir:\""),
+            ("dir:./out", "http://", "8:19", "deliver = \"http://\""),
+            (
+                "limit = 1000",
+                "limit = 1000\nmetering_id = \"{x}\"",
+                "6:15",
+                "metering_id = \"{x}\"",
+            ),
+            ("interval = 24", "interval = 0", "6:20", "interval = 0"),
+            ("interval = 24", "interval = 9999999", "6:20", "interval = 9999999"),
+            ("limit = 1000", "limit = 1000\nmax_concurrency = 0", "6:19", "max_concurrency = 0"),
+            ("\"ShipmentStatus\"", "\"Shipment Status\"", "3:16", "name = \"Shipment Status\""),
+            ("[\"214\", \"IFTSTA\"]", "[]", "4:21", "documents = []"),
         ];
-        for (from, to, key, value) in cases {
-            let c = parse(&ROUTE.replace(from, to)).unwrap();
-            let e = c.plan().unwrap_err();
-            assert!(e.key.ends_with(key), "{e}");
-            assert_eq!(e.value, value);
-            assert!(e.to_string().contains(value));
+        for (from, to, at, needle) in cases {
+            let src = ROUTE.replace(from, to);
+            assert_ne!(src, ROUTE, "{from}");
+            let e = refused(&src);
+            assert!(e.starts_with(&format!("t.toml:{at}: ")), "{to}: {e}");
+            assert!(e.contains(needle), "{to}: {e}");
         }
     }
 
     #[test]
-    fn intake_limits_are_checked() {
-        for (text, key) in [
-            ("max_upload_bytes = 0", "gateway.max_upload_bytes"),
-            ("max_upload_bytes = 4294967296", "gateway.max_upload_bytes"),
-            ("max_upload_bytes = 10\nupload_budget_bytes = 9", "gateway.upload_budget_bytes"),
-            ("max_file_bytes = 0", "gateway.max_file_bytes"),
-            ("partial_names = [\"*.part\", \"a[\"]", "gateway.partial_names[1]"),
-            ("partial_names = [\"\"]", "gateway.partial_names[0]"),
+    fn intake_limits_are_located() {
+        for (text, at, needle) in [
+            ("max_upload_bytes = 0", "1:20", "max_upload_bytes = 0"),
+            ("max_upload_bytes = 4294967296", "1:20", "max_upload_bytes = 4294967296"),
+            (
+                "max_upload_bytes = 10\nupload_budget_bytes = 9",
+                "2:23",
+                "gateway.upload_budget_bytes = 9: must be at least max_upload_bytes (10)",
+            ),
+            (
+                "max_upload_bytes = 300000000",
+                "1:20",
+                "gateway.max_upload_bytes = 300000000: must be at most upload_budget_bytes",
+            ),
+            ("max_file_bytes = 0", "1:18", "max_file_bytes = 0"),
+            ("poll_ms = 0", "1:11", "poll_ms = 0"),
+            ("dedup_days = 0", "1:14", "dedup_days = 0"),
+            ("partial_names = [\"*.part\", \"a[\"]", "1:17", "partial_names[1] = \"a[\""),
+            ("partial_names = [\"\"]", "1:17", "partial_names[0] = \"\""),
+            ("[quota]\ntimeout_ms = 0", "2:14", "timeout_ms = 0"),
+            ("[quota]\nurl = \"ftp://q\"", "2:7", "url = \"ftp://q\""),
+            ("[quota]\napi_key = \"\"", "2:11", "api_key = (hidden)"),
+            ("[quota]\napi_key = \"k\\n1\"", "2:11", "api_key = (hidden)"),
         ] {
-            let e = parse(text).unwrap().plan().unwrap_err();
-            assert_eq!(e.key, key, "{text}: {e}");
+            let e = refused(text);
+            assert!(e.starts_with(&format!("t.toml:{at}: ")), "{text}: {e}");
+            assert!(e.contains(needle), "{text}: {e}");
+            assert!(!e.contains("k\n1"), "the key is not shown: {e}");
         }
-    }
-
-    #[test]
-    fn weight_rules_parse() {
-        assert_eq!("segment:AT7".parse(), Ok(WeightRule::Segment("AT7".into())));
-        assert!("segment:".parse::<WeightRule>().is_err());
-        assert!("segment:at7".parse::<WeightRule>().is_err());
     }
 
     #[test]
     fn remote_needs_a_url_and_partners_map_ids() {
-        let c = parse("[quota]\nmode = \"remote\"").unwrap();
-        assert_eq!(c.plan().unwrap_err().key, "gateway.quota.url");
+        let e = refused("[quota]\nmode = \"remote\"");
+        assert!(e.starts_with("t.toml:2:8: ") && e.contains("gateway.quota.url"), "{e}");
+        let c = parse("[quota]\nmode = \"remote\"\nurl = \"http://q/v1/quota\"\napi_key = \"k\"")
+            .unwrap();
+        let remote = c.plan().unwrap().remote.unwrap();
+        assert_eq!(remote.url.as_str(), "http://q/v1/quota");
+        assert!(remote.api_key.unwrap().header_value().is_sensitive());
         let c = parse("[[partner]]\nname = \"X\"\nids = [\"ZZ:X  \"]").unwrap();
         let p = c.plan().unwrap();
         assert_eq!(p.partner_name("ZZ:X"), "X");
         assert_eq!(p.partner_name("01:Y"), "01:Y");
+    }
+
+    #[test]
+    fn partner_and_document_clashes_point_at_the_second_use() {
+        let src = "[[partner]]\nname = \"A\"\nids = [\"ZZ:A\"]\n[[partner]]\nname = \"B\"\nids = [\"01:B\", \" ZZ : A\"]\n";
+        let e = refused(src);
+        assert!(e.starts_with("t.toml:6:16: "), "{e}");
+        assert!(e.contains("gateway.partner[1].ids = \"ZZ:A\": already used by A"), "{e}");
+        let e = refused("[[partner]]\nname = \"A\"\nids = [\"ACME\"]\n");
+        assert!(e.starts_with("t.toml:3:7: ") && e.contains("\"ACME\""), "{e}");
+        let e = refused("[[partner]]\nname = \"\"\nids = []\n");
+        assert!(e.starts_with("t.toml:2:8: ") && e.contains("name = \"\""), "{e}");
+        let src = format!("{ROUTE}{}", ROUTE.replace("\"ShipmentStatus\"", "\"Other\""));
+        let e = refused(&src);
+        assert!(e.starts_with("t.toml:12:22: "), "{e}");
+        assert!(e.contains("gateway.route[1].documents = \"214\": already routed by"), "{e}");
+    }
+
+    #[test]
+    fn a_name_too_long_for_the_default_template_is_blamed() {
+        let long = "N".repeat(300);
+        let e = refused(&ROUTE.replace("ShipmentStatus", &long));
+        assert!(e.starts_with("t.toml:3:16: ") && e.contains("gateway.route[0].name"), "{e}");
     }
 }

@@ -136,7 +136,7 @@ impl Deliverer {
                     Err(e) => Attempt::Retry(e),
                 }
             }
-            Target::Http(url) => self.post(url, parcel).await,
+            Target::Http(url) => self.post(url.as_str(), parcel).await,
         }
     }
 

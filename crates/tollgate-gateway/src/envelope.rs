@@ -6,7 +6,7 @@
 
 use std::ops::Range;
 
-use crate::config::WeightRule;
+use tollgate_edi::RecordRule;
 
 /// One interchange of a received file, as the pipeline sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,31 +70,21 @@ fn describe(e: &tollgate_edi::EnvelopeError) -> String {
     format!("{} at segment {} (byte {}): {}", e.code, e.segment, e.offset, e.message)
 }
 
-/// The parser's record rule for a route's weight rule (validated by the config already).
-pub fn record_rule(r: &WeightRule) -> Result<tollgate_edi::RecordRule, String> {
-    r.to_string().parse()
-}
-
-fn rule(r: &WeightRule) -> tollgate_edi::RecordRule {
-    record_rule(r).unwrap_or_default()
-}
-
 /// Parses the bytes of one interchange (as cut out by [`Envelope::span`]).
 fn single(interchange: &[u8]) -> Option<tollgate_edi::Interchange> {
     tollgate_edi::parse(interchange).interchanges.into_iter().next()
 }
 
 /// The weight of one interchange under `rule`.
-pub fn weight(interchange: &[u8], r: &WeightRule) -> u64 {
-    single(interchange).map_or(0, |ic| tollgate_edi::count_records(interchange, &ic, &rule(r)))
+pub fn weight(interchange: &[u8], rule: &RecordRule) -> u64 {
+    single(interchange).map_or(0, |ic| tollgate_edi::count_records(interchange, &ic, rule))
 }
 
 /// The weight of each transaction of one interchange, in order.
-pub fn transaction_weights(interchange: &[u8], r: &WeightRule) -> Vec<u64> {
+pub fn transaction_weights(interchange: &[u8], rule: &RecordRule) -> Vec<u64> {
     let Some(ic) = single(interchange) else { return Vec::new() };
-    let rr = rule(r);
     ic.transactions()
-        .map(|tx| tollgate_edi::transaction_records(interchange, tx, &rr, &ic))
+        .map(|tx| tollgate_edi::transaction_records(interchange, tx, rule, &ic))
         .collect()
 }
 

@@ -46,6 +46,22 @@ impl PartialNames {
     }
 }
 
+impl PartialEq for PartialNames {
+    fn eq(&self, other: &Self) -> bool {
+        self.patterns == other.patterns
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for PartialNames {
+    /// A list of globs; a refused one is named with its index (`partial_names[1] = "a["`).
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let patterns = Vec::<String>::deserialize(d)?;
+        PartialNames::new(&patterns).map_err(|(i, value, why)| {
+            serde::de::Error::custom(format!("partial_names[{i}] = {value:?}: {why}"))
+        })
+    }
+}
+
 /// What identifies one version of a file: if any part changes, the file was written to or
 /// replaced since.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -161,7 +177,7 @@ mod tests {
     use super::*;
 
     fn names() -> PartialNames {
-        PartialNames::new(&crate::config::GatewayConfig::default().partial_names).unwrap()
+        crate::config::GatewayConfig::default().partial_names
     }
 
     #[test]

@@ -80,8 +80,8 @@ impl Meter {
             .build()?;
         Ok(Self::with(Backend::Remote {
             client,
-            url: remote.url.clone(),
-            api_key: remote.api_key.clone(),
+            url: remote.url.to_string(),
+            api_key: remote.api_key.as_ref().map(|k| k.header_value().clone()),
         }))
     }
 

@@ -24,7 +24,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 use tollgate_quota::MeteringId;
 
-use crate::config::{OnUnavailable, Plan, Route};
+use crate::config::{OnQuotaUnavailable, Plan, Route};
 use crate::delivery::{Attempt, Deliverer, MAX_ATTEMPTS, Parcel, backoff};
 use crate::envelope;
 use crate::hold::{HoldQueue, jittered};

@@ -22,7 +22,7 @@ use crate::window;
 pub use corrupt::OnCorrupt;
 pub use embedded::{Durability, EmbeddedOptions, EmbeddedStore};
 pub use memory::MemoryStore;
-pub use redis::{OnUnavailable, RedisOptions, RedisStore, StoreHealth};
+pub use redis::{OnStoreUnavailable, RedisOptions, RedisStore, StoreHealth};
 pub use seen::Seen;
 
 /// A store failed to answer. The caller cannot tell whether the check was counted: a Redis

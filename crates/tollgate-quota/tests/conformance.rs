@@ -153,7 +153,7 @@ async fn every_store_gives_the_same_answers() {
     let Some(server) = support::RedisServer::start() else { return };
     let mut opts = RedisOptions::new(server.url());
     opts.timeout = Duration::from_secs(2);
-    opts.on_unavailable = tollgate_quota::store::OnUnavailable::Deny;
+    opts.on_unavailable = tollgate_quota::store::OnStoreUnavailable::Deny;
     let redis = RedisStore::connect(opts).await.unwrap().with_clock(Arc::new(clock.clone()));
     let answers = run(&redis, &clock, &steps).await;
     assert_same("redis", &reference, &answers, &steps);

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
-use tollgate_quota::store::{OnUnavailable, RedisOptions, RedisStore, StoreHealth};
+use tollgate_quota::store::{OnStoreUnavailable, RedisOptions, RedisStore, StoreHealth};
 use tollgate_quota::{MeteringId, Outcome, QuotaSpec, Store, StoreError, TimeUnit, WindowKind};
 
 fn id(s: &str) -> MeteringId {
@@ -17,7 +17,7 @@ fn id(s: &str) -> MeteringId {
 async fn store(
     server: &support::RedisServer,
     prefix: &str,
-    mode: OnUnavailable,
+    mode: OnStoreUnavailable,
     timeout_ms: u64,
 ) -> RedisStore {
     let mut opts = RedisOptions::new(server.url());
@@ -35,7 +35,7 @@ async fn three_instances_admit_exactly_the_limit() {
     for (weight, key) in [(1u64, "Exact:unit"), (2, "Exact:weighted")] {
         let mut instances = Vec::new();
         for _ in 0..3 {
-            instances.push(Arc::new(store(&server, "t:", OnUnavailable::Deny, 2_000).await));
+            instances.push(Arc::new(store(&server, "t:", OnStoreUnavailable::Deny, 2_000).await));
         }
         let spec = QuotaSpec::new(200, 1, TimeUnit::Hour).unwrap();
         let tasks: Vec<_> = (0..600)
@@ -63,7 +63,7 @@ async fn three_instances_admit_exactly_the_limit() {
 #[tokio::test]
 async fn windows_follow_redis_time() {
     let Some(server) = support::RedisServer::start() else { return };
-    let s = store(&server, "t:", OnUnavailable::Deny, 2_000).await;
+    let s = store(&server, "t:", OnStoreUnavailable::Deny, 2_000).await;
     let before = Timestamp::now();
     let d =
         s.check(&id("Time:a"), &QuotaSpec::new(5, 1, TimeUnit::Minute).unwrap(), 1).await.unwrap();
@@ -86,7 +86,7 @@ async fn windows_follow_redis_time() {
 #[tokio::test]
 async fn one_redis_command_per_decision() {
     let Some(server) = support::RedisServer::start() else { return };
-    let s = store(&server, "t:", OnUnavailable::Deny, 2_000).await;
+    let s = store(&server, "t:", OnStoreUnavailable::Deny, 2_000).await;
     let spec = QuotaSpec::new(1_000, 1, TimeUnit::Day).unwrap();
     // The first call loads the script (EVALSHA → NOSCRIPT → SCRIPT LOAD → EVALSHA).
     s.check(&id("Cmd:a"), &spec, 1).await.unwrap();
@@ -114,9 +114,9 @@ async fn one_redis_command_per_decision() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn outage_modes_and_recovery() {
     let Some(mut server) = support::RedisServer::start() else { return };
-    let local = store(&server, "o:", OnUnavailable::Local, 50).await;
-    let allow = store(&server, "o:", OnUnavailable::Allow, 50).await;
-    let deny = store(&server, "o:", OnUnavailable::Deny, 50).await;
+    let local = store(&server, "o:", OnStoreUnavailable::Local, 50).await;
+    let allow = store(&server, "o:", OnStoreUnavailable::Allow, 50).await;
+    let deny = store(&server, "o:", OnStoreUnavailable::Deny, 50).await;
     let spec = QuotaSpec::new(2, 1, TimeUnit::Hour).unwrap();
     for s in [&local, &allow, &deny] {
         assert!(
@@ -183,7 +183,7 @@ async fn outage_modes_and_recovery() {
 async fn a_store_starts_while_redis_is_down_and_a_bad_url_is_refused() {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let mut opts = RedisOptions::new(format!("redis://127.0.0.1:{port}/0"));
-    opts.on_unavailable = OnUnavailable::Deny;
+    opts.on_unavailable = OnStoreUnavailable::Deny;
     let s = RedisStore::connect(opts).await.unwrap();
     assert!(
         s.check(&id("Down:a"), &QuotaSpec::new(1, 1, TimeUnit::Hour).unwrap(), 1).await.is_err()
@@ -195,7 +195,7 @@ async fn a_store_starts_while_redis_is_down_and_a_bad_url_is_refused() {
 #[tokio::test]
 async fn counters_and_reset() {
     let Some(server) = support::RedisServer::start() else { return };
-    let s = store(&server, "adm:", OnUnavailable::Deny, 2_000).await;
+    let s = store(&server, "adm:", OnStoreUnavailable::Deny, 2_000).await;
     let hour = QuotaSpec::new(10, 1, TimeUnit::Hour).unwrap();
     let day = QuotaSpec::new(10, 1, TimeUnit::Day).unwrap();
     let rolling = hour.with_window(WindowKind::Rolling);
@@ -235,7 +235,7 @@ async fn counters_and_reset() {
 #[tokio::test]
 async fn reset_and_listing_never_reach_another_ids_keys() {
     let Some(server) = support::RedisServer::start() else { return };
-    let s = store(&server, "iso:", OnUnavailable::Deny, 2_000).await;
+    let s = store(&server, "iso:", OnStoreUnavailable::Deny, 2_000).await;
     let ids = ["A", "A}:x", "A}", "{A}", "A%7D:x", "A*", "A?", "[A]", "A\\", "A:x", "%"];
     let day = QuotaSpec::new(100, 1, TimeUnit::Day).unwrap();
     let rolling = day.with_window(WindowKind::Rolling);

@@ -13,7 +13,7 @@
 use axum::http::{HeaderMap, StatusCode};
 use tollgate_quota::MeteringId;
 
-use crate::config::{ClientKey, GlobPattern};
+use crate::config::{ClientKey, ClientSecret, GlobPattern};
 use crate::problem::Problem;
 
 /// The header that carries a client key.
@@ -23,7 +23,7 @@ pub const API_KEY_HEADER: &str = "x-api-key";
 /// ([`ClientKeys::new`] keeps that).
 #[derive(Clone)]
 pub struct Client {
-    key: String,
+    key: ClientSecret,
     name: String,
     allow: Option<Vec<GlobPattern>>,
     /// Partner names and normalised `QUAL:ID` sender ids; `None` means every sender.
@@ -109,15 +109,13 @@ pub struct ClientKeys {
 }
 
 impl ClientKeys {
-    /// Keys from the `[[client]]` tables; refuses an empty key and a key used twice.
+    /// Keys from the `[[client]]` tables; refuses a key used twice (a key is never empty and
+    /// a partner entry never blank: both are refused as the file is read).
     pub fn new(keys: &[ClientKey]) -> Result<Self, ClientKeyError> {
         let mut clients: Vec<Client> = Vec::with_capacity(keys.len());
         for (i, k) in keys.iter().enumerate() {
             let err =
                 |message: String| ClientKeyError { position: i + 1, name: k.name.clone(), message };
-            if k.key.is_empty() {
-                return Err(err("key is empty; an empty x-api-key would match it".into()));
-            }
             if let Some(j) = clients.iter().position(|c| c.key == k.key) {
                 return Err(err(format!(
                     "key ({} bytes, not shown) is the same as the key of [[client]] #{} \
@@ -126,11 +124,6 @@ impl ClientKeys {
                     j + 1,
                     clients[j].name
                 )));
-            }
-            if let Some(list) = &k.partners
-                && let Some(bad) = list.iter().find(|p| p.trim().is_empty())
-            {
-                return Err(err(format!("partners contains an empty entry {bad:?}")));
             }
             clients.push(Client {
                 key: k.key.clone(),
@@ -204,7 +197,12 @@ mod tests {
     use axum::http::HeaderValue;
 
     fn key(key: &str, name: &str) -> ClientKey {
-        ClientKey { key: key.into(), name: name.into(), allow: None, partners: None }
+        ClientKey {
+            key: ClientSecret::new(key).unwrap(),
+            name: name.into(),
+            allow: None,
+            partners: None,
+        }
     }
 
     fn keys() -> ClientKeys {
@@ -221,16 +219,34 @@ mod tests {
 
     #[test]
     fn empty_and_duplicate_keys_are_refused_without_the_secret() {
-        let e = ClientKeys::new(&[key("k1", "a"), key("", "b")]).unwrap_err();
-        assert_eq!((e.position, e.name.as_str()), (2, "b"));
-        assert!(e.to_string().contains("empty"), "{e}");
+        assert!(ClientSecret::new("").is_err());
+        assert!(!format!("{:?}", key("s3cret-value", "a")).contains("s3cret"));
         let e = ClientKeys::new(&[key("s3cret-value", "a"), key("s3cret-value", "b")]).unwrap_err();
         assert_eq!(e.position, 2);
         let msg = e.to_string();
         assert!(msg.contains("#1") && msg.contains("\"a\"") && msg.contains("\"b\""), "{msg}");
         assert!(!msg.contains("s3cret"), "{msg}");
-        let blank = ClientKey { partners: Some(vec![" ".into()]), ..key("k", "c") };
-        assert!(ClientKeys::new(&[blank]).unwrap_err().to_string().contains("partners"));
+    }
+
+    #[test]
+    fn an_empty_key_or_partner_is_refused_as_the_file_is_read() {
+        #[derive(Debug, serde::Deserialize)]
+        struct Doc {
+            #[allow(dead_code)]
+            client: Vec<ClientKey>,
+        }
+        for (src, at, needle) in [
+            ("[[client]]\nkey = \"\"\nname = \"b\"\n", "2:7", "key = (hidden): must not be empty"),
+            (
+                "[[client]]\nkey = \"k\"\nname = \"c\"\npartners = [\"A\", \" \"]\n",
+                "4:12",
+                "partners = [\"A\", \" \"]: the entry \" \" is empty",
+            ),
+        ] {
+            let e = toml::from_str::<Doc>(src).unwrap_err();
+            let e = crate::config::located(std::path::Path::new("t.toml"), src, &e);
+            assert!(e.starts_with(&format!("t.toml:{at}: {needle}")), "{e}");
+        }
     }
 
     #[test]

@@ -1,128 +1,19 @@
-//! The config file sections the quota service owns: `[server]`, `[store]`, `[[policy]]` and
-//! `[[client]]`, as serde structs.
+//! The config file sections the quota service reads: `[[policy]]` and `[[client]]`, as serde
+//! structs, and what every section's reader shares: [`ConfigError`] and the [`key`] helpers.
 //!
-//! The top-level file (with `[gateway]`) is assembled by the binary. Every struct refuses
-//! unknown keys, and values are validated while they are deserialized (globs compile, units
-//! and windows are known, intervals are ≥ 1), so a TOML error carries the line and column of
-//! the bad value; [`located`] turns it into `FILE:LINE:COL: message`.
+//! The top-level file (`[server]`, `[store]`, `[gateway]`) is assembled by the binary. Every
+//! struct refuses unknown keys, and values are validated while they are deserialized (globs
+//! compile, units and windows are known, intervals are ≥ 1), so a TOML error carries the line
+//! and column of the bad value; [`ConfigError::locate`] turns it into `FILE:LINE:COL: message`.
 
-use std::fmt::Display;
-use std::net::SocketAddr;
+use std::fmt::{self, Display};
 use std::num::NonZeroU32;
-use std::path::{Path, PathBuf};
+use std::ops::Range;
+use std::path::Path;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 use tollgate_quota::{TimeUnit, WindowKind};
-
-/// `[server]`: where to listen and who may administer. Absent values fall back to the command
-/// line, then to the defaults (`127.0.0.1:8080`, `./tollgate-data`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct ServerSection {
-    /// Listen address, e.g. `127.0.0.1:8080`.
-    pub listen: Option<SocketAddr>,
-    /// Data directory (the embedded store's file lives inside it).
-    pub data: Option<PathBuf>,
-    /// Bearer token for the admin API (`TOLLGATE_ADMIN_TOKEN` overrides it).
-    pub admin_token: Option<String>,
-    /// Time to receive a request head, also the keep-alive idle time (default 20 000 ms).
-    pub header_timeout_ms: Option<u64>,
-    /// Longest silence between request body chunks before a 408 (default 30 000 ms).
-    pub body_timeout_ms: Option<u64>,
-    /// Connections served at once (default 4096).
-    pub max_connections: Option<usize>,
-}
-
-impl ServerSection {
-    /// The listener's limits: the values set here, defaults for the rest. Zero values are
-    /// refused when the file is read ([`ServerSection::check_limits`]).
-    pub fn limits(&self) -> crate::limits::ConnectionLimits {
-        let d = crate::limits::ConnectionLimits::default();
-        let ms = std::time::Duration::from_millis;
-        crate::limits::ConnectionLimits {
-            header_timeout: self.header_timeout_ms.map_or(d.header_timeout, ms),
-            body_timeout: self.body_timeout_ms.map_or(d.body_timeout, ms),
-            max_connections: self.max_connections.unwrap_or(d.max_connections),
-        }
-    }
-
-    /// Refuses limits that would stop the service: each must be at least 1, and a timeout
-    /// at most one day. The error names the key and the value.
-    pub fn check_limits(&self) -> Result<(), String> {
-        const DAY_MS: u64 = 24 * 60 * 60 * 1000;
-        for (key, value) in [
-            ("header_timeout_ms", self.header_timeout_ms),
-            ("body_timeout_ms", self.body_timeout_ms),
-        ] {
-            if let Some(v) = value
-                && !(1..=DAY_MS).contains(&v)
-            {
-                return Err(format!(
-                    "[server] {key} = {v}: must be between 1 and {DAY_MS} (one day)"
-                ));
-            }
-        }
-        if self.max_connections == Some(0) {
-            return Err("[server] max_connections = 0: must be at least 1".into());
-        }
-        Ok(())
-    }
-}
-
-/// Which counter store to use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum StoreKind {
-    /// In this process only.
-    Memory,
-    /// One redb file in the data directory (the default).
-    Embedded,
-    /// A shared Redis (`url`).
-    Redis,
-}
-
-/// What `/v1/quota` answers when the store cannot decide: `local` (count in this instance's
-/// memory, done by the store; 503 if even that fails), `allow` (200 with
-/// `Tollgate-Degraded: store-unavailable`) or `deny` (503 with `Retry-After`).
-pub use tollgate_quota::store::OnUnavailable as StoreUnavailable;
-
-/// When an embedded-store increment is on disk: `buffered` or `strict`.
-pub use tollgate_quota::store::Durability;
-
-/// `[store]`: the counter store and how it behaves when it fails.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct StoreSection {
-    /// memory, embedded or redis; `None` means "not set here" (flag, then default embedded).
-    pub kind: Option<StoreKind>,
-    /// `redis://…` for the redis store.
-    pub url: Option<String>,
-    /// Prefix of every Redis key.
-    pub key_prefix: Option<String>,
-    /// Redis call timeout in milliseconds.
-    pub timeout_ms: Option<u64>,
-    /// Behaviour when the store fails.
-    pub store_unavailable: StoreUnavailable,
-    /// Group-commit period of the embedded store (default 100 ms).
-    pub flush_interval_ms: u64,
-    /// Buffered (default) or strict.
-    pub durability: Durability,
-}
-
-impl Default for StoreSection {
-    fn default() -> Self {
-        Self {
-            kind: None,
-            url: None,
-            key_prefix: None,
-            timeout_ms: None,
-            store_unavailable: StoreUnavailable::default(),
-            flush_interval_ms: 100,
-            durability: Durability::default(),
-        }
-    }
-}
 
 /// Enforce (answer 429) or shadow (count and report, always answer 200).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
@@ -271,16 +162,79 @@ impl TryFrom<PolicyFields> for PolicyRule {
 #[serde(deny_unknown_fields)]
 pub struct ClientKey {
     /// The secret the client sends in `x-api-key`.
-    pub key: String,
+    pub key: ClientSecret,
     /// A name for logs.
     pub name: String,
     /// Globs over `metering-id`; absent means every id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allow: Option<Vec<GlobPattern>>,
     /// Senders this client may upload interchanges for: `[gateway.partner]` names, or raw
-    /// `QUAL:ID` sender ids; absent means every sender.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `QUAL:ID` sender ids (no entry empty); absent means every sender.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "partners")]
     pub partners: Option<Vec<String>>,
+}
+
+/// `[[client]] partners`: a list without empty entries.
+fn partners<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
+    let list = Vec::<String>::deserialize(d)?;
+    match list.iter().find(|p| p.trim().is_empty()) {
+        Some(bad) => Err(serde::de::Error::custom(format!(
+            "partners = {list:?}: the entry {bad:?} is empty"
+        ))),
+        None => Ok(Some(list)),
+    }
+}
+
+/// A client's secret, `[[client]] key`: never empty (an empty `x-api-key` would match it)
+/// and never shown (`Debug` and errors give its length only).
+#[derive(Clone, PartialEq, Eq, Serialize)]
+#[serde(into = "String")]
+pub struct ClientSecret(String);
+
+impl ClientSecret {
+    /// The secret; refused when empty.
+    pub fn new(secret: impl Into<String>) -> Result<Self, &'static str> {
+        let secret = secret.into();
+        if secret.is_empty() {
+            return Err("must not be empty; an empty x-api-key would match it");
+        }
+        Ok(Self(secret))
+    }
+
+    /// The secret's bytes, to compare with what a client presents.
+    pub fn as_bytes(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
+
+    /// Its length in bytes (what errors may say about it).
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Always false: a secret is never empty.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl fmt::Debug for ClientSecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ClientSecret(<{} bytes>)", self.0.len())
+    }
+}
+
+impl From<ClientSecret> for String {
+    fn from(s: ClientSecret) -> Self {
+        s.0
+    }
+}
+
+impl<'de> Deserialize<'de> for ClientSecret {
+    /// The error names the key, never the value.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        ClientSecret::new(s).map_err(|e| serde::de::Error::custom(format!("key = (hidden): {e}")))
+    }
 }
 
 /// Reads `T` through its `FromStr` and writes it through `Display` (units, windows).
@@ -306,16 +260,170 @@ mod text {
     }
 }
 
-/// Formats a TOML error as `FILE:LINE:COL: message` (1-based line and column; a byte column
-/// counted in characters).
-pub fn located(file: &Path, source: &str, err: &toml::de::Error) -> String {
-    let message = err.message().trim_end();
-    match err.span() {
-        Some(span) => {
-            let (line, col) = line_col(source, span.start);
-            format!("{}:{line}:{col}: {message}", file.display())
+/// A refused config value: why (naming the key and the value received), and where it is in
+/// the file's text when known. `Display` is the message, prefixed by `FILE:LINE:COL: ` (or
+/// `FILE: ` without a position) once [`ConfigError::locate`] has placed it in a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    message: String,
+    span: Option<Range<usize>>,
+    place: Option<String>,
+}
+
+impl ConfigError {
+    /// An error with no position (a rule over the whole file).
+    pub fn new(message: impl Into<String>) -> Self {
+        Self { message: message.into(), span: None, place: None }
+    }
+
+    /// An error about the value at byte `span` of the source. An empty span (a default, not
+    /// written in the file) has no position.
+    pub fn at(span: Range<usize>, message: impl Into<String>) -> Self {
+        let span = (!span.is_empty()).then_some(span);
+        Self { message: message.into(), span, place: None }
+    }
+
+    /// The parser's error, with its position.
+    pub fn from_toml(err: &toml::de::Error) -> Self {
+        Self { message: err.message().trim_end().to_owned(), span: err.span(), place: None }
+    }
+
+    /// What is wrong, without the position.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The byte range of the offending value in the source, when known.
+    pub fn span(&self) -> Option<Range<usize>> {
+        self.span.clone()
+    }
+
+    /// Places the error in `file`, whose text is `source`: `Display` becomes
+    /// `FILE:LINE:COL: message` (1-based line and column, the column counted in characters).
+    pub fn locate(mut self, file: &Path, source: &str) -> Self {
+        self.place = Some(match &self.span {
+            Some(span) => {
+                let (line, col) = line_col(source, span.start);
+                format!("{}:{line}:{col}", file.display())
+            }
+            None => file.display().to_string(),
+        });
+        self
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.place {
+            Some(place) => write!(f, "{place}: {}", self.message),
+            None => f.write_str(&self.message),
         }
-        None => format!("{}: {message}", file.display()),
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl From<toml::de::Error> for ConfigError {
+    fn from(err: toml::de::Error) -> Self {
+        Self::from_toml(&err)
+    }
+}
+
+/// Formats a TOML error as `FILE:LINE:COL: message` (see [`ConfigError::locate`]).
+pub fn located(file: &Path, source: &str, err: &toml::de::Error) -> String {
+    ConfigError::from_toml(err).locate(file, source).to_string()
+}
+
+/// Serde helpers that read one key and, when its value is refused, say so as
+/// `KEY = VALUE: why`; the parser adds the value's position.
+pub mod key {
+    use std::fmt::Display;
+    use std::str::FromStr;
+
+    use serde::de::Error as _;
+    use serde::{Deserialize, Deserializer};
+    use toml::Spanned;
+
+    /// A string parsed with `T`'s `FromStr`.
+    pub fn parsed<'de, D, T>(d: D, key: &str) -> Result<T, D::Error>
+    where
+        D: Deserializer<'de>,
+        T: FromStr,
+        T::Err: Display,
+    {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(|e| D::Error::custom(format!("{key} = {s:?}: {e}")))
+    }
+
+    /// An integer in `min..=max`, converted to `T`.
+    pub fn bounded<'de, D, T>(d: D, key: &str, min: u64, max: u64, why: &str) -> Result<T, D::Error>
+    where
+        D: Deserializer<'de>,
+        T: FromU64,
+    {
+        let v = u64::deserialize(d)?;
+        (min..=max)
+            .contains(&v)
+            .then_some(v)
+            .and_then(|v| T::from_u64(v))
+            .ok_or_else(|| D::Error::custom(format!("{key} = {v}: {why}")))
+    }
+
+    /// [`bounded`] keeping the value's position, for rules checked later with other keys.
+    pub fn bounded_spanned<'de, D, T>(
+        d: D,
+        key: &str,
+        min: u64,
+        max: u64,
+        why: &str,
+    ) -> Result<Spanned<T>, D::Error>
+    where
+        D: Deserializer<'de>,
+        T: FromU64,
+    {
+        let v = Spanned::<u64>::deserialize(d)?;
+        let span = v.span();
+        let v = *v.get_ref();
+        (min..=max)
+            .contains(&v)
+            .then_some(v)
+            .and_then(|v| T::from_u64(v))
+            .map(|t| Spanned::new(span, t))
+            .ok_or_else(|| D::Error::custom(format!("{key} = {v}: {why}")))
+    }
+
+    /// The integer types a key can be read into.
+    pub trait FromU64: Sized {
+        /// `v` as `Self`, if it fits.
+        fn from_u64(v: u64) -> Option<Self>;
+    }
+
+    macro_rules! from_u64 {
+        ($($t:ty => $conv:expr),* $(,)?) => {
+            $(impl FromU64 for $t {
+                fn from_u64(v: u64) -> Option<Self> {
+                    $conv(v)
+                }
+            })*
+        };
+    }
+
+    from_u64! {
+        u64 => Some,
+        u32 => |v| u32::try_from(v).ok(),
+        usize => |v| usize::try_from(v).ok(),
+        std::num::NonZeroU64 => std::num::NonZeroU64::new,
+        std::num::NonZeroU32 => |v| u32::try_from(v).ok().and_then(std::num::NonZeroU32::new),
+        std::num::NonZeroUsize => |v| usize::try_from(v).ok().and_then(std::num::NonZeroUsize::new),
+    }
+
+    /// An integer of at least 1.
+    pub fn at_least_one<'de, D, T>(d: D, key: &str) -> Result<T, D::Error>
+    where
+        D: Deserializer<'de>,
+        T: FromU64,
+    {
+        bounded(d, key, 1, u64::MAX, "must be at least 1")
     }
 }
 
@@ -337,8 +445,6 @@ mod tests {
     struct Doc {
         #[serde(default)]
         policy: Vec<PolicyRule>,
-        #[serde(default)]
-        store: StoreSection,
     }
 
     #[test]
@@ -367,7 +473,6 @@ mode = "shadow"
         assert!(json.get("window").is_none());
         let back: PolicyRule = serde_json::from_value(json).unwrap();
         assert_eq!(&back, p);
-        assert_eq!(doc.store.flush_interval_ms, 100);
     }
 
     #[test]
@@ -378,7 +483,6 @@ mode = "shadow"
             ("[[policy]]\nmatch = \"a[\"\n", 2, "glob"),
             ("[[policy]]\nmatch = \"a\"\nlimit = -1\n", 3, "-1"),
             ("[[policy]]\nmatch = \"a\"\ncolour = 1\n", 3, "colour"),
-            ("[store]\nstore_unavailable = \"maybe\"\n", 2, "maybe"),
         ] {
             let err = toml::from_str::<Doc>(src).unwrap_err();
             let msg = located(Path::new("t.toml"), src, &err);

@@ -5,6 +5,7 @@
 //! heads, stalled uploads, floods of idle connections). They are read from `[server]` in the
 //! config file (`header_timeout_ms`, `body_timeout_ms`, `max_connections`).
 
+use std::num::NonZeroUsize;
 use std::time::Duration;
 
 /// Default time to receive a whole request head, and the keep-alive idle time.
@@ -12,7 +13,7 @@ pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(20);
 /// Default longest silence between two chunks of a request body.
 pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default number of connections served at once.
-pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
+pub const DEFAULT_MAX_CONNECTIONS: NonZeroUsize = NonZeroUsize::new(4096).expect("non-zero");
 
 /// Limits on each client connection; see the module docs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,8 +27,8 @@ pub struct ConnectionLimits {
     /// Beyond it the request is answered 408 and the connection closed.
     pub body_timeout: Duration,
     /// Connections served at once. Further clients wait in the kernel's accept queue until a
-    /// slot frees up, which the timeouts above guarantee happens.
-    pub max_connections: usize,
+    /// slot frees up, which the timeouts above guarantee happens. At least one.
+    pub max_connections: NonZeroUsize,
 }
 
 impl Default for ConnectionLimits {

@@ -28,10 +28,11 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use jiff::Timestamp;
 use serde::Serialize;
+use tollgate_quota::store::OnStoreUnavailable;
 use tollgate_quota::{Decision, Outcome, QuotaSpec, Store, StoreError};
 
 use crate::client;
-use crate::config::{PolicyMode, StoreUnavailable};
+use crate::config::PolicyMode;
 use crate::headers::QuotaRequest;
 use crate::metrics::{self, DecisionOutcome};
 use crate::problem::Problem;
@@ -95,7 +96,7 @@ async fn decide(
 
     let decision = match result {
         Ok(d) => d,
-        Err(e) => return store_failed(state.on_store_error(), &req, &resolved.spec, &e),
+        Err(e) => return store_failed(state.on_store_unavailable(), &req, &resolved.spec, &e),
     };
     let shadow = resolved.mode == PolicyMode::Shadow;
     Ok(answer(&decision, &resolved.spec, shadow))
@@ -176,14 +177,14 @@ fn answer(d: &Decision, spec: &QuotaSpec, shadow: bool) -> Response {
 
 /// The answer when the store could not decide, per `store_unavailable`.
 fn store_failed(
-    mode: StoreUnavailable,
+    mode: OnStoreUnavailable,
     req: &QuotaRequest,
     spec: &QuotaSpec,
     e: &StoreError,
 ) -> Result<Response, (DecisionOutcome, Problem)> {
     tracing::warn!(identifier = %req.id, error = %e, ?mode, "store could not decide");
     match mode {
-        StoreUnavailable::Allow => {
+        OnStoreUnavailable::Allow => {
             metrics::decision(DecisionOutcome::StoreError);
             let body = serde_json::json!({
                 "allowed": true,
@@ -202,7 +203,7 @@ fn store_failed(
                 vec![(TOLLGATE_DEGRADED.clone(), HeaderValue::from_static("store-unavailable"))];
             Ok(json_response(StatusCode::OK, &body, extra))
         }
-        StoreUnavailable::Deny | StoreUnavailable::Local => Err((
+        OnStoreUnavailable::Deny | OnStoreUnavailable::Local => Err((
             DecisionOutcome::StoreError,
             Problem::new(StatusCode::SERVICE_UNAVAILABLE, "store-unavailable", "Store unavailable")
                 .detail(format!("the counter store could not decide: {e}"))
@@ -336,14 +337,14 @@ mod tests {
     #[test]
     fn store_failure_allow_mode_answers_200_degraded() {
         let e = StoreError::Unavailable("connection refused".into());
-        let r = store_failed(StoreUnavailable::Allow, &request(), &spec(), &e).unwrap();
+        let r = store_failed(OnStoreUnavailable::Allow, &request(), &spec(), &e).unwrap();
         assert_eq!(r.status(), StatusCode::OK);
         assert_eq!(r.headers()["tollgate-degraded"], "store-unavailable");
     }
 
     #[test]
     fn store_failure_deny_and_local_answer_503_with_retry_after() {
-        for mode in [StoreUnavailable::Deny, StoreUnavailable::Local] {
+        for mode in [OnStoreUnavailable::Deny, OnStoreUnavailable::Local] {
             let e = StoreError::Timeout(Duration::from_millis(50));
             let (outcome, p) = store_failed(mode, &request(), &spec(), &e).unwrap_err();
             assert_eq!(outcome, DecisionOutcome::StoreError);

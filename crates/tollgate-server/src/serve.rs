@@ -85,7 +85,7 @@ where
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout);
     // Invariant: one permit per live connection; it is released when the connection ends.
-    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let slots = Arc::new(Semaphore::new(limits.max_connections.get()));
     let mut shutdown = pin!(shutdown);
     loop {
         let permit = tokio::select! {

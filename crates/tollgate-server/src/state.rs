@@ -5,10 +5,10 @@ use std::sync::{Arc, RwLock};
 
 use metrics_exporter_prometheus::PrometheusHandle;
 use tollgate_quota::AnyStore;
+use tollgate_quota::store::OnStoreUnavailable;
 
 use crate::admin::AdminGuard;
 use crate::client::ClientKeys;
-use crate::config::StoreUnavailable;
 use crate::policy::Policies;
 
 /// A readiness check registered by another part of the process (e.g. the gateway):
@@ -20,7 +20,7 @@ struct Inner {
     policies: Arc<Policies>,
     clients: ClientKeys,
     admin: AdminGuard,
-    on_store_error: StoreUnavailable,
+    on_store_unavailable: OnStoreUnavailable,
     metrics: PrometheusHandle,
     readiness: RwLock<Vec<(String, ReadinessCheck)>>,
 }
@@ -37,7 +37,7 @@ pub struct AppStateBuilder {
     policies: Arc<Policies>,
     admin: AdminGuard,
     clients: ClientKeys,
-    on_store_error: StoreUnavailable,
+    on_store_unavailable: OnStoreUnavailable,
 }
 
 impl AppStateBuilder {
@@ -48,8 +48,8 @@ impl AppStateBuilder {
     }
 
     /// What to answer when the store fails (default `local`: 503 if the store still fails).
-    pub fn on_store_error(mut self, mode: StoreUnavailable) -> Self {
-        self.on_store_error = mode;
+    pub fn on_store_unavailable(mut self, mode: OnStoreUnavailable) -> Self {
+        self.on_store_unavailable = mode;
         self
     }
 
@@ -61,7 +61,7 @@ impl AppStateBuilder {
                 policies: self.policies,
                 clients: self.clients,
                 admin: self.admin,
-                on_store_error: self.on_store_error,
+                on_store_unavailable: self.on_store_unavailable,
                 metrics: crate::metrics::install(),
                 readiness: RwLock::new(Vec::new()),
             }),
@@ -81,7 +81,7 @@ impl AppState {
             policies,
             admin,
             clients: ClientKeys::default(),
-            on_store_error: StoreUnavailable::default(),
+            on_store_unavailable: OnStoreUnavailable::default(),
         }
     }
 
@@ -106,8 +106,8 @@ impl AppState {
     }
 
     /// What to answer when the store fails.
-    pub fn on_store_error(&self) -> StoreUnavailable {
-        self.inner.on_store_error
+    pub fn on_store_unavailable(&self) -> OnStoreUnavailable {
+        self.inner.on_store_unavailable
     }
 
     /// The Prometheus handle that renders `/metrics`.

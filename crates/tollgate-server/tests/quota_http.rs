@@ -298,7 +298,7 @@ mode = "shadow"
 async fn client_keys_401_and_403() {
     let s = Server::with(Options {
         clients: vec![tollgate_server::config::ClientKey {
-            key: "pi-key".into(),
+            key: tollgate_server::config::ClientSecret::new("pi-key").unwrap(),
             name: "sap-pi".into(),
             allow: Some(vec!["ShipmentStatus:*".parse().unwrap()]),
             partners: None,

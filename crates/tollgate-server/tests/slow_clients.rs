@@ -9,16 +9,18 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{Options, Server};
+use std::num::NonZeroUsize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::timeout;
+
 use tollgate_server::ConnectionLimits;
 
 fn limits(max_connections: usize) -> ConnectionLimits {
     ConnectionLimits {
         header_timeout: Duration::from_millis(500),
         body_timeout: Duration::from_millis(500),
-        max_connections,
+        max_connections: NonZeroUsize::new(max_connections).unwrap(),
     }
 }
 
@@ -134,7 +136,7 @@ async fn the_connection_cap_is_respected() {
         limits: ConnectionLimits {
             header_timeout: Duration::from_secs(30),
             body_timeout: Duration::from_secs(30),
-            max_connections: 5,
+            max_connections: NonZeroUsize::new(5).unwrap(),
         },
         ..Options::default()
     })

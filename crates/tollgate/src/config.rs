@@ -11,12 +11,16 @@
 //! `tollgate_policy_reload_errors_total`) instead of being accepted now and failing the next
 //! restart. Only `[[policy]]` applies live; any other change is listed as needing a restart.
 
-use std::fmt;
+use std::net::SocketAddr;
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
+use std::str::FromStr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde::Deserialize;
-use tollgate_server::config::{ClientKey, PolicyRule, ServerSection, StoreSection, located};
+use tollgate_quota::store::{Durability, OnStoreUnavailable};
+use tollgate_server::config::{ClientKey, ConfigError, PolicyRule, key};
 use tollgate_server::policy::PolicySet;
 use tollgate_server::reload::{FileCheck, FileValidator};
 
@@ -36,54 +40,263 @@ pub struct ConfigFile {
     pub gateway: Option<tollgate_gateway::GatewayConfig>,
 }
 
-/// Why the config file could not be used; `Display` is `FILE[:LINE:COL]: message`.
-#[derive(Debug)]
-pub struct ConfigError(String);
+/// `[server]`: where to listen and who may administer. Absent values fall back to the command
+/// line, then to the defaults (`127.0.0.1:8080`, `./tollgate-data`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerSection {
+    /// Listen address, e.g. `127.0.0.1:8080`.
+    pub listen: Option<SocketAddr>,
+    /// Data directory (the embedded store's file lives inside it).
+    pub data: Option<PathBuf>,
+    /// Bearer token for the admin API (`TOLLGATE_ADMIN_TOKEN` overrides it).
+    pub admin_token: Option<String>,
+    /// `header_timeout_ms`: time to receive a request head, also the keep-alive idle time
+    /// (1 ms to one day; default 20 000 ms).
+    #[serde(rename = "header_timeout_ms", deserialize_with = "fields::header_timeout")]
+    pub header_timeout: Option<Duration>,
+    /// `body_timeout_ms`: longest silence between request body chunks before a 408 (1 ms to
+    /// one day; default 30 000 ms).
+    #[serde(rename = "body_timeout_ms", deserialize_with = "fields::body_timeout")]
+    pub body_timeout: Option<Duration>,
+    /// Connections served at once (≥ 1; default 4096).
+    #[serde(deserialize_with = "fields::max_connections")]
+    pub max_connections: Option<NonZeroUsize>,
+}
 
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+impl ServerSection {
+    /// The listener's limits: the values set here, defaults for the rest.
+    pub fn limits(&self) -> tollgate_server::ConnectionLimits {
+        let d = tollgate_server::ConnectionLimits::default();
+        tollgate_server::ConnectionLimits {
+            header_timeout: self.header_timeout.unwrap_or(d.header_timeout),
+            body_timeout: self.body_timeout.unwrap_or(d.body_timeout),
+            max_connections: self.max_connections.unwrap_or(d.max_connections),
+        }
     }
 }
 
-impl std::error::Error for ConfigError {}
+/// Which counter store to use: the `--store` flag (`memory`, `embedded` or a `redis://`
+/// URL) and `[store] kind` with its `url` both give one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreKind {
+    /// In this process only.
+    Memory,
+    /// One redb file in the data directory (the default).
+    Embedded,
+    /// A shared Redis.
+    Redis(RedisUrl),
+}
+
+impl FromStr for StoreKind {
+    type Err = String;
+    /// The `--store` flag: `memory`, `embedded`, or a `redis://` / `rediss://` URL.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "memory" => Ok(Self::Memory),
+            "embedded" => Ok(Self::Embedded),
+            url => url
+                .parse()
+                .map(Self::Redis)
+                .map_err(|_| format!("{s:?}: expected memory, embedded or a redis:// URL")),
+        }
+    }
+}
+
+/// A `redis://` or `rediss://` (TLS) URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RedisUrl(String);
+
+impl RedisUrl {
+    /// The URL as written.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for RedisUrl {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.starts_with("redis://") || s.starts_with("rediss://") {
+            Ok(Self(s.to_owned()))
+        } else {
+            Err("expected a redis:// or rediss:// URL".to_owned())
+        }
+    }
+}
+
+/// `[store]`: the counter store and how it behaves when it fails.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "StoreFields")]
+pub struct StoreSection {
+    /// `kind` (with `url` for redis); `None` means "not set here" (flag, then embedded).
+    pub kind: Option<StoreKind>,
+    /// Prefix of every Redis key.
+    pub key_prefix: Option<String>,
+    /// `timeout_ms`: the Redis call timeout (≥ 1 ms).
+    pub timeout: Option<Duration>,
+    /// Behaviour when the store fails.
+    pub store_unavailable: OnStoreUnavailable,
+    /// `flush_interval_ms`: group-commit period of the embedded store (≥ 1 ms, default
+    /// 100 ms).
+    pub flush_interval: Duration,
+    /// Buffered (default) or strict.
+    pub durability: Durability,
+}
+
+impl Default for StoreSection {
+    fn default() -> Self {
+        Self {
+            kind: None,
+            key_prefix: None,
+            timeout: None,
+            store_unavailable: OnStoreUnavailable::default(),
+            flush_interval: Duration::from_millis(100),
+            durability: Durability::default(),
+        }
+    }
+}
+
+/// A `[store]` table as written, before `kind` and `url` are read together.
+#[derive(Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct StoreFields {
+    #[serde(deserialize_with = "fields::kind")]
+    kind: Option<KindName>,
+    #[serde(deserialize_with = "fields::redis_url")]
+    url: Option<RedisUrl>,
+    key_prefix: Option<String>,
+    #[serde(deserialize_with = "fields::store_timeout")]
+    timeout_ms: Option<Duration>,
+    store_unavailable: OnStoreUnavailable,
+    #[serde(deserialize_with = "fields::flush_interval")]
+    flush_interval_ms: Duration,
+    durability: Durability,
+}
+
+impl Default for StoreFields {
+    fn default() -> Self {
+        let d = StoreSection::default();
+        Self {
+            kind: None,
+            url: None,
+            key_prefix: d.key_prefix,
+            timeout_ms: d.timeout,
+            store_unavailable: d.store_unavailable,
+            flush_interval_ms: d.flush_interval,
+            durability: d.durability,
+        }
+    }
+}
+
+/// The words `[store] kind` takes.
+#[derive(Debug, Clone, Copy)]
+enum KindName {
+    Memory,
+    Embedded,
+    Redis,
+}
+
+impl FromStr for KindName {
+    type Err = &'static str;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "memory" => Ok(Self::Memory),
+            "embedded" => Ok(Self::Embedded),
+            "redis" => Ok(Self::Redis),
+            _ => Err("expected memory, embedded or redis"),
+        }
+    }
+}
+
+impl TryFrom<StoreFields> for StoreSection {
+    type Error = String;
+    fn try_from(f: StoreFields) -> Result<Self, String> {
+        let kind = match (f.kind, f.url) {
+            (None, _) => None,
+            (Some(KindName::Memory), _) => Some(StoreKind::Memory),
+            (Some(KindName::Embedded), _) => Some(StoreKind::Embedded),
+            (Some(KindName::Redis), Some(url)) => Some(StoreKind::Redis(url)),
+            (Some(KindName::Redis), None) => {
+                return Err("[store] kind = \"redis\" needs url = \"redis://…\"".into());
+            }
+        };
+        Ok(Self {
+            kind,
+            key_prefix: f.key_prefix,
+            timeout: f.timeout_ms,
+            store_unavailable: f.store_unavailable,
+            flush_interval: f.flush_interval_ms,
+            durability: f.durability,
+        })
+    }
+}
+
+/// Reading each key into its type; a refused value is named with its key.
+mod fields {
+    use serde::Deserializer;
+
+    use super::*;
+
+    const DAY_MS: u64 = 24 * 60 * 60 * 1000;
+
+    fn millis<'de, D: Deserializer<'de>>(d: D, key: &str, max: u64) -> Result<Duration, D::Error> {
+        let why = if max == DAY_MS {
+            format!("must be between 1 and {DAY_MS} (one day)")
+        } else {
+            "must be at least 1".to_owned()
+        };
+        key::bounded::<D, u64>(d, key, 1, max, &why).map(Duration::from_millis)
+    }
+
+    pub fn header_timeout<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        millis(d, "header_timeout_ms", DAY_MS).map(Some)
+    }
+    pub fn body_timeout<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        millis(d, "body_timeout_ms", DAY_MS).map(Some)
+    }
+    pub fn max_connections<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<NonZeroUsize>, D::Error> {
+        key::at_least_one(d, "max_connections").map(Some)
+    }
+    pub fn kind<'de, D: Deserializer<'de>>(d: D) -> Result<Option<KindName>, D::Error> {
+        key::parsed(d, "kind").map(Some)
+    }
+    pub fn redis_url<'de, D: Deserializer<'de>>(d: D) -> Result<Option<RedisUrl>, D::Error> {
+        key::parsed(d, "url").map(Some)
+    }
+    pub fn store_timeout<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        millis(d, "timeout_ms", u64::MAX).map(Some)
+    }
+    pub fn flush_interval<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        millis(d, "flush_interval_ms", u64::MAX)
+    }
+}
 
 impl ConfigFile {
     /// Reads and validates `path`.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let source = std::fs::read_to_string(path)
-            .map_err(|e| ConfigError(format!("{}: cannot read: {e}", path.display())))?;
+            .map_err(|e| ConfigError::new(format!("cannot read: {e}")).locate(path, ""))?;
         Self::parse(path, &source)
     }
 
-    /// Validates `source` (read from `path`, which only labels the errors).
+    /// Validates `source` (read from `path`, which only labels the errors); an error reads
+    /// `FILE:LINE:COL: message`.
     pub fn parse(path: &Path, source: &str) -> Result<Self, ConfigError> {
         let file: Self =
-            toml::from_str(source).map_err(|e| ConfigError(located(path, source, &e)))?;
-        file.check(path)?;
+            toml::from_str(source).map_err(|e| ConfigError::from_toml(&e).locate(path, source))?;
+        file.check().map_err(|e| e.locate(path, source))?;
         Ok(file)
     }
 
-    /// Cross-field rules serde cannot express.
-    fn check(&self, path: &Path) -> Result<(), ConfigError> {
-        use tollgate_server::config::StoreKind;
-        if self.store.kind == Some(StoreKind::Redis) && self.store.url.is_none() {
-            return Err(ConfigError(format!(
-                "{}: [store] kind = \"redis\" needs url = \"redis://…\"",
-                path.display()
-            )));
-        }
-        self.server.check_limits().map_err(|e| ConfigError(format!("{}: {e}", path.display())))?;
-        if self.store.flush_interval_ms == 0 {
-            return Err(ConfigError(format!(
-                "{}: [store] flush_interval_ms must be at least 1",
-                path.display()
-            )));
-        }
+    /// The rules over several tables, checked once every key has been read.
+    fn check(&self) -> Result<(), ConfigError> {
         tollgate_server::client::ClientKeys::new(&self.client)
-            .map_err(|e| ConfigError(format!("{}: {e}", path.display())))?;
+            .map_err(|e| ConfigError::new(e.to_string()))?;
         if let Some(gateway) = &self.gateway {
-            gateway.plan().map_err(|e| ConfigError(format!("{}: {e}", path.display())))?;
+            gateway.plan()?;
         }
         Ok(())
     }
@@ -112,8 +325,8 @@ impl ConfigFile {
             ("listen", a.listen != b.listen),
             ("data", a.data != b.data),
             ("admin_token", a.admin_token != b.admin_token),
-            ("header_timeout_ms", a.header_timeout_ms != b.header_timeout_ms),
-            ("body_timeout_ms", a.body_timeout_ms != b.body_timeout_ms),
+            ("header_timeout_ms", a.header_timeout != b.header_timeout),
+            ("body_timeout_ms", a.body_timeout != b.body_timeout),
             ("max_connections", a.max_connections != b.max_connections),
         ];
         let mut changes: Vec<String> = server
@@ -147,7 +360,7 @@ mod tests {
     fn empty_file_is_all_defaults() {
         let c = ConfigFile::parse(Path::new("t.toml"), "").unwrap();
         assert!(c.policy.is_empty());
-        assert_eq!(c.store.flush_interval_ms, 100);
+        assert_eq!(c.store.flush_interval, Duration::from_millis(100));
         assert!(c.gateway.is_none());
     }
 
@@ -182,7 +395,11 @@ mod tests {
     fn gateway_errors_name_the_key() {
         let src = "[gateway]\n[[gateway.route]]\nname = \"S\"\ndocuments = [\"214\"]\nlimit = 1\nunit = \"fortnight\"\ndeliver = \"dir:x\"\n";
         let e = ConfigFile::parse(Path::new("t.toml"), src).unwrap_err().to_string();
-        assert!(e.contains("gateway.route[0].unit") && e.contains("fortnight"), "{e}");
+        assert!(e.starts_with("t.toml:6:8: unit = \"fortnight\": "), "{e}");
+        // A rule over several keys points at the offending key too.
+        let src = "[gateway]\nmax_upload_bytes = 10\nupload_budget_bytes = 9\n";
+        let e = ConfigFile::parse(Path::new("t.toml"), src).unwrap_err().to_string();
+        assert!(e.starts_with("t.toml:3:23: gateway.upload_budget_bytes = 9: "), "{e}");
     }
 
     #[test]
@@ -192,18 +409,18 @@ mod tests {
         let l = ConfigFile::parse(Path::new("t.toml"), src).unwrap().server.limits();
         assert_eq!(l.header_timeout.as_millis(), 5000);
         assert_eq!(l.body_timeout.as_millis(), 7000);
-        assert_eq!(l.max_connections, 10);
+        assert_eq!(l.max_connections.get(), 10);
         let d = ConfigFile::default().server.limits();
         assert!(d.header_timeout.as_secs() <= 30);
-        assert!(d.max_connections >= 1000);
-        for (src, key) in [
-            ("[server]\nheader_timeout_ms = 0\n", "header_timeout_ms = 0"),
-            ("[server]\nbody_timeout_ms = 0\n", "body_timeout_ms = 0"),
-            ("[server]\nbody_timeout_ms = 99999999999\n", "body_timeout_ms = 99999999999"),
-            ("[server]\nmax_connections = 0\n", "max_connections = 0"),
+        assert!(d.max_connections.get() >= 1000);
+        for (src, at, key) in [
+            ("[server]\nheader_timeout_ms = 0\n", "2:21", "header_timeout_ms = 0: "),
+            ("[server]\nbody_timeout_ms = 0\n", "2:19", "body_timeout_ms = 0: "),
+            ("[server]\nbody_timeout_ms = 99999999999\n", "2:19", "body_timeout_ms = 99999999999"),
+            ("[server]\nmax_connections = 0\n", "2:19", "max_connections = 0: "),
         ] {
             let e = ConfigFile::parse(Path::new("t.toml"), src).unwrap_err().to_string();
-            assert!(e.starts_with("t.toml: [server] ") && e.contains(key), "{e}");
+            assert!(e.starts_with(&format!("t.toml:{at}: {key}")), "{e}");
         }
         let e = ConfigFile::parse(Path::new("t.toml"), "[server]\nmax_connections = -1\n")
             .unwrap_err()
@@ -214,6 +431,52 @@ mod tests {
     #[test]
     fn redis_needs_a_url() {
         let e = ConfigFile::parse(Path::new("t.toml"), "[store]\nkind = \"redis\"\n").unwrap_err();
-        assert!(e.to_string().contains("url"), "{e}");
+        let e = e.to_string();
+        assert!(e.starts_with("t.toml:1:") && e.contains("needs url"), "{e}");
+        let src = "[store]\nkind = \"redis\"\nurl = \"redis://h:6379/\"\n";
+        let c = ConfigFile::parse(Path::new("t.toml"), src).unwrap();
+        assert_eq!(c.store.kind, Some("redis://h:6379/".parse().unwrap()));
+    }
+
+    #[test]
+    fn store_keys_are_located_and_name_key_and_value() {
+        for (src, at, needle) in [
+            ("[store]\nstore_unavailable = \"maybe\"\n", "2:21", "maybe"),
+            ("[store]\nkind = \"postgres\"\n", "2:8", "kind = \"postgres\": "),
+            ("[store]\nkind = \"redis\"\nurl = \"http://h\"\n", "3:7", "url = \"http://h\": "),
+            ("[store]\nflush_interval_ms = 0\n", "2:21", "flush_interval_ms = 0: "),
+            ("[store]\ntimeout_ms = 0\n", "2:14", "timeout_ms = 0: "),
+            ("[store]\nflush_interval_ms = -5\n", "2:21", "-5"),
+        ] {
+            let e = ConfigFile::parse(Path::new("t.toml"), src).unwrap_err().to_string();
+            assert!(e.starts_with(&format!("t.toml:{at}: ")), "{src}: {e}");
+            assert!(e.contains(needle), "{src}: {e}");
+        }
+        let src = "[store]\nflush_interval_ms = 5\ntimeout_ms = 7\nstore_unavailable = \"deny\"\n";
+        let s = ConfigFile::parse(Path::new("t.toml"), src).unwrap().store;
+        assert_eq!(s.flush_interval, Duration::from_millis(5));
+        assert_eq!(s.timeout, Some(Duration::from_millis(7)));
+        assert_eq!(s.store_unavailable, OnStoreUnavailable::Deny);
+    }
+
+    #[test]
+    fn client_rules_over_several_tables_name_the_file() {
+        let src = "[[client]]\nkey = \"k\"\nname = \"a\"\n[[client]]\nkey = \"k\"\nname = \"b\"\n";
+        let e = ConfigFile::parse(Path::new("t.toml"), src).unwrap_err().to_string();
+        assert!(e.starts_with("t.toml: [[client]] #2"), "{e}");
+        assert!(!e.contains("\"k\""), "the key is not shown: {e}");
+    }
+
+    #[test]
+    fn the_store_flag_and_the_file_give_one_type() {
+        assert_eq!("memory".parse(), Ok(StoreKind::Memory));
+        assert_eq!("embedded".parse(), Ok(StoreKind::Embedded));
+        let redis: StoreKind = "rediss://h:6380/".parse().unwrap();
+        assert_eq!(redis, StoreKind::Redis("rediss://h:6380/".parse().unwrap()));
+        assert!("postgres://x".parse::<StoreKind>().is_err());
+        assert!("redis".parse::<StoreKind>().is_err());
+        let src = "[store]\nkind = \"memory\"\n";
+        let c = ConfigFile::parse(Path::new("t.toml"), src).unwrap();
+        assert_eq!(c.store.kind, Some(StoreKind::Memory));
     }
 }

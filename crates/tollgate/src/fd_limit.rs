@@ -7,13 +7,15 @@
 //! plus a reserve for files, the store and outgoing connections, the cap is lowered to fit
 //! and a warning says how to raise the limit.
 
+use std::num::NonZeroUsize;
+
 /// Descriptors kept for everything that is not a client connection.
 const RESERVE: u64 = 256;
 
 /// Raises the soft open-file limit to the hard one and returns how many connections fit
 /// (`wanted`, or fewer when the limit is too low).
 #[cfg(unix)]
-pub fn fit_connections(wanted: usize) -> usize {
+pub fn fit_connections(wanted: NonZeroUsize) -> NonZeroUsize {
     use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
     let limit = getrlimit(Resource::Nofile);
     let mut soft = limit.current;
@@ -25,7 +27,9 @@ pub fn fit_connections(wanted: usize) -> usize {
         }
     }
     let Some(soft) = soft else { return wanted }; // unlimited
-    let fits = usize::try_from(soft.saturating_sub(RESERVE)).unwrap_or(usize::MAX).max(1);
+    let fits = usize::try_from(soft.saturating_sub(RESERVE))
+        .ok()
+        .map_or(NonZeroUsize::MAX, |n| NonZeroUsize::new(n).unwrap_or(NonZeroUsize::MIN));
     if fits < wanted {
         tracing::warn!(
             open_files = soft,
@@ -41,6 +45,6 @@ pub fn fit_connections(wanted: usize) -> usize {
 
 /// Without Unix limits, the configured cap stands.
 #[cfg(not(unix))]
-pub fn fit_connections(wanted: usize) -> usize {
+pub fn fit_connections(wanted: NonZeroUsize) -> NonZeroUsize {
     wanted
 }

@@ -8,6 +8,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,11 +19,10 @@ use tollgate_quota::store::{
 use tollgate_quota::{AnyStore, Store, StoreHealth};
 use tollgate_server::admin::AdminGuard;
 use tollgate_server::client::ClientKeys;
-use tollgate_server::config::{StoreKind, StoreSection};
 use tollgate_server::policy::{Policies, PolicySet};
 use tollgate_server::{AppState, router};
 
-use crate::config::{ConfigFile, embedded_file};
+use crate::config::{ConfigFile, StoreKind, StoreSection, embedded_file};
 
 /// The address used when neither a flag nor the file gives one.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
@@ -44,8 +44,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "DIR")]
     data: Option<PathBuf>,
     /// Counter store: memory, embedded or a redis:// URL [default: embedded].
-    #[arg(long, value_name = "STORE", value_parser = parse_store_flag)]
-    store: Option<StoreFlag>,
+    #[arg(long, value_name = "STORE", value_parser = StoreKind::from_str)]
+    store: Option<StoreKind>,
     /// A state file that cannot be read (counters.redb, gateway.redb) is renamed to
     /// `<name>.corrupt-<time>` and replaced by an empty one, instead of refusing to start
     /// (the gateway's spooled files then go to `<data>/orphaned/`).
@@ -75,31 +75,12 @@ impl ServeArgs {
     }
 }
 
-/// The `--store` flag.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum StoreFlag {
-    Memory,
-    Embedded,
-    Redis(String),
-}
-
-fn parse_store_flag(s: &str) -> Result<StoreFlag, String> {
-    match s {
-        "memory" => Ok(StoreFlag::Memory),
-        "embedded" => Ok(StoreFlag::Embedded),
-        url if url.starts_with("redis://") || url.starts_with("rediss://") => {
-            Ok(StoreFlag::Redis(url.to_owned()))
-        }
-        other => Err(format!("{other:?}: expected memory, embedded or a redis:// URL")),
-    }
-}
-
 /// Every setting resolved from flags, file and defaults.
 #[derive(Debug)]
 struct Settings {
     listen: SocketAddr,
     data: PathBuf,
-    store: StoreFlag,
+    store: StoreKind,
     store_section: StoreSection,
     admin_token: Option<String>,
     on_corrupt: OnCorrupt,
@@ -113,16 +94,8 @@ impl Settings {
         };
         let data =
             args.data.clone().or_else(|| file.server.data.clone()).unwrap_or(DEFAULT_DATA.into());
-        let store = match &args.store {
-            Some(s) => s.clone(),
-            None => match file.store.kind {
-                Some(StoreKind::Memory) => StoreFlag::Memory,
-                Some(StoreKind::Redis) => {
-                    StoreFlag::Redis(file.store.url.clone().unwrap_or_default())
-                }
-                Some(StoreKind::Embedded) | None => StoreFlag::Embedded,
-            },
-        };
+        let store =
+            args.store.clone().or_else(|| file.store.kind.clone()).unwrap_or(StoreKind::Embedded);
         let admin_token = std::env::var("TOLLGATE_ADMIN_TOKEN")
             .ok()
             .filter(|t| !t.is_empty())
@@ -190,7 +163,7 @@ async fn serve(args: ServeArgs, file: ConfigFile) -> anyhow::Result<()> {
     let clients = ClientKeys::new(&file.client).context("[[client]]")?;
     let state = AppState::builder(Arc::clone(&store), policies, admin.clone())
         .clients(clients.clone())
-        .on_store_error(settings.store_section.store_unavailable)
+        .on_store_unavailable(settings.store_section.store_unavailable)
         .build();
     if let AnyStore::Embedded(_) = store.as_ref() {
         // A counters file that cannot be written (a full disk, say) is not ready: /readyz
@@ -212,6 +185,9 @@ async fn serve(args: ServeArgs, file: ConfigFile) -> anyhow::Result<()> {
             if let Some(key) =
                 std::env::var("TOLLGATE_GATEWAY_QUOTA_API_KEY").ok().filter(|k| !k.is_empty())
             {
+                let key = key
+                    .parse()
+                    .map_err(|e| anyhow::anyhow!("TOLLGATE_GATEWAY_QUOTA_API_KEY: {e}"))?;
                 config.quota.api_key = Some(key);
             }
             let spool = tollgate_gateway::SpoolOptions {
@@ -257,15 +233,15 @@ async fn serve(args: ServeArgs, file: ConfigFile) -> anyhow::Result<()> {
 
 async fn open_store(s: &Settings) -> anyhow::Result<AnyStore> {
     match &s.store {
-        StoreFlag::Memory => Ok(AnyStore::Memory(MemoryStore::new())),
-        StoreFlag::Embedded => {
+        StoreKind::Memory => Ok(AnyStore::Memory(MemoryStore::new())),
+        StoreKind::Embedded => {
             std::fs::create_dir_all(&s.data).with_context(|| {
                 format!("cannot create the data directory {}", s.data.display())
             })?;
             let path = embedded_file(&s.data);
             let opts = EmbeddedOptions {
                 path: path.clone(),
-                flush_interval: Duration::from_millis(s.store_section.flush_interval_ms.max(1)),
+                flush_interval: s.store_section.flush_interval,
                 durability: s.store_section.durability,
                 on_corrupt: s.on_corrupt,
             };
@@ -273,19 +249,19 @@ async fn open_store(s: &Settings) -> anyhow::Result<AnyStore> {
                 .with_context(|| format!("cannot open the embedded store {}", path.display()))?;
             Ok(AnyStore::Embedded(store))
         }
-        StoreFlag::Redis(url) => {
-            let mut opts = RedisOptions::new(url.clone());
+        StoreKind::Redis(url) => {
+            let mut opts = RedisOptions::new(url.as_str());
             if let Some(prefix) = &s.store_section.key_prefix {
                 opts.key_prefix = prefix.clone();
             }
-            if let Some(ms) = s.store_section.timeout_ms {
-                opts.timeout = Duration::from_millis(ms.max(1));
+            if let Some(timeout) = s.store_section.timeout {
+                opts.timeout = timeout;
             }
             opts.on_unavailable = s.store_section.store_unavailable;
             // Fails only for a malformed URL; an unreachable Redis is handled per request.
             let store = RedisStore::connect(opts)
                 .await
-                .with_context(|| format!("cannot use the redis store {url}"))?;
+                .with_context(|| format!("cannot use the redis store {}", url.as_str()))?;
             Ok(AnyStore::Redis(store))
         }
     }
@@ -327,7 +303,7 @@ mod tests {
             config: None,
             listen: listen.map(|l| l.parse().unwrap()),
             data: None,
-            store: store.map(|s| parse_store_flag(s).unwrap()),
+            store: store.map(|s| s.parse().unwrap()),
             move_aside_corrupt: false,
         }
     }
@@ -342,22 +318,13 @@ mod tests {
         let s = Settings::resolve(&args(None, None), &file).unwrap();
         assert_eq!(s.listen.to_string(), "127.0.0.1:9001");
         assert_eq!(s.data, PathBuf::from("/var/x"));
-        assert_eq!(s.store, StoreFlag::Memory);
+        assert_eq!(s.store, StoreKind::Memory);
         let s = Settings::resolve(&args(Some("127.0.0.1:9002"), Some("embedded")), &file).unwrap();
         assert_eq!(s.listen.to_string(), "127.0.0.1:9002");
-        assert_eq!(s.store, StoreFlag::Embedded);
+        assert_eq!(s.store, StoreKind::Embedded);
         let s = Settings::resolve(&args(None, None), &ConfigFile::default()).unwrap();
         assert_eq!(s.listen.to_string(), DEFAULT_LISTEN);
         assert_eq!(s.data, PathBuf::from(DEFAULT_DATA));
-        assert_eq!(s.store, StoreFlag::Embedded);
-    }
-
-    #[test]
-    fn store_flag_values() {
-        assert_eq!(
-            parse_store_flag("redis://h:6379/"),
-            Ok(StoreFlag::Redis("redis://h:6379/".into()))
-        );
-        assert!(parse_store_flag("postgres://x").is_err());
+        assert_eq!(s.store, StoreKind::Embedded);
     }
 }

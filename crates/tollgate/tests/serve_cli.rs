@@ -125,6 +125,37 @@ fn bad_config_exits_2_with_file_line_and_column() {
 }
 
 #[test]
+fn an_invalid_weight_rule_exits_2_with_its_position_and_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("gw.toml");
+    let inbound = dir.path().join("in");
+    for (weight, line) in [("segs", 9), ("segment:at7", 9), ("segment:ABCD", 9)] {
+        std::fs::write(
+            &file,
+            format!(
+                "[gateway]\ninbound = [{inbound:?}]\n\n[[gateway.route]]\nname = \"S\"\n\
+                 documents = [\"214\"]\nlimit = 10\nunit = \"day\"\nweight = \"{weight}\"\n\
+                 deliver = \"dir:{}\"\n",
+                dir.path().join("out").display()
+            ),
+        )
+        .unwrap();
+        let o = Command::new(BIN)
+            .args(["serve", "--store", "memory", "--listen", "127.0.0.1:0", "--config"])
+            .arg(&file)
+            .arg("--data")
+            .arg(dir.path().join("data"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(code(&o), 2, "{weight}: {err}");
+        let want = format!("{}:{line}:10: weight = \"{weight}\": ", file.display());
+        assert!(err.contains(&want), "want {want} in {err}");
+        assert!(!dir.path().join("data").exists(), "nothing started: {err}");
+    }
+}
+
+#[test]
 fn flags_beat_the_file_and_policies_come_from_it() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("t.toml");

@@ -1,45 +1,9 @@
 //! The validated gateway: the typed [`Plan`] that [`GatewayConfig::plan`](super::GatewayConfig::plan)
-//! builds from the file's keys, with its routes, weight rules, delivery targets and remote
-//! quota settings. Nothing here is read from text again.
+//! builds from the file's typed keys, with its routes, weight rules, delivery targets and
+//! remote quota settings. Nothing here is read from text again (a [`Target`] is parsed once,
+//! when its `deliver` key is read).
 
 use super::*;
-
-/// How a route weighs an interchange.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum WeightRule {
-    /// One unit per transaction set / message.
-    Transactions,
-    /// One unit per segment with this tag (e.g. `AT7` status events in a 214).
-    Segment(String),
-}
-
-impl fmt::Display for WeightRule {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Transactions => f.write_str("transactions"),
-            Self::Segment(tag) => write!(f, "segment:{tag}"),
-        }
-    }
-}
-
-impl std::str::FromStr for WeightRule {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        if s == "transactions" {
-            return Ok(Self::Transactions);
-        }
-        match s.strip_prefix("segment:") {
-            Some(tag)
-                if (2..=3).contains(&tag.len())
-                    && tag.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit()) =>
-            {
-                Ok(Self::Segment(tag.to_owned()))
-            }
-            _ => Err("expected \"transactions\" or \"segment:TAG\" (a 2-3 character segment tag)"
-                .to_owned()),
-        }
-    }
-}
 
 /// Where a route delivers.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -47,14 +11,31 @@ pub enum Target {
     /// An outbound directory: temp file, fsync, rename.
     Dir(PathBuf),
     /// An HTTP endpoint that receives the raw interchange in a POST.
-    Http(String),
+    Http(HttpUrl),
+}
+
+impl std::str::FromStr for Target {
+    type Err = String;
+    /// `dir:PATH` or an `http://` / `https://` URL.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if let Some(path) = s.strip_prefix("dir:") {
+            if path.is_empty() {
+                return Err("dir: needs a path, e.g. dir:./outbound/214".to_owned());
+            }
+            return Ok(Target::Dir(PathBuf::from(path)));
+        }
+        if s.starts_with("http://") || s.starts_with("https://") {
+            return s.parse().map(Target::Http);
+        }
+        Err("expected \"dir:PATH\" or an http:// or https:// URL".to_owned())
+    }
 }
 
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Dir(p) => write!(f, "dir:{}", p.display()),
-            Self::Http(u) => f.write_str(u),
+            Self::Http(u) => f.write_str(u.as_str()),
         }
     }
 }
@@ -68,8 +49,8 @@ pub struct Route {
     pub template: String,
     /// The quota each metering id of this route gets.
     pub spec: QuotaSpec,
-    /// How interchanges are weighed.
-    pub weight: WeightRule,
+    /// How interchanges are weighed: what one unit of quota is.
+    pub weight: RecordRule,
     /// The least one interchange consumes (its weight is raised to this).
     pub min_weight: u64,
     /// Admit what fits and hold the rest.
@@ -104,11 +85,11 @@ impl Route {
 #[derive(Debug, Clone)]
 pub struct RemoteQuota {
     /// The quota endpoint.
-    pub url: String,
+    pub url: HttpUrl,
     /// Per-check timeout.
     pub timeout: Duration,
     /// The `x-api-key` header value, marked sensitive (never logged).
-    pub api_key: Option<reqwest::header::HeaderValue>,
+    pub api_key: Option<ApiKey>,
 }
 
 /// The validated gateway configuration.
@@ -137,7 +118,7 @@ pub struct Plan {
     /// `None` for embedded metering.
     pub remote: Option<RemoteQuota>,
     /// Fail-open or hold while the remote quota service is down.
-    pub on_unavailable: OnUnavailable,
+    pub on_unavailable: OnQuotaUnavailable,
     /// `QUAL:ID` → partner name.
     pub partners: HashMap<String, String>,
     /// Routes in config order.
@@ -155,13 +136,5 @@ impl Plan {
     /// The partner name for a sender `QUAL:ID`, or the raw id for an unknown sender.
     pub fn partner_name(&self, sender: &str) -> String {
         self.partners.get(sender).cloned().unwrap_or_else(|| sender.to_owned())
-    }
-}
-
-/// Normalises `QUAL:ID` the way the parser displays a `PartyId`: both parts trimmed.
-pub(crate) fn normalize_party(s: &str) -> String {
-    match s.split_once(':') {
-        Some((q, id)) => format!("{}:{}", q.trim(), id.trim()),
-        None => s.trim().to_owned(),
     }
 }

@@ -65,14 +65,14 @@ impl Pipeline {
                 false
             }
             Verdict::Unavailable { reason } => match self.parts.plan.on_unavailable {
-                OnUnavailable::Deliver => {
+                OnQuotaUnavailable::Deliver => {
                     if let Some(i) = self.live.get(id) {
                         telemetry::count(Counter::FailOpen, i, &self.parts.plan);
                     }
                     self.admit(id, Some(format!("delivered without metering: {reason}")), batch);
                     true
                 }
-                OnUnavailable::Hold => {
+                OnQuotaUnavailable::Hold => {
                     self.hold(id, UNAVAILABLE_RETRY, format!("quota unavailable: {reason}"), batch);
                     false
                 }
@@ -92,7 +92,7 @@ impl Pipeline {
     ) -> bool {
         let parts = self.parts.clone();
         let (file, start, end) = (item.spool_file.clone(), item.start, item.end);
-        let rule = route.weight.clone();
+        let rule = route.weight;
         let read = tokio::task::spawn_blocking(move || {
             parts.spool.read(&file, start, end).map(|b| {
                 let w = envelope::transaction_weights(&b, &rule);

@@ -13,7 +13,7 @@
 //!   in the tag so that it never holds `}` (see `key`): no id's SCAN pattern matches another
 //!   id's keys, so a reset deletes that id's counters only.
 //! * **No request waits longer than the timeout.** Every call to Redis is bounded by
-//!   `RedisOptions::timeout`; what happens then is `OnUnavailable`'s choice.
+//!   `RedisOptions::timeout`; what happens then is `OnStoreUnavailable`'s choice.
 //! * **Local answers never pretend to be shared.** In `Local` mode a decision made in this
 //!   process's memory during an outage carries `degraded = true`; those local counts are not
 //!   merged into Redis when it comes back.
@@ -51,7 +51,7 @@ const PROBE_EVERY: Duration = Duration::from_millis(500);
 /// What to do when Redis does not answer in time (`[store] store_unavailable` in the config).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum OnUnavailable {
+pub enum OnStoreUnavailable {
     /// Count in this instance's memory and mark the answer degraded.
     #[default]
     Local,
@@ -61,7 +61,7 @@ pub enum OnUnavailable {
     Deny,
 }
 
-impl FromStr for OnUnavailable {
+impl FromStr for OnStoreUnavailable {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.trim().to_ascii_lowercase().as_str() {
@@ -83,7 +83,7 @@ pub struct RedisOptions {
     /// The longest any request waits for Redis (default 50 ms).
     pub timeout: Duration,
     /// What a check does when Redis does not answer within `timeout`.
-    pub on_unavailable: OnUnavailable,
+    pub on_unavailable: OnStoreUnavailable,
 }
 
 impl RedisOptions {
@@ -93,7 +93,7 @@ impl RedisOptions {
             url: url.into(),
             key_prefix: "tollgate:".into(),
             timeout: Duration::from_millis(50),
-            on_unavailable: OnUnavailable::Local,
+            on_unavailable: OnStoreUnavailable::Local,
         }
     }
 }
@@ -446,7 +446,7 @@ impl Store for RedisStore {
     ) -> Result<Decision, StoreError> {
         match self.check_shared(id, spec, weight).await {
             Ok(d) => Ok(d),
-            Err(e) if self.opts.on_unavailable == OnUnavailable::Local => {
+            Err(e) if self.opts.on_unavailable == OnStoreUnavailable::Local => {
                 tracing::debug!(error = %e, "redis unavailable, deciding locally");
                 let mut d = self.local.check_now(id, spec, weight);
                 d.degraded = true;
