@@ -348,9 +348,15 @@ mod defaults {
     /// `.crdownload`, `.inprogress`, and `~` backups.
     pub const PARTIAL_NAMES: [&str; 8] =
         [".*", "*.filepart", "*.part", "*.partial", "*.tmp", "*.crdownload", "*.inprogress", "*~"];
+    /// Compiled once per process: building a glob set costs far more than reading a config.
     pub fn partial_names() -> PartialNames {
-        PartialNames::new(&PARTIAL_NAMES.map(str::to_owned))
-            .unwrap_or_else(|_| unreachable!("the default partial names are valid globs"))
+        static COMPILED: std::sync::OnceLock<PartialNames> = std::sync::OnceLock::new();
+        COMPILED
+            .get_or_init(|| {
+                PartialNames::new(&PARTIAL_NAMES.map(str::to_owned))
+                    .unwrap_or_else(|_| unreachable!("the default partial names are valid globs"))
+            })
+            .clone()
     }
     pub fn incomplete_grace_ms() -> u64 {
         300_000
