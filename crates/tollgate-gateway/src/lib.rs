@@ -207,6 +207,7 @@ impl Gateway {
             budget: self.budget.clone(),
             guard: credentials::UploadGuard::new(self.guard.clone(), self.clients.clone()),
             partners: self.partners.clone(),
+            plan: Arc::new(self.parts.plan.clone()),
         };
         let api = queue::QueueApi {
             guard: self.guard.clone(),

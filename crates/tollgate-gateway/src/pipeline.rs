@@ -358,12 +358,20 @@ impl Pipeline {
 
     // ---- receiving ------------------------------------------------------------------------
 
-    /// Splits received files into items: parse, dedup, route; then meters the routed ones.
+    /// Splits received files into items: parse (unless intake did), dedup, route; then meters
+    /// the routed ones.
     async fn take_files(&mut self, files: Vec<FileRecord>, batch: &mut Batch) {
         let parts = self.parts.clone();
         let prepared = tokio::task::spawn_blocking(move || {
             let mut seen = HashSet::new();
-            files.into_iter().map(|f| prepare(&parts, f, &mut seen)).collect::<Vec<_>>()
+            files
+                .into_iter()
+                .map(|f| {
+                    let prepared = prepare(&parts, f, &seen);
+                    seen.extend(prepared.2.iter().map(|(key, _)| key.clone()));
+                    prepared
+                })
+                .collect::<Vec<_>>()
         })
         .await
         .unwrap_or_default();
