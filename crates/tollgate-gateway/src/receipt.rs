@@ -218,6 +218,14 @@ pub fn prepare(parts: &Parts, mut file: FileRecord, seen: &HashSet<String>) -> P
     (file, items, dedup)
 }
 
+/// The items of a file the parser failed on (it panicked): one rejected item for the whole
+/// file, with the reason, so the file leaves intake and its bytes stay for an operator.
+pub(crate) fn parser_failed(file: FileRecord, why: &str) -> Prepared {
+    let reason = format!("the parser failed on this file: {why}");
+    let item = rejected_item(&file, file.id.clone(), 0..0, reason);
+    (file, vec![item], Vec::new())
+}
+
 /// A rejected item for `run` (file-relative bytes) of a received file.
 fn rejected_item(file: &FileRecord, id: String, run: Range<usize>, reason: String) -> Item {
     let (start, end) = if run.is_empty() {
