@@ -340,6 +340,7 @@ pub(crate) mod hooks {
     struct Watch {
         marker: Vec<u8>,
         parses: usize,
+        threads: Vec<std::thread::ThreadId>,
         panic: bool,
     }
 
@@ -351,12 +352,22 @@ pub(crate) mod hooks {
 
     /// Counts the parses of inputs containing `marker` from now on.
     pub(crate) fn count(marker: &str) {
-        lock().push(Watch { marker: marker.as_bytes().to_vec(), parses: 0, panic: false });
+        lock().push(Watch {
+            marker: marker.as_bytes().to_vec(),
+            parses: 0,
+            threads: Vec::new(),
+            panic: false,
+        });
     }
 
     /// Makes every parse of an input containing `marker` panic.
     pub(crate) fn panic_on(marker: &str) {
-        lock().push(Watch { marker: marker.as_bytes().to_vec(), parses: 0, panic: true });
+        lock().push(Watch {
+            marker: marker.as_bytes().to_vec(),
+            parses: 0,
+            threads: Vec::new(),
+            panic: true,
+        });
     }
 
     /// Parses of inputs containing `marker` so far.
@@ -364,11 +375,21 @@ pub(crate) mod hooks {
         lock().iter().filter(|w| w.marker == marker.as_bytes()).map(|w| w.parses).sum()
     }
 
+    /// The threads the parses of inputs containing `marker` ran on.
+    pub(crate) fn threads(marker: &str) -> Vec<std::thread::ThreadId> {
+        lock()
+            .iter()
+            .filter(|w| w.marker == marker.as_bytes())
+            .flat_map(|w| w.threads.clone())
+            .collect()
+    }
+
     pub(super) fn parsing(input: &[u8]) {
         let mut panic = false;
         for w in lock().iter_mut() {
             if input.windows(w.marker.len()).any(|x| x == w.marker) {
                 w.parses += 1;
+                w.threads.push(std::thread::current().id());
                 panic |= w.panic;
             }
         }
