@@ -151,3 +151,35 @@ async fn a_parser_panic_rejects_that_file_only_and_frees_its_record() {
     assert_eq!(bytes, bad);
     gw.shutdown().await;
 }
+
+#[tokio::test]
+async fn an_item_stored_without_a_layout_is_still_split() {
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = x12("OLDITEM1", 1, 5);
+    {
+        // As stored before items kept their layout: the JSON has no `layout` key.
+        let spool = crate::spool::Spool::open(&dir.path().join("data")).unwrap();
+        let file = spool.store_part(&bytes).unwrap();
+        let json = serde_json::json!({
+            "id": "0000000000000001-000001", "state": "received", "admitted": false,
+            "file": file, "start": 0, "end": bytes.len(), "partner": "ZZ:OLDITEM1",
+            "sender": "ZZ:OLDITEM1", "receiver": "ZZ:RECEIVER", "control_number": "000000001",
+            "document": "214", "route": "Status", "metering_id": "Status:ZZ:OLDITEM1",
+            "weight": 5, "received_at": crate::item::now_ms(), "next_attempt_at": null,
+            "attempts": 0, "reason": null,
+        });
+        let item: Item = serde_json::from_value(json).unwrap();
+        assert_eq!(item.layout, None);
+        let change = crate::spool::Change { put: vec![item], ..Default::default() };
+        spool.commit(&change).unwrap();
+    }
+    let gw = gateway(dir.path(), 3).await;
+    let items = until(&gw, "the part that fits delivered, the rest held", |items| {
+        count(items, State::Delivered) == 1 && count(items, State::Held) == 1
+    })
+    .await;
+    let rest = items.iter().find(|i| i.state == State::Held).unwrap();
+    assert_eq!(rest.weight, 2);
+    assert_eq!(rest.layout.as_ref().map(crate::envelope::Layout::weights), Some(vec![1, 1]));
+    gw.shutdown().await;
+}
