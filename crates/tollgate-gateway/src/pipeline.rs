@@ -1,6 +1,7 @@
 //! The pipeline: one task that owns every live item and moves it from state to state.
 //!
-//! `received file → parse → per interchange: dedup → route → meter → deliver | hold | reject`.
+//! `received file → parse (unless intake did) → per interchange: dedup → route → meter →
+//! deliver | hold | reject`.
 //!
 //! Invariants:
 //! - **One writer.** Only this task changes item state. Inbound, uploads, deliveries and the
@@ -14,6 +15,9 @@
 //!   `crate::lane`).
 //! - **A duplicate consumes no quota**: dedup runs before metering, and only interchanges that
 //!   passed parsing record their key.
+//! - **A file leaves intake exactly once.** A file the parser fails on (a panic, caught per
+//!   file) becomes one `rejected` item with the reason, committed with the removal of its
+//!   `files` row like any other file's items.
 
 use std::collections::{HashMap, HashSet};
 use std::panic::AssertUnwindSafe;

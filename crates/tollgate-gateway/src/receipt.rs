@@ -7,6 +7,8 @@
 //! own, whose reason names the byte range and the parser's file-level error. Its bytes stay in
 //! the spool, so an operator can read them. Only ASCII whitespace and a leading UTF-8 byte
 //! order mark between interchanges are formatting and need no item.
+//!
+//! [`parse`] is the gateway's one parse of a file; [`prepare`] sorts a parsed file into items.
 
 use std::collections::HashSet;
 use std::ops::Range;
