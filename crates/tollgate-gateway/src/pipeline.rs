@@ -394,6 +394,14 @@ impl Pipeline {
         .await;
         let prepared = match task {
             Ok(prepared) => prepared,
+            // The runtime is shutting down: the files stay queued (and in the spool's `files`
+            // table, so they are parsed after the next start).
+            Err(e) if e.is_cancelled() => {
+                for r in records {
+                    self.intake.push(r);
+                }
+                return;
+            }
             Err(e) => {
                 let why = e.to_string();
                 let ids: Vec<&str> = records.iter().map(|r| r.id.as_str()).collect();
