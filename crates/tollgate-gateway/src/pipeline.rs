@@ -502,6 +502,7 @@ impl Pipeline {
         tracing::warn!(item = id, %reason, "dead");
         item.state = State::Dead;
         item.admitted = false;
+        // Kept: an operator's retry may meter (and split) it again.
         item.next_attempt_at = None;
         item.reason = Some(reason);
         telemetry::count(Metric::Dead, &item, &self.parts.plan);
@@ -620,6 +621,7 @@ impl Pipeline {
                 let Some(mut item) = self.live.remove(id) else { return };
                 item.state = State::Delivered;
                 item.next_attempt_at = None;
+                item.layout = None; // never split again: not kept in the store
                 let latency =
                     Duration::from_millis(u64::try_from(now_ms() - item.received_at).unwrap_or(0));
                 telemetry::count(Metric::Delivered, &item, &self.parts.plan);

@@ -82,6 +82,7 @@ async fn a_landing_file_is_parsed_once_through_weighing_and_splitting() {
     .await;
     let part = items.iter().find(|i| i.state == State::Delivered).unwrap();
     assert_eq!(part.weight, 3);
+    assert_eq!(part.layout, None, "a delivered item keeps no layout");
     let rest = items.iter().find(|i| i.id.ends_with("-1") && i.state == State::Held).unwrap();
     assert_eq!(rest.weight, 2);
     assert_eq!(rest.layout.as_ref().map(crate::envelope::Layout::weights), Some(vec![1, 1]));
