@@ -7,6 +7,7 @@
 //! would otherwise be glued onto it as data.
 
 use std::collections::BTreeSet;
+use std::ops::Range;
 
 use crate::delimiters::{Delimiters, show};
 use crate::interchange::{Interchange, Standard};
@@ -29,11 +30,7 @@ pub enum SplitError {
 }
 
 /// Checks that the bytes at `span` end with a segment terminator.
-fn terminated(
-    input: &[u8],
-    span: &std::ops::Range<usize>,
-    d: &Delimiters,
-) -> Result<(), SplitError> {
+fn terminated(input: &[u8], span: &Range<usize>, d: &Delimiters) -> Result<(), SplitError> {
     let bytes = input.get(span.clone()).unwrap_or(&[]);
     let t = d.terminator();
     let trimmed = bytes.strip_suffix(b"\n").unwrap_or(bytes);
@@ -52,6 +49,63 @@ fn terminated(
     })
 }
 
+/// What splitting needs of an interchange, and nothing more: its delimiters, the spans of its
+/// UNA, header and group headers, its groups' control numbers and its transactions' spans.
+/// Every span is relative to the start of the interchange, so an outline kept from parsing a
+/// whole file applies to the interchange's bytes cut out of it (see [`split_outline`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outline {
+    /// X12 or EDIFACT.
+    pub standard: Standard,
+    /// The interchange's delimiters.
+    pub delimiters: Delimiters,
+    /// The UNA service string advice, if any.
+    pub una: Option<Range<usize>>,
+    /// The ISA / UNB segment (terminator included).
+    pub header: Range<usize>,
+    /// The groups, in order (EDIFACT messages without UNG sit in one implicit group).
+    pub groups: Vec<OutlineGroup>,
+}
+
+/// One group of an [`Outline`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutlineGroup {
+    /// The GS / UNG segment; empty for the implicit EDIFACT group.
+    pub header: Range<usize>,
+    /// GS06 / UNG 0048, repeated in the rebuilt trailer.
+    pub control_number: Option<String>,
+    /// The transactions' spans, header through trailer terminator.
+    pub transactions: Vec<Range<usize>>,
+}
+
+impl Outline {
+    /// The outline of a parsed interchange, relative to `ic.span.start`.
+    pub fn of(ic: &Interchange) -> Outline {
+        let base = ic.span.start;
+        let rel = |r: &Range<usize>| r.start.saturating_sub(base)..r.end.saturating_sub(base);
+        Outline {
+            standard: ic.standard,
+            delimiters: ic.delimiters,
+            una: ic.una.as_ref().map(rel),
+            header: rel(&ic.header_span),
+            groups: ic
+                .groups
+                .iter()
+                .map(|g| OutlineGroup {
+                    header: if g.header_span.is_empty() { 0..0 } else { rel(&g.header_span) },
+                    control_number: g.control_number.as_ref().map(|c| c.as_str().to_owned()),
+                    transactions: g.transactions.iter().map(|t| rel(&t.span)).collect(),
+                })
+                .collect(),
+        }
+    }
+
+    /// The number of transactions in all groups.
+    pub fn transactions(&self) -> usize {
+        self.groups.iter().map(|g| g.transactions.len()).sum()
+    }
+}
+
 /// One new interchange holding the transactions at indices `keep` of `ic.transactions()`
 /// (out-of-range indices are ignored), with interchange control number `control_number`
 /// (X12: left-padded with zeros to 9 digits). Groups without a kept transaction are left out.
@@ -64,30 +118,61 @@ pub fn split(
     keep: &[usize],
     control_number: &str,
 ) -> Result<Vec<u8>, SplitError> {
+    let bytes = input.get(ic.span.clone()).unwrap_or(&[]);
+    match split_outline(bytes, &Outline::of(ic), keep, control_number) {
+        Ok((out, _)) => Ok(out),
+        Err(SplitError::Truncated { segment, offset }) => {
+            Err(SplitError::Truncated { segment, offset: offset + ic.span.start })
+        }
+    }
+}
+
+/// [`split`] without parsing: `interchange` is the interchange's bytes alone and `outline` is
+/// what a parse of it kept ([`Outline::of`]). Returns the new interchange and its own outline,
+/// so a piece can be split again without being parsed. Error offsets are relative to
+/// `interchange`.
+///
+/// # Errors
+/// [`SplitError::Truncated`] when a segment to be copied has no terminator.
+pub fn split_outline(
+    interchange: &[u8],
+    outline: &Outline,
+    keep: &[usize],
+    control_number: &str,
+) -> Result<(Vec<u8>, Outline), SplitError> {
+    let input = interchange;
     let keep: BTreeSet<usize> = keep.iter().copied().collect();
-    let d = ic.delimiters;
-    terminated(input, &ic.header_span, &d)?;
+    let d = outline.delimiters;
+    terminated(input, &outline.header, &d)?;
     let mut out = Vec::new();
-    let cn = match ic.standard {
+    let mut piece = Outline {
+        standard: outline.standard,
+        delimiters: d,
+        una: None,
+        header: 0..0,
+        groups: Vec::new(),
+    };
+    let cn = match outline.standard {
         Standard::X12 => format!("{control_number:0>9}"),
         Standard::Edifact => control_number.to_string(),
     };
-    if let Some(una) = &ic.una
+    if let Some(una) = &outline.una
         && let Some(bytes) = input.get(una.clone())
     {
         out.extend_from_slice(bytes);
+        piece.una = Some(0..out.len());
         out.push(b'\n');
     }
-    let header_index = match ic.standard {
+    let header_index = match outline.standard {
         Standard::X12 => 13,
         Standard::Edifact => 5,
     };
-    let header = replace_element(segment_bytes(input, &ic.header_span, &d), &d, header_index, &cn);
-    push_segment(&mut out, &header, &d);
+    let header = replace_element(segment_bytes(input, &outline.header, &d), &d, header_index, &cn);
+    piece.header = push_segment(&mut out, &header, &d);
     let mut index = 0usize;
     let mut groups = 0u64;
     let mut messages = 0u64;
-    for g in &ic.groups {
+    for g in &outline.groups {
         let kept: Vec<_> = g
             .transactions
             .iter()
@@ -99,17 +184,24 @@ pub fn split(
         if kept.is_empty() {
             continue;
         }
-        let explicit = !g.header_span.is_empty();
+        let mut group = OutlineGroup {
+            header: 0..0,
+            control_number: g.control_number.clone(),
+            transactions: Vec::with_capacity(kept.len()),
+        };
+        let explicit = !g.header.is_empty();
         if explicit {
-            terminated(input, &g.header_span, &d)?;
+            terminated(input, &g.header, &d)?;
             groups += 1;
-            let gs = segment_bytes(input, &g.header_span, &d);
-            push_segment(&mut out, &strip_line_breaks(gs), &d);
+            let gs = segment_bytes(input, &g.header, &d);
+            group.header = push_segment(&mut out, &strip_line_breaks(gs), &d);
         }
-        for tx in &kept {
-            terminated(input, &tx.span, &d)?;
-            if let Some(bytes) = input.get(tx.span.clone()) {
+        for span in &kept {
+            terminated(input, span, &d)?;
+            if let Some(bytes) = input.get((*span).clone()) {
+                let at = out.len();
                 out.extend_from_slice(bytes);
+                group.transactions.push(at..out.len());
                 if !matches!(d.terminator(), b"\n" | b"\r") {
                     out.push(b'\n');
                 }
@@ -117,27 +209,28 @@ pub fn split(
             }
         }
         if explicit {
-            let gcn = g.control_number.as_ref().map_or("", |c| c.as_str());
-            let trailer = match ic.standard {
+            let gcn = g.control_number.as_deref().unwrap_or("");
+            let trailer = match outline.standard {
                 Standard::X12 => "GE",
                 Standard::Edifact => "UNE",
             };
             let seg = join(trailer, &[&kept.len().to_string(), gcn], &d);
             push_segment(&mut out, &seg, &d);
         }
+        piece.groups.push(group);
     }
-    let (trailer, count) = match ic.standard {
+    let (trailer, count) = match outline.standard {
         Standard::X12 => ("IEA", groups),
         Standard::Edifact if groups > 0 => ("UNZ", groups),
         Standard::Edifact => ("UNZ", messages),
     };
     let seg = join(trailer, &[&count.to_string(), &cn], &d);
     push_segment(&mut out, &seg, &d);
-    Ok(out)
+    Ok((out, piece))
 }
 
 /// The bytes of a segment span without its terminator.
-fn segment_bytes<'a>(input: &'a [u8], span: &std::ops::Range<usize>, d: &Delimiters) -> &'a [u8] {
+fn segment_bytes<'a>(input: &'a [u8], span: &Range<usize>, d: &Delimiters) -> &'a [u8] {
     let bytes = input.get(span.clone()).unwrap_or(&[]);
     bytes.strip_suffix(d.terminator()).unwrap_or(bytes)
 }
@@ -172,10 +265,14 @@ fn join(tag: &str, elements: &[&str], d: &Delimiters) -> Vec<u8> {
     out
 }
 
-fn push_segment(out: &mut Vec<u8>, seg: &[u8], d: &Delimiters) {
+/// Appends a segment and its terminator; returns its span in `out` (terminator included).
+fn push_segment(out: &mut Vec<u8>, seg: &[u8], d: &Delimiters) -> Range<usize> {
+    let at = out.len();
     out.extend_from_slice(seg);
     out.extend_from_slice(d.terminator());
+    let span = at..out.len();
     if !matches!(d.terminator(), b"\n" | b"\r") {
         out.push(b'\n');
     }
+    span
 }

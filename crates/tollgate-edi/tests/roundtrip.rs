@@ -3,7 +3,7 @@
 //! then parsing gives back the same transactions.
 
 use proptest::prelude::*;
-use tollgate_edi::split::split;
+use tollgate_edi::split::{Outline, split, split_outline};
 use tollgate_edi::{ParsedFile, Standard, parse};
 
 #[derive(Debug, Clone)]
@@ -214,6 +214,16 @@ fn check_split(bytes: &[u8], p: &ParsedFile, keep: &[usize]) {
         .collect();
     assert_eq!(actual_txs(&back), want);
     assert_eq!(back.interchanges[0].sender, ic.sender);
+
+    // Without a parse: the outline kept from the whole file gives the same piece, and the
+    // piece's own outline is what parsing it finds, so it splits again without a parse.
+    let (same, outline) =
+        split_outline(&bytes[ic.span.clone()], &Outline::of(ic), keep, "123").expect("splits");
+    assert_eq!(same, piece);
+    assert_eq!(outline, Outline::of(&back.interchanges[0]));
+    let again = split(&piece, &back.interchanges[0], &[0], "124").expect("splits");
+    let (again2, _) = split_outline(&piece, &outline, &[0], "124").expect("splits");
+    assert_eq!(again2, again);
 }
 
 proptest! {

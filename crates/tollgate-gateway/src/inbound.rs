@@ -47,6 +47,9 @@ pub struct Landing {
     pub max_file_bytes: u64,
     /// Names of files still being written.
     pub partial: PartialNames,
+    /// The routes, for weighing what the intake parse finds (the pipeline does not parse
+    /// again).
+    pub plan: Arc<Plan>,
 }
 
 impl Landing {
@@ -59,6 +62,7 @@ impl Landing {
             grace: plan.incomplete_grace,
             max_file_bytes: plan.max_file_bytes,
             partial: plan.partial_names.clone(),
+            plan: Arc::new(plan.clone()),
         }
     }
 }
@@ -137,8 +141,8 @@ pub async fn poll(
         let batch = fair_batch(ready, MAX_FILES_PER_BATCH, landing.max_file_bytes);
         let mut more = waiting > batch.len();
         if !batch.is_empty() {
-            let spool = spool.clone();
-            let taken = tokio::task::spawn_blocking(move || take(&spool, batch)).await;
+            let (spool, plan) = (spool.clone(), landing.plan.clone());
+            let taken = tokio::task::spawn_blocking(move || take(&spool, &plan, batch)).await;
             match taken {
                 Ok(Ok(took)) => {
                     if !took.records.is_empty() {
@@ -231,7 +235,7 @@ fn sniff_sender(path: &Path) -> String {
     let mut head = vec![0u8; 1024];
     let n = std::fs::File::open(path).and_then(|mut f| f.read(&mut head)).unwrap_or(0);
     head.truncate(n);
-    envelope::scan(&head).envelopes.first().map(|e| e.sender.clone()).unwrap_or_default()
+    envelope::sniff_sender(&head)
 }
 
 /// Lists settled files (and settled files over the size limit); remembers the others' stamps.
@@ -345,8 +349,15 @@ struct Took {
 
 /// Reads the files and spools them durably, then keeps only those that did not change
 /// meanwhile (the caller removes them).
-fn take(spool: &Spool, batch: Vec<Candidate>) -> Result<Took, crate::spool::SpoolError> {
+/// Each file is parsed here, once: the parse says whether it is complete and goes with its
+/// record to the pipeline.
+fn take(
+    spool: &Spool,
+    plan: &Plan,
+    batch: Vec<Candidate>,
+) -> Result<Took, crate::spool::SpoolError> {
     let mut files = Vec::new();
+    let mut parses = Vec::new();
     let mut read = Vec::new();
     let mut took = Took {
         records: Vec::new(),
@@ -357,7 +368,8 @@ fn take(spool: &Spool, batch: Vec<Candidate>) -> Result<Took, crate::spool::Spoo
     for c in batch {
         match landing::read_if_unchanged(&c.path, c.stamp) {
             Ok(Contents::Bytes(bytes)) => {
-                if !landing::looks_complete(&bytes) {
+                let parsed = crate::receipt::parse(&bytes, plan);
+                if !landing::complete(&bytes, &parsed.scan) {
                     if !c.grace_passed {
                         took.incomplete.push(c.path);
                         continue;
@@ -369,6 +381,7 @@ fn take(spool: &Spool, batch: Vec<Candidate>) -> Result<Took, crate::spool::Spoo
                     );
                 }
                 files.push((bytes, c.path.display().to_string()));
+                parses.push(Arc::new(parsed));
                 read.push(c);
             }
             // Seen again, with its new stamp, on the next scan (or gone: the sender took it back).
@@ -385,9 +398,10 @@ fn take(spool: &Spool, batch: Vec<Candidate>) -> Result<Took, crate::spool::Spoo
     // Re-check: a file written to after it was read must not be removed, and the partial copy
     // just spooled must not be delivered. It is dropped here, before the pipeline sees it.
     let mut discard = Change::default();
-    for (mut rec, c) in records.into_iter().zip(read) {
+    for ((mut rec, c), parsed) in records.into_iter().zip(read).zip(parses) {
         if Stamp::at(&c.path).ok() == Some(c.stamp) {
             rec.sender = c.sender;
+            rec.parsed = Some(parsed);
             took.records.push(rec);
             took.spooled.push((c.path, c.stamp.len));
         } else {
@@ -462,7 +476,8 @@ mod tests {
             stamp: settled,
             grace_passed: true,
         };
-        let took = take(&spool, vec![c]).unwrap();
+        let plan = crate::config::GatewayConfig::default().plan().unwrap();
+        let took = take(&spool, &plan, vec![c]).unwrap();
         assert!(took.records.is_empty() && took.spooled.is_empty() && took.failed.is_empty());
         assert!(spool.pending_files().unwrap().is_empty());
         assert!(path.exists());
@@ -473,7 +488,7 @@ mod tests {
             stamp: settled,
             grace_passed: true,
         };
-        assert!(take(&spool, vec![gone]).unwrap().failed.is_empty());
+        assert!(take(&spool, &plan, vec![gone]).unwrap().failed.is_empty());
     }
 
     #[test]

@@ -18,6 +18,8 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 use tollgate_quota::MeteringId;
 
+use crate::envelope::Layout;
+
 /// Where an item is in the pipeline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -126,6 +128,10 @@ pub struct Item {
     pub attempts: u32,
     /// Why it is where it is (rejected, dead, held, duplicate).
     pub reason: Option<String>,
+    /// What splitting it needs, kept from the parse of its file (items of split routes only;
+    /// items stored without one are parsed again if they are split).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layout: Option<Layout>,
 }
 
 impl Item {

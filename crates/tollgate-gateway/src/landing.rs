@@ -123,25 +123,17 @@ pub fn read_if_unchanged(path: &Path, expected: Stamp) -> std::io::Result<Conten
 /// is the start of a header (`ISA`, `UNA`, `UNB`) cut short. Other bytes (junk that no append
 /// can make valid) count as finished, so the parser rejects them at once with the reason.
 pub fn looks_complete(bytes: &[u8]) -> bool {
-    use tollgate_edi::{ErrorKind, Level};
-    let parsed = tollgate_edi::parse(bytes);
-    let Some(last) = parsed.interchanges.last() else {
+    complete(bytes, &crate::envelope::scan(bytes, |_| None))
+}
+
+/// [`looks_complete`] from the parse of `bytes` already made.
+pub fn complete(bytes: &[u8], scan: &crate::envelope::Scan) -> bool {
+    let Some(last) = scan.envelopes.last() else {
         // Nothing but whitespace yet is unfinished too.
         return !bytes.iter().all(u8::is_ascii_whitespace) && !header_start(bytes);
     };
-    let unfinished = last
-        .errors
-        .iter()
-        .any(|e| e.kind == ErrorKind::MissingTrailer && e.level == Level::Interchange);
-    // The trailer segment itself must be whole: the interchange ends with its terminator.
-    let own = bytes.get(last.span.clone()).unwrap_or_default();
-    let terminated = match last.delimiters.terminator().last() {
-        Some(&t) if t.is_ascii_whitespace() => own.last() == Some(&t),
-        Some(&t) => own.iter().rev().find(|b| !b.is_ascii_whitespace()) == Some(&t),
-        None => false,
-    };
     let tail = bytes.get(last.span.end..).unwrap_or_default();
-    !unfinished && terminated && !header_start(tail)
+    !last.unfinished && !header_start(tail)
 }
 
 /// True when `bytes`, after leading whitespace, are non-empty and begin like an interchange

@@ -1,11 +1,16 @@
 //! `tollgate-gateway`: the EDI gateway. It takes interchanges from landing directories and
-//! HTTP uploads, spools them durably, parses their envelopes, drops duplicates, meters each
+//! HTTP uploads, parses their envelopes, spools them durably, drops duplicates, meters each
 //! interchange against its partner's quota for its document type (weighted by record count),
 //! and delivers it, holds it until the window resets, or rejects it.
 //!
 //! ```text
-//! inbound (dir | POST /v1/interchanges) → spool → parse → dedup → meter → deliver | hold | reject
+//! inbound (dir | POST /v1/interchanges) → parse → spool → dedup → meter → deliver | hold | reject
 //! ```
+//!
+//! Each file is parsed once, off the async runtime: by intake (a landing file, to see that it
+//! is complete; an upload, to check its senders), or by the pipeline for a file resumed after
+//! a restart. Weights, split layouts and acknowledgements come from that parse
+//! ([`envelope`]); splitting reads the bytes back from the spool but does not parse them.
 //!
 //! [`Gateway::start`] runs it inside `tollgate serve`; [`Gateway::router`] serves the upload
 //! endpoint and the queue admin API; [`Gateway::shutdown`] stops intake and parks in-flight
@@ -33,6 +38,17 @@ mod statedb;
 mod taken;
 mod telemetry;
 mod upload;
+
+/// The internals the `prepare` bench drives (the per-file preparation of the pipeline); not
+/// part of the API.
+#[doc(hidden)]
+pub mod bench {
+    pub use crate::delivery::Deliverer;
+    pub use crate::meter::Meter;
+    pub use crate::pipeline::Parts;
+    pub use crate::receipt::{parse, prepare};
+    pub use crate::spool::{FileRecord, Spool};
+}
 
 use std::path::Path;
 use std::sync::Arc;
@@ -207,6 +223,7 @@ impl Gateway {
             budget: self.budget.clone(),
             guard: credentials::UploadGuard::new(self.guard.clone(), self.clients.clone()),
             partners: self.partners.clone(),
+            plan: Arc::new(self.parts.plan.clone()),
         };
         let api = queue::QueueApi {
             guard: self.guard.clone(),

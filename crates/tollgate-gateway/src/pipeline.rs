@@ -1,6 +1,7 @@
 //! The pipeline: one task that owns every live item and moves it from state to state.
 //!
-//! `received file → parse → per interchange: dedup → route → meter → deliver | hold | reject`.
+//! `received file → parse (unless intake did) → per interchange: dedup → route → meter →
+//! deliver | hold | reject`.
 //!
 //! Invariants:
 //! - **One writer.** Only this task changes item state. Inbound, uploads, deliveries and the
@@ -15,8 +16,12 @@
 //!   `crate::lane`).
 //! - **A duplicate consumes no quota**: dedup runs before metering, and only interchanges that
 //!   passed parsing record their key.
+//! - **A file leaves intake exactly once.** A file the parser fails on (a panic, caught per
+//!   file) becomes one `rejected` item with the reason, committed with the removal of its
+//!   `files` row like any other file's items.
 
 use std::collections::{HashMap, HashSet};
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -31,7 +36,7 @@ use crate::hold::{HoldQueue, jittered};
 use crate::item::{ArrivalOrder, Item, State, now_ms, rfc3339};
 use crate::lane::Lanes;
 use crate::meter::{Meter, Verdict};
-use crate::receipt::prepare;
+use crate::receipt::{parser_failed, prepare};
 use crate::spool::{Change, FileRecord, Spool, SpoolError};
 use crate::telemetry::{self, Counter};
 
@@ -325,15 +330,52 @@ impl Pipeline {
 
     // ---- receiving ------------------------------------------------------------------------
 
-    /// Splits received files into items: parse, dedup, route; then meters the routed ones.
+    /// Splits received files into items: parse (unless intake did), dedup, route; then meters
+    /// the routed ones. A file the parser fails on (a panic: never expected) becomes one
+    /// rejected item with the reason, and the other files of the batch go on.
     async fn take_files(&mut self, files: Vec<FileRecord>, batch: &mut Batch) {
         let parts = self.parts.clone();
-        let prepared = tokio::task::spawn_blocking(move || {
+        // Without their parses, for the case the whole task is lost.
+        let records: Vec<FileRecord> =
+            files.iter().map(|f| FileRecord { parsed: None, ..f.clone() }).collect();
+        let task = tokio::task::spawn_blocking(move || {
             let mut seen = HashSet::new();
-            files.into_iter().map(|f| prepare(&parts, f, &mut seen)).collect::<Vec<_>>()
+            let mut out = Vec::with_capacity(files.len());
+            for f in files {
+                let record = FileRecord { parsed: None, ..f.clone() };
+                let run = std::panic::catch_unwind(AssertUnwindSafe(|| prepare(&parts, f, &seen)));
+                match run {
+                    Ok(prepared) => {
+                        seen.extend(prepared.2.iter().map(|(key, _)| key.clone()));
+                        out.push(prepared);
+                    }
+                    Err(panic) => {
+                        let why = panic_message(panic.as_ref());
+                        tracing::error!(file = %record.id, origin = %record.origin, error = %why, "the parser failed on a file; it is rejected");
+                        out.push(parser_failed(record, &why));
+                    }
+                }
+            }
+            out
         })
-        .await
-        .unwrap_or_default();
+        .await;
+        let prepared = match task {
+            Ok(prepared) => prepared,
+            // The runtime is shutting down: the files stay queued (and in the spool's `files`
+            // table, so they are parsed after the next start).
+            Err(e) if e.is_cancelled() => {
+                for r in records {
+                    self.intake.push(r);
+                }
+                return;
+            }
+            Err(e) => {
+                let why = e.to_string();
+                let ids: Vec<&str> = records.iter().map(|r| r.id.as_str()).collect();
+                tracing::error!(files = ?ids, error = %why, "the parse task failed; its files are rejected");
+                records.into_iter().map(|r| parser_failed(r, &why)).collect()
+            }
+        };
         for (file, items, dedup) in prepared {
             batch.change.remove_files.push(file.id.clone());
             batch.change.dedup.extend(dedup);
@@ -422,6 +464,7 @@ impl Pipeline {
         }
         tracing::warn!(item = id, %reason, "dead");
         item.state = State::Dead;
+        // The layout is kept: an operator's retry may meter (and split) it again.
         item.next_attempt_at = None;
         item.reason = Some(reason);
         telemetry::count(Counter::Dead, &item, &self.parts.plan);
@@ -475,3 +518,17 @@ impl Pipeline {
         }
     }
 }
+
+/// The text of a panic's payload.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic without a message".to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -7,12 +7,15 @@
 //! own, whose reason names the byte range and the parser's file-level error. Its bytes stay in
 //! the spool, so an operator can read them. Only ASCII whitespace and a leading UTF-8 byte
 //! order mark between interchanges are formatting and need no item.
+//!
+//! [`parse`] is the gateway's one parse of a file; [`prepare`] sorts a parsed file into items.
 
 use std::collections::HashSet;
 use std::ops::Range;
+use std::sync::Arc;
 
-use crate::config::Route;
-use crate::envelope::{self, Envelope};
+use crate::config::Plan;
+use crate::envelope::{self, Envelope, Scan};
 use crate::item::{Item, State, now_ms};
 use crate::pipeline::Parts;
 use crate::spool::FileRecord;
@@ -67,44 +70,76 @@ fn trim(bytes: &[u8], mut run: Range<usize>) -> Range<usize> {
     run
 }
 
-/// The weight an interchange is charged on `route`: what its rule counts, but at least the
-/// route's `min_weight`, so an interchange the rule finds nothing in is still counted.
-pub(crate) fn charge(interchange: &[u8], route: &Route) -> u64 {
-    envelope::weight(interchange, &route.weight).max(route.min_weight)
+/// A received file, parsed: its interchanges (each weighed under its route's rule, with the
+/// layout of those on split routes) and the runs of bytes outside every interchange.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Parsed {
+    /// The interchanges, from the one parse of the file.
+    pub scan: Scan,
+    /// Runs of bytes outside every interchange that are more than formatting, in order.
+    pub strays: Vec<Range<usize>>,
+    /// The file's length.
+    pub len: usize,
 }
 
-/// Reads, parses and sorts one received file into items (blocking: runs off the runtime).
-pub(crate) fn prepare(
-    parts: &Parts,
-    file: FileRecord,
-    seen: &mut HashSet<String>,
-) -> (FileRecord, Vec<Item>, Vec<(String, i64)>) {
-    let plan = &parts.plan;
-    let bytes = match parts.spool.read(&file.spool, file.start, file.end) {
-        Ok(b) => b,
-        Err(e) => {
-            tracing::error!(file = %file.id, error = %e, "spooled file unreadable");
-            let item =
-                rejected_item(&file, file.id.clone(), 0..0, format!("spool file unreadable: {e}"));
-            return (file, vec![item], Vec::new());
-        }
+/// Parses a received file once, weighing each interchange under the rule of the route its
+/// document takes (blocking: runs off the runtime). Everything the gateway later needs from
+/// the parser (weights, split layouts, acknowledgements) is kept in the result.
+pub fn parse(bytes: &[u8], plan: &Plan) -> Parsed {
+    let scan = envelope::scan(bytes, |document| {
+        plan.route_for(document).map(|r| envelope::weighing(r.weight, r.split))
+    });
+    let strays = if scan.envelopes.is_empty() {
+        Vec::new()
+    } else {
+        let spans: Vec<Range<usize>> = scan.envelopes.iter().map(|e| e.span.clone()).collect();
+        stray_runs(bytes, &spans)
     };
-    let scan = envelope::scan(&bytes);
+    Parsed { scan, strays, len: bytes.len() }
+}
+
+/// A received file sorted into items, and the dedup keys of its accepted interchanges.
+pub type Prepared = (FileRecord, Vec<Item>, Vec<(String, i64)>);
+
+/// Parses one received file (unless its receiver did) and sorts it into items: rejected,
+/// duplicate (of an earlier file, of a key in `seen`, or of an interchange earlier in this
+/// file) or routed (blocking: runs off the runtime). `seen` holds the keys accepted earlier in
+/// the same batch; this file's own keys are returned, not added.
+pub fn prepare(parts: &Parts, mut file: FileRecord, seen: &HashSet<String>) -> Prepared {
+    let plan = &parts.plan;
+    let mut bytes = None;
+    let parsed = match file.parsed.take() {
+        Some(parsed) => parsed,
+        None => match parts.spool.read(&file.spool, file.start, file.end) {
+            Ok(b) => {
+                let parsed = Arc::new(parse(&b, plan));
+                bytes = Some(b);
+                parsed
+            }
+            Err(e) => {
+                tracing::error!(file = %file.id, error = %e, "spooled file unreadable");
+                let reason = format!("spool file unreadable: {e}");
+                let item = rejected_item(&file, file.id.clone(), 0..0, reason);
+                return (file, vec![item], Vec::new());
+            }
+        },
+    };
+    let scan = &parsed.scan;
     if scan.envelopes.is_empty() {
-        let reason = scan.error.unwrap_or_else(|| "no interchange found".to_owned());
-        let all = 0..bytes.len();
+        let reason = scan.error.clone().unwrap_or_else(|| "no interchange found".to_owned());
+        let all = 0..parsed.len;
         let item = rejected_item(&file, file.id.clone(), all, format!("not EDI: {reason}"));
         return (file, vec![item], Vec::new());
     }
-    let spans: Vec<Range<usize>> = scan.envelopes.iter().map(|e| e.span.clone()).collect();
     let mut pieces: Vec<Piece<'_>> = scan.envelopes.iter().map(Piece::Interchange).collect();
-    pieces.extend(stray_runs(&bytes, &spans).into_iter().map(Piece::Stray));
+    pieces.extend(parsed.strays.iter().cloned().map(Piece::Stray));
     pieces.sort_by_key(Piece::start);
 
     let since = now_ms() - i64::try_from(plan.dedup.as_millis()).unwrap_or(i64::MAX / 2);
     let single = pieces.len() == 1;
     let mut items = Vec::new();
     let mut dedup = Vec::new();
+    let mut mine = HashSet::new();
     for (n, piece) in pieces.iter().enumerate() {
         let id = if single { file.id.clone() } else { format!("{}-{}", file.id, n + 1) };
         let env = match piece {
@@ -125,8 +160,9 @@ pub(crate) fn prepare(
         };
         let partner = plan.partner_name(&env.sender);
         let route = plan.route_for(&env.document);
-        let slice = bytes.get(env.span.clone()).unwrap_or_default();
-        let weight = route.map_or(0, |r| charge(slice, r));
+        // What the rule counts, but at least the route's `min_weight`, so an interchange the
+        // rule finds nothing in is still counted.
+        let weight = route.map_or(0, |r| env.records.max(r.min_weight));
         let mut item = Item {
             id,
             state: State::Received,
@@ -145,13 +181,17 @@ pub(crate) fn prepare(
             next_attempt_at: None,
             attempts: 0,
             reason: None,
+            layout: None,
         };
         let key = format!("{}|{}|{}", env.sender, env.receiver, env.control_number);
         if let Some(err) = &env.error {
             item.state = State::Rejected;
             item.reason = Some(err.clone());
-            write_ack(parts, &item, slice);
+            if let Some(ic) = &env.rejected {
+                write_ack(parts, &item, &file, &mut bytes, ic);
+            }
         } else if seen.contains(&key)
+            || mine.contains(&key)
             || parts.spool.seen_since(&key, since).ok().flatten().is_some()
         {
             item.state = State::Duplicate;
@@ -167,7 +207,8 @@ pub(crate) fn prepare(
             item.state = State::Rejected;
             item.reason = Some(format!("no route for document {doc}"));
         } else {
-            seen.insert(key.clone());
+            item.layout = env.layout.clone();
+            mine.insert(key.clone());
             dedup.push((key, file.received_at));
         }
         if item.state.is_terminal() {
@@ -176,6 +217,14 @@ pub(crate) fn prepare(
         items.push(item);
     }
     (file, items, dedup)
+}
+
+/// The items of a file the parser failed on (it panicked): one rejected item for the whole
+/// file, with the reason, so the file leaves intake and its bytes stay for an operator.
+pub(crate) fn parser_failed(file: FileRecord, why: &str) -> Prepared {
+    let reason = format!("the parser failed on this file: {why}");
+    let item = rejected_item(&file, file.id.clone(), 0..0, reason);
+    (file, vec![item], Vec::new())
 }
 
 /// A rejected item for `run` (file-relative bytes) of a received file.
@@ -203,14 +252,32 @@ fn rejected_item(file: &FileRecord, id: String, run: Range<usize>, reason: Strin
         next_attempt_at: None,
         attempts: 0,
         reason: Some(reason),
+        layout: None,
     }
 }
 
-/// Writes the parser's acknowledgement of a rejected interchange into the acks directory.
-fn write_ack(parts: &Parts, item: &Item, interchange: &[u8]) {
+/// Writes the parser's acknowledgement of a rejected interchange into the acks directory. The
+/// file's bytes are read from the spool if the caller does not hold them (an upload's parse).
+fn write_ack(
+    parts: &Parts,
+    item: &Item,
+    file: &FileRecord,
+    bytes: &mut Option<Vec<u8>>,
+    ic: &tollgate_edi::Interchange,
+) {
     let Some(dir) = &parts.plan.acks else { return };
+    if bytes.is_none() {
+        match parts.spool.read(&file.spool, file.start, file.end) {
+            Ok(b) => *bytes = Some(b),
+            Err(e) => {
+                tracing::error!(item = %item.id, error = %e, "no acknowledgement: spool file unreadable");
+                return;
+            }
+        }
+    }
+    let Some(bytes) = bytes.as_deref() else { return };
     let Ok(control) = parts.spool.next_control_number() else { return };
-    let Some(ack) = envelope::acknowledge(interchange, control) else { return };
+    let Some(ack) = envelope::acknowledge(bytes, ic, control) else { return };
     let res = std::fs::create_dir_all(dir).and_then(|()| {
         let tmp = dir.join(format!(".{}.ack.tmp", item.id));
         std::fs::write(&tmp, &ack)?;

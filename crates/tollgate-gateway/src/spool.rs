@@ -103,6 +103,10 @@ pub struct FileRecord {
     /// The sender sniffed at intake, for fair scheduling only (not stored).
     #[serde(skip)]
     pub sender: String,
+    /// The parse of its bytes when the receiver already made it (an upload checks its
+    /// senders with it), so the pipeline does not parse them again (not stored).
+    #[serde(skip)]
+    pub parsed: Option<std::sync::Arc<crate::receipt::Parsed>>,
 }
 
 /// One atomic change to the spool database.
@@ -246,6 +250,7 @@ impl Spool {
                 start: offset,
                 end,
                 sender: String::new(),
+                parsed: None,
             });
             offset = end;
         }
@@ -449,6 +454,7 @@ mod tests {
             next_attempt_at: None,
             attempts: 0,
             reason: None,
+            layout: None,
         }
     }
 

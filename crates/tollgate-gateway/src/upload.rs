@@ -22,9 +22,10 @@ use axum::response::{IntoResponse, Response};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tollgate_server::problem::Problem;
 
+use crate::config::Plan;
 use crate::credentials::{UploadGuard, Uploader};
-use crate::envelope;
 use crate::pipeline::Event;
+use crate::receipt;
 use crate::spool::Spool;
 
 /// Upload bytes that may be held in memory at once, shared by all uploads. One permit is one
@@ -64,6 +65,8 @@ pub struct Upload {
     pub guard: UploadGuard,
     /// `QUAL:ID` → partner name, for partner scoping.
     pub partners: Arc<HashMap<String, String>>,
+    /// The routes, for weighing what the upload's parse finds.
+    pub plan: Arc<Plan>,
 }
 
 fn too_large(max: u64, got: Option<u64>) -> Response {
@@ -126,9 +129,26 @@ pub async fn upload(State(up): State<Upload>, headers: HeaderMap, body: Body) ->
         Ok(b) => b,
         Err(_) => return too_large(up.max_bytes, None),
     };
-    let scan = envelope::scan(&bytes);
+    // The one parse of the upload, off the runtime (a body may be up to max_upload_bytes):
+    // its result checks the senders here and goes with the record to the pipeline.
+    let (plan, body) = (up.plan.clone(), bytes.clone());
+    let parsed = match tokio::task::spawn_blocking(move || receipt::parse(&body, &plan)).await {
+        Ok(p) => Arc::new(p),
+        Err(e) => {
+            tracing::error!(error = %e, bytes = bytes.len(), "the parser failed on an upload");
+            return Problem::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "parser-failed",
+                "The parser failed on this upload",
+            )
+            .detail(format!("the parser failed on this upload: {e}"))
+            .into_response();
+        }
+    };
+    let scan = &parsed.scan;
     if scan.envelopes.is_empty() {
-        let detail = scan.error.unwrap_or_else(|| "no X12 or EDIFACT interchange found".into());
+        let detail =
+            scan.error.clone().unwrap_or_else(|| "no X12 or EDIFACT interchange found".into());
         return Problem::new(StatusCode::BAD_REQUEST, "not-edi", "Not an EDI interchange")
             .detail(detail)
             .with("bytes", bytes.len())
@@ -157,6 +177,7 @@ pub async fn upload(State(up): State<Upload>, headers: HeaderMap, body: Body) ->
         Ok(Ok(mut records)) if !records.is_empty() => {
             let mut rec = records.remove(0);
             rec.sender = sender;
+            rec.parsed = Some(parsed);
             let id = rec.id.clone();
             let _ = up.events.send(Event::Received(vec![rec]));
             (StatusCode::ACCEPTED, Json(serde_json::json!({"id": id, "state": "received"})))

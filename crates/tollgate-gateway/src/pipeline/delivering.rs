@@ -83,6 +83,7 @@ impl Pipeline {
                 let Some(mut item) = self.live.remove(id) else { return };
                 item.state = State::Delivered;
                 item.next_attempt_at = None;
+                item.layout = None; // never split again: not kept in the store
                 let latency =
                     Duration::from_millis(u64::try_from(now_ms() - item.received_at).unwrap_or(0));
                 telemetry::count(Counter::Delivered, &item, &self.parts.plan);

@@ -90,21 +90,24 @@ impl Pipeline {
         retry_after: Option<Duration>,
         batch: &mut Batch,
     ) -> bool {
+        // The bytes are read from the spool; the transactions' spans and weights come from
+        // the parse of the file, kept in the item (items stored without it are parsed here).
         let parts = self.parts.clone();
         let (file, start, end) = (item.spool_file.clone(), item.start, item.end);
-        let rule = route.weight;
+        let (layout, rule) = (item.layout.clone(), route.weight);
         let read = tokio::task::spawn_blocking(move || {
             parts.spool.read(&file, start, end).map(|b| {
-                let w = envelope::transaction_weights(&b, &rule);
-                (b, w)
+                let layout = layout.or_else(|| envelope::layout_of(&b, rule));
+                (b, layout)
             })
         })
         .await;
-        let (bytes, mut weights) = match read {
+        let (bytes, layout) = match read {
             Ok(Ok(x)) => x,
             Ok(Err(e)) => return self.hold_after_split_failure(&item.id, e.to_string(), batch),
             Err(e) => return self.hold_after_split_failure(&item.id, e.to_string(), batch),
         };
+        let mut weights = layout.as_ref().map(envelope::Layout::weights).unwrap_or_default();
         // The parts together cost what the whole does: a `min_weight` above what the rule
         // counts is charged with the first transaction, so splitting never makes it free.
         let counted: u64 = weights.iter().sum();
@@ -164,16 +167,18 @@ impl Pipeline {
         let parts = self.parts.clone();
         let (keep2, rest2) = (keep.clone(), rest.clone());
         let written = tokio::task::spawn_blocking(move || -> Result<_, String> {
+            let layout = layout.ok_or("split failed: no layout")?;
             let c1 = parts.spool.next_control_number().map_err(|e| e.to_string())?;
             let c2 = parts.spool.next_control_number().map_err(|e| e.to_string())?;
-            let a = envelope::split(&bytes, &keep2, c1).ok_or("split failed")?;
-            let r = envelope::split(&bytes, &rest2, c2).ok_or("split failed")?;
+            let (a, _) = envelope::split(&bytes, &layout, &keep2, c1).ok_or("split failed")?;
+            let (r, rest_layout) =
+                envelope::split(&bytes, &layout, &rest2, c2).ok_or("split failed")?;
             let fa = parts.spool.store_part(&a).map_err(|e| e.to_string())?;
             let fr = parts.spool.store_part(&r).map_err(|e| e.to_string())?;
-            Ok((c1, fa, a.len() as u64, fr, r.len() as u64))
+            Ok((c1, fa, a.len() as u64, fr, r.len() as u64, rest_layout))
         })
         .await;
-        let (c1, fa, alen, fr, rlen) = match written {
+        let (c1, fa, alen, fr, rlen, rest_layout) = match written {
             Ok(Ok(x)) => x,
             Ok(Err(e)) => return self.hold_after_split_failure(&item.id, e, batch),
             Err(e) => return self.hold_after_split_failure(&item.id, e.to_string(), batch),
@@ -194,6 +199,8 @@ impl Pipeline {
                 weights.len(),
                 item.id
             )),
+            // Admitted whole: it is never split again.
+            layout: None,
             ..item.clone()
         };
         *self.file_refs.entry(fa).or_default() += 1;
@@ -206,6 +213,7 @@ impl Pipeline {
             rem.spool_file = fr;
             rem.start = 0;
             rem.end = rlen;
+            rem.layout = Some(rest_layout);
             rem.weight = item.weight.saturating_sub(admitted_weight);
         }
         let reason = format!(

@@ -1,0 +1,188 @@
+//! The pipeline's use of the parser, through the test hooks on its one parse call
+//! ([`crate::envelope::hooks`]): how often a file is parsed, and what a parser panic does.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use tollgate_quota::AnyStore;
+use tollgate_quota::store::MemoryStore;
+use tollgate_server::admin::AdminGuard;
+
+use crate::envelope::hooks;
+use crate::item::{Item, State};
+use crate::{Gateway, GatewayConfig};
+
+/// One X12 214 interchange from `ZZ:<sender>` with `txs` transactions of one AT7 each.
+fn x12(sender: &str, control: u32, txs: usize) -> Vec<u8> {
+    let mut s = format!(
+        "ISA*00*          *00*          *ZZ*{sender:<15}*ZZ*RECEIVER       *240101*1200*U*00401*{control:09}*0*P*>~\n"
+    );
+    s.push_str(&format!("GS*QM*{sender}*RECEIVER*20240101*1200*{control}*X*004010~\n"));
+    for t in 1..=txs {
+        s.push_str(&format!("ST*214*{t:04}~\nB10*R{t}*S{t}*SCAC~\nAT7*X1*NS~\nSE*4*{t:04}~\n"));
+    }
+    s.push_str(&format!("GE*{txs}*{control}~\nIEA*1*{control:09}~\n"));
+    s.into_bytes()
+}
+
+/// A gateway with a landing dir `in/`, a split route of `limit` per hour into `out/`.
+async fn gateway(dir: &Path, limit: u64) -> Gateway {
+    let text = format!(
+        r#"
+inbound = ["{inbound}"]
+poll_ms = 10
+settle_ms = 0
+
+[[route]]
+name = "Status"
+documents = ["214"]
+limit = {limit}
+interval = 1
+unit = "hour"
+split = true
+deliver = "dir:{out}"
+"#,
+        inbound = dir.join("in").display(),
+        out = dir.join("out").display(),
+    );
+    let config: GatewayConfig = toml::from_str(&text).unwrap();
+    let store = std::sync::Arc::new(AnyStore::Memory(MemoryStore::new()));
+    Gateway::start(config, &dir.join("data"), store, AdminGuard::new(None, true)).await.unwrap()
+}
+
+/// Waits until `f` holds for the gateway's stored items (10 s at most).
+async fn until(gw: &Gateway, what: &str, f: impl Fn(&[Item]) -> bool) -> Vec<Item> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let items = gw.spool.items(None).unwrap();
+        if f(&items) {
+            return items;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}: {items:#?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn count(items: &[Item], state: State) -> usize {
+    items.iter().filter(|i| i.state == state).count()
+}
+
+#[tokio::test]
+async fn a_landing_file_is_parsed_once_through_weighing_and_splitting() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = gateway(dir.path(), 3).await;
+    hooks::count("PARSEONCE1");
+    // Two interchanges of 5 transactions, limit 3: each is split (3 + 2, then 0 + 5 held).
+    let mut file = x12("PARSEONCE1", 1, 5);
+    file.extend(x12("PARSEONCE1", 2, 5));
+    std::fs::write(dir.path().join("in/a.edi"), &file).unwrap();
+    let items = until(&gw, "a split part delivered and the rest held", |items| {
+        count(items, State::Delivered) == 1 && count(items, State::Held) == 2
+    })
+    .await;
+    let part = items.iter().find(|i| i.state == State::Delivered).unwrap();
+    assert_eq!(part.weight, 3);
+    assert_eq!(part.layout, None, "a delivered item keeps no layout");
+    let rest = items.iter().find(|i| i.id.ends_with("-1") && i.state == State::Held).unwrap();
+    assert_eq!(rest.weight, 2);
+    assert_eq!(rest.layout.as_ref().map(crate::envelope::Layout::weights), Some(vec![1, 1]));
+    assert_eq!(hooks::parses("PARSEONCE1"), 1, "intake's parse is the only one");
+    let runtime = std::thread::current().id();
+    assert!(!hooks::threads("PARSEONCE1").contains(&runtime), "parsed on the runtime");
+    gw.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_upload_is_parsed_once_off_the_runtime() {
+    // The test's runtime runs on this thread only: a parse here would be on the runtime.
+    let runtime = std::thread::current().id();
+    let dir = tempfile::tempdir().unwrap();
+    let gw = gateway(dir.path(), 3).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = gw.router();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    hooks::count("PARSEONCE2");
+    let r = reqwest::Client::new()
+        .post(format!("http://{addr}/v1/interchanges"))
+        .body(x12("PARSEONCE2", 1, 5))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202);
+    until(&gw, "the split part delivered", |items| count(items, State::Delivered) == 1).await;
+    assert_eq!(hooks::parses("PARSEONCE2"), 1, "the upload's parse is the only one");
+    assert!(!hooks::threads("PARSEONCE2").contains(&runtime), "parsed on the runtime");
+    gw.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_parser_panic_rejects_that_file_only_and_frees_its_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = gateway(dir.path(), 1000).await;
+    hooks::panic_on("PANICKING1");
+    // Spooled directly and handed over in one event: one parse batch, no intake parse.
+    let bad = x12("PANICKING1", 1, 1);
+    let good = x12("FINE1", 1, 2);
+    let mut recs =
+        gw.spool.receive(&[(&bad[..], "bad".to_owned()), (&good[..], "good".to_owned())]).unwrap();
+    for r in &mut recs {
+        r.sender = r.origin.clone();
+    }
+    let (bad_id, good_id) = (recs[0].id.clone(), recs[1].id.clone());
+    gw.events.send(super::Event::Received(recs)).unwrap();
+    let items = until(&gw, "the good file delivered, the bad one rejected", |items| {
+        count(items, State::Delivered) == 1 && count(items, State::Rejected) == 1
+    })
+    .await;
+    let rejected = items.iter().find(|i| i.state == State::Rejected).unwrap();
+    assert_eq!(rejected.id, bad_id);
+    let reason = rejected.reason.as_deref().unwrap_or("");
+    assert!(
+        reason.starts_with("the parser failed on this file: injected parser panic"),
+        "{reason}"
+    );
+    let delivered = items.iter().find(|i| i.state == State::Delivered).unwrap();
+    assert_eq!(delivered.id, good_id);
+    assert_eq!(delivered.weight, 2);
+    // Neither file is left pending (it would be parsed again, or sit there, forever).
+    assert!(gw.spool.pending_files().unwrap().is_empty());
+    // The rejected item keeps the file's bytes for an operator.
+    let bytes = gw.spool.read(&rejected.spool_file, rejected.start, rejected.end).unwrap();
+    assert_eq!(bytes, bad);
+    gw.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_item_stored_without_a_layout_is_still_split() {
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = x12("OLDITEM1", 1, 5);
+    {
+        // As stored before items kept their layout: the JSON has no `layout` key.
+        let spool =
+            crate::spool::Spool::open(&dir.path().join("data"), crate::SpoolOptions::default())
+                .unwrap();
+        let file = spool.store_part(&bytes).unwrap();
+        let json = serde_json::json!({
+            "id": "0000000000000001-000001", "state": "received", "admitted": false,
+            "file": file, "start": 0, "end": bytes.len(), "partner": "ZZ:OLDITEM1",
+            "sender": "ZZ:OLDITEM1", "receiver": "ZZ:RECEIVER", "control_number": "000000001",
+            "document": "214", "route": "Status", "metering_id": "Status:ZZ:OLDITEM1",
+            "weight": 5, "received_at": crate::item::now_ms(), "next_attempt_at": null,
+            "attempts": 0, "reason": null,
+        });
+        let item: Item = serde_json::from_value(json).unwrap();
+        assert_eq!(item.layout, None);
+        let change = crate::spool::Change { put: vec![item], ..Default::default() };
+        spool.commit(&change).unwrap();
+    }
+    let gw = gateway(dir.path(), 3).await;
+    let items = until(&gw, "the part that fits delivered, the rest held", |items| {
+        count(items, State::Delivered) == 1 && count(items, State::Held) == 1
+    })
+    .await;
+    let rest = items.iter().find(|i| i.state == State::Held).unwrap();
+    assert_eq!(rest.weight, 2);
+    assert_eq!(rest.layout.as_ref().map(crate::envelope::Layout::weights), Some(vec![1, 1]));
+    gw.shutdown().await;
+}
