@@ -174,8 +174,11 @@ fn x12(ic: &Interchange, format: AckFormat, control_number: u64) -> Vec<u8> {
     };
     // Delimiters are bytes (often not ASCII: ISA16 is frequently 0x80 or above), so the ISA is
     // assembled as bytes; formatting them as `char` would write two bytes for one.
-    let (rq, rid) = (pad(&ic.receiver.qualifier, 2), pad(&ic.receiver.id, 15));
-    let (sq, sid) = (pad(&ic.sender.qualifier, 2), pad(&ic.sender.id, 15));
+    // The parties are values like any other: escaped, so that no byte of theirs reads as a
+    // delimiter. Bytes of the input that were not UTF-8 read as U+FFFD (EF BF BD), and any of
+    // those three may be a delimiter of the interchange.
+    let (rq, rid) = (w.esc(&pad(&ic.receiver.qualifier, 2)), w.esc(&pad(&ic.receiver.id, 15)));
+    let (sq, sid) = (w.esc(&pad(&ic.sender.qualifier, 2)), w.esc(&pad(&ic.sender.id, 15)));
     let blank = pad("", 10);
     let isa11 = d.repetition.map_or([b'U'], |r| [r]);
     let usage = if ic.test { "T" } else { "P" };
@@ -184,10 +187,10 @@ fn x12(ic: &Interchange, format: AckFormat, control_number: u64) -> Vec<u8> {
         blank.as_bytes(),
         b"00",
         blank.as_bytes(),
-        rq.as_bytes(),
-        rid.as_bytes(),
-        sq.as_bytes(),
-        sid.as_bytes(),
+        &rq,
+        &rid,
+        &sq,
+        &sid,
         &date8.as_bytes()[2..],
         hhmm.as_bytes(),
         &isa11,

@@ -246,3 +246,34 @@ fn ack_keeps_a_component_separator_above_ascii_as_one_byte() {
     let back = parse(&ack);
     assert!(!back.has_errors(), "{:?}", back.interchanges[0].errors);
 }
+
+/// A party id that is not UTF-8 (a Latin-1 `é`) reads as U+FFFD, whose bytes EF BF BD went
+/// into the acknowledgement's ISA as they were: with 0xBD as the element separator, the
+/// ISA then had 17 elements and the acknowledgement did not parse. Found by fuzzing
+/// (`fuzz/seeds/parse/x12-latin1-sender-bd-separator.edi`,
+/// `fuzz/seeds/parse/isa-ef-separator-non-utf8-qualifier.edi`).
+#[test]
+fn ack_escapes_party_bytes_that_read_as_delimiters() {
+    let latin1 =
+        b"ISA\xbd00\xbd          \xbd00\xbd          \xbdZZ\xbdCAF\xe9           \xbd01\xbd\
+123456789      \xbd240102\xbd0930\xbdU\xbd00401\xbd000000321\xbd0\xbdP\xbd>~\n\
+GS\xbdQM\xbdA\xbdB\xbd20240102\xbd0930\xbd55\xbdX\xbd004010~\nST\xbd214\xbd0001~\n\
+B10\xbdPRO1\xbdS1\xbdSCAC~\nSE\xbd3\xbd0001~\nGE\xbd1\xbd55~\nIEA\xbd1\xbd000000321~\n";
+    let fuzzed = b"ISA\xef\xef\xef\xef\xef\xef\xef\xff\xef\xef\xef\xef\xef\xef\xef\xef\xef*~";
+    for (file, clean) in [(&latin1[..], true), (&fuzzed[..], false)] {
+        let p = parse(file);
+        assert_eq!(p.interchanges.len(), 1);
+        assert_eq!(p.interchanges[0].errors.is_empty(), clean, "{:?}", p.interchanges[0].errors);
+        for format in [AckFormat::Auto, AckFormat::Ta1, AckFormat::X997, AckFormat::X999] {
+            let ack = acknowledge(file, &p.interchanges[0], format, 7).expect("an ack");
+            let back = parse(&ack);
+            assert_eq!(back.interchanges.len(), 1, "{format:?}: {}", ack.escape_ascii());
+            if clean {
+                assert!(!back.has_errors(), "{format:?}: {:?}", back.interchanges[0].errors);
+            }
+            let isa = &ack[..ack.iter().position(|&b| b == b'~').unwrap()];
+            let separators = isa.iter().filter(|&&b| b == p.interchanges[0].delimiters.element);
+            assert_eq!(separators.count(), 16, "{format:?}: {}", isa.escape_ascii());
+        }
+    }
+}
