@@ -1,7 +1,8 @@
 //! Fuzz target: arbitrary text as the body of a `[gateway]` section, deserialized into
 //! `tollgate_gateway::GatewayConfig` and, when that succeeds, validated by `plan()`.
 //!
-//! Neither step may panic or hang. A plan that is built must hold what its docs promise: every
+//! Neither step may panic or hang. A refusal points inside the text (so `FILE:LINE:COL` can be
+//! given) and says something. A plan that is built must hold what its docs promise: every
 //! route's spec has 1 ≤ interval ≤ the unit's longest window and the limit that was written,
 //! at least one deliverer, a visible-ASCII name, a metering-id template whose `{route}` is
 //! filled in, and each of its documents routed to it alone; the intake limits are in their
@@ -9,18 +10,29 @@
 #![no_main]
 #![forbid(unsafe_code)]
 
-use tollgate_gateway::config::Target;
-use tollgate_gateway::{GatewayConfig, QuotaMode};
+use std::path::Path;
+
+use tollgate_gateway::{ConfigError, GatewayConfig, QuotaMode, Target};
+
+/// A refusal: a message, and a position inside the text when it has one.
+fn check_refusal(e: &ConfigError, text: &str) {
+    assert!(!e.message().is_empty(), "a refusal says why");
+    if let Some(span) = e.span() {
+        assert!(span.start <= span.end && span.end <= text.len(), "{span:?} outside the text");
+    }
+    let located = e.clone().locate(Path::new("f.toml"), text).to_string();
+    assert!(located.starts_with("f.toml"), "{located}");
+}
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };
-    let Ok(config) = toml::from_str::<GatewayConfig>(text) else { return };
+    let config = match toml::from_str::<GatewayConfig>(text) {
+        Ok(config) => config,
+        Err(e) => return check_refusal(&ConfigError::from_toml(&e), text),
+    };
     let plan = match config.plan() {
         Ok(plan) => plan,
-        Err(e) => {
-            assert!(e.key.starts_with("gateway."), "the error names a key: {e}");
-            return;
-        }
+        Err(e) => return check_refusal(&e, text),
     };
 
     assert!(plan.poll.as_millis() >= 1);
@@ -28,11 +40,12 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     assert!(plan.max_upload_bytes >= 1 && plan.max_upload_bytes <= u64::from(u32::MAX));
     assert!(plan.upload_budget_bytes >= plan.max_upload_bytes);
     assert!(plan.max_file_bytes >= 1);
-    match (config.quota.mode, &plan.remote) {
+    match (*config.quota.mode.get_ref(), &plan.remote) {
         (QuotaMode::Embedded, None) => {}
         (QuotaMode::Remote, Some(remote)) => {
             assert!(!remote.timeout.is_zero());
-            assert!(remote.url.starts_with("http://") || remote.url.starts_with("https://"));
+            let url = remote.url.as_str();
+            assert!(url.starts_with("http://") || url.starts_with("https://"));
         }
         (mode, remote) => panic!("quota mode {mode:?} with remote {remote:?}"),
     }
@@ -50,7 +63,9 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
         assert!(!route.template.contains("{route}"), "route {i}: {}", route.template);
         match &route.target {
             Target::Dir(path) => assert!(!path.as_os_str().is_empty()),
-            Target::Http(url) => assert!(url.starts_with("http://") || url.starts_with("https://")),
+            Target::Http(url) => {
+                assert!(url.as_str().starts_with("http://") || url.as_str().starts_with("https://"))
+            }
         }
         // Any partner (a name or the raw id of an unknown sender) gets a metering id.
         for partner in ["P", "ZZ:ACME CO", "\u{e9}\t", ""] {
@@ -58,7 +73,7 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
             assert!(!id.as_str().is_empty() && id.as_str().len() <= 256);
         }
         assert!(!written.documents.is_empty(), "route {i}: no documents");
-        for d in &written.documents {
+        for d in written.documents.iter().map(|d| d.get_ref()) {
             assert_eq!(plan.by_document.get(d), Some(&i), "route {i}: document {d:?}");
             assert!(std::ptr::eq(plan.route_for(d).expect("routed"), route));
         }
@@ -67,10 +82,8 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     assert_eq!(plan.by_document.len(), documents, "one route per document");
 
     for (i, p) in config.partner.iter().enumerate() {
-        for id in &p.ids {
-            let (qual, rest) = id.split_once(':').expect("partner ids are QUAL:ID");
-            let normal = format!("{}:{}", qual.trim(), rest.trim());
-            assert_eq!(plan.partner_name(&normal), p.name, "partner {i}: id {id:?}");
+        for id in p.ids.iter().map(|id| id.get_ref().to_string()) {
+            assert_eq!(plan.partner_name(&id), p.name.as_str(), "partner {i}: id {id:?}");
         }
     }
 });

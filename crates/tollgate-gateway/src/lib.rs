@@ -61,7 +61,7 @@ use tollgate_quota::AnyStore;
 use tollgate_server::admin::AdminGuard;
 use tollgate_server::client::ClientKeys;
 
-pub use config::{ConfigError, GatewayConfig, OnQuotaUnavailable, Plan, QuotaMode};
+pub use config::{ConfigError, GatewayConfig, OnQuotaUnavailable, Plan, QuotaMode, Target};
 pub use statedb::SpoolOptions;
 
 /// The gateway could not start.

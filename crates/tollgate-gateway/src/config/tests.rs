@@ -79,6 +79,8 @@ fn bad_values_are_located_and_name_key_and_value() {
         ("dir:./out", "ftp://x", "8:19", "deliver = \"ftp://x\""),
         ("dir:./out", "dir:", "8:19", "deliver = \"dir:\""),
         ("dir:./out", "http://", "8:19", "deliver = \"http://\""),
+        // The URL parser would drop the tab and call http://erp/; the text must be the URL.
+        ("dir:./out", "http://e\\trp/", "8:19", "spaces, tabs, newlines"),
         ("limit = 1000", "limit = 1000\nmetering_id = \"{x}\"", "6:15", "metering_id = \"{x}\""),
         ("interval = 24", "interval = 0", "6:20", "interval = 0"),
         ("interval = 24", "interval = 9999999", "6:20", "interval = 9999999"),
@@ -140,6 +142,17 @@ fn remote_needs_a_url_and_partners_map_ids() {
     let p = c.plan().unwrap();
     assert_eq!(p.partner_name("ZZ:X"), "X");
     assert_eq!(p.partner_name("01:Y"), "01:Y");
+}
+
+#[test]
+fn a_quota_url_the_url_parser_would_rewrite_is_refused() {
+    // Found by the gateway_config fuzz target: tabs inside the scheme were dropped by the URL
+    // parser, so the URL kept and logged was not the URL called.
+    let src = "[quota]\nmode = \"remote\"\nurl = \"h\\t\\tttp://quota.int/v1/quota\"\n";
+    let e = refused(src);
+    assert!(e.starts_with("t.toml:3:7: ") && e.contains("spaces, tabs, newlines"), "{e}");
+    let ok = "[quota]\nmode = \"remote\"\nurl = \"http://quota.int/v1/quota\"\n";
+    assert!(parse(ok).unwrap().plan().is_ok());
 }
 
 #[test]

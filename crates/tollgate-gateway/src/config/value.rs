@@ -45,6 +45,13 @@ impl HttpUrl {
 impl FromStr for HttpUrl {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
+        // The URL parser drops tabs, newlines and outer spaces silently; the text kept (and
+        // shown in logs) must be the URL that is called.
+        if s.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(
+                "a URL must not contain spaces, tabs, newlines or control characters".to_owned()
+            );
+        }
         let parsed = reqwest::Url::parse(s).map_err(|e| format!("not a URL: {e}"))?;
         match parsed.scheme() {
             "http" | "https" if parsed.host().is_some() => Ok(Self(s.to_owned())),
