@@ -151,6 +151,8 @@ fn a_quota_url_the_url_parser_would_rewrite_is_refused() {
     let src = "[quota]\nmode = \"remote\"\nurl = \"h\\t\\tttp://quota.int/v1/quota\"\n";
     let e = refused(src);
     assert!(e.starts_with("t.toml:3:7: ") && e.contains("spaces, tabs, newlines"), "{e}");
+    let odd = src.replace("h\\t\\tttp://", "http:,//");
+    assert!(refused(&odd).contains("starting with http:// or https://"), "{}", refused(&odd));
     let ok = "[quota]\nmode = \"remote\"\nurl = \"http://quota.int/v1/quota\"\n";
     assert!(parse(ok).unwrap().plan().is_ok());
 }

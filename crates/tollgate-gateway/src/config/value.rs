@@ -52,6 +52,10 @@ impl FromStr for HttpUrl {
                 "a URL must not contain spaces, tabs, newlines or control characters".to_owned()
             );
         }
+        // It also reads `http:,//host` or `http:\\host` as some URL of its own.
+        if !(s.starts_with("http://") || s.starts_with("https://")) {
+            return Err("expected a URL starting with http:// or https://".to_owned());
+        }
         let parsed = reqwest::Url::parse(s).map_err(|e| format!("not a URL: {e}"))?;
         match parsed.scheme() {
             "http" | "https" if parsed.host().is_some() => Ok(Self(s.to_owned())),
