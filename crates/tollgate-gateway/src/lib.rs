@@ -10,7 +10,7 @@
 //! Each file is parsed once, off the async runtime: by intake (a landing file, to see that it
 //! is complete; an upload, to check its senders), or by the pipeline for a file resumed after
 //! a restart. Weights, split layouts and acknowledgements come from that parse
-//! ([`envelope`]); splitting reads the bytes back from the spool but does not parse them.
+//! (`envelope`); splitting reads the bytes back from the spool but does not parse them.
 //!
 //! [`Gateway::start`] runs it inside `tollgate serve`; [`Gateway::router`] serves the upload
 //! endpoint and the queue admin API; [`Gateway::shutdown`] stops intake and parks in-flight
