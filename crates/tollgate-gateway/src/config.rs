@@ -23,6 +23,7 @@ use toml::Spanned;
 
 use crate::landing::PartialNames;
 
+mod fields;
 mod plan;
 mod value;
 pub use plan::*;
@@ -202,103 +203,6 @@ pub struct RouteConfig {
     /// Deliveries in flight to this target at most (≥ 1).
     #[serde(default = "defaults::max_concurrency", deserialize_with = "fields::max_concurrency")]
     pub max_concurrency: NonZeroUsize,
-}
-
-/// Reading each key into its type; a refused value is named with its key.
-mod fields {
-    use serde::de::Error as _;
-    use serde::{Deserialize, Deserializer};
-    use tollgate_server::config::key;
-
-    use super::*;
-
-    pub fn poll_ms<'de, D: Deserializer<'de>>(d: D) -> Result<NonZeroU64, D::Error> {
-        key::at_least_one(d, "poll_ms")
-    }
-    pub fn dedup_days<'de, D: Deserializer<'de>>(d: D) -> Result<NonZeroU32, D::Error> {
-        key::bounded(d, "dedup_days", 1, u64::from(u32::MAX), "must be at least 1")
-    }
-    pub fn max_upload_bytes<'de, D: Deserializer<'de>>(
-        d: D,
-    ) -> Result<Spanned<NonZeroU32>, D::Error> {
-        let why = format!("must be between 1 and {} (4 GiB - 1)", u32::MAX);
-        key::bounded_spanned(d, "max_upload_bytes", 1, u64::from(u32::MAX), &why)
-    }
-    pub fn max_file_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<NonZeroU64, D::Error> {
-        key::at_least_one(d, "max_file_bytes")
-    }
-    pub fn timeout_ms<'de, D: Deserializer<'de>>(d: D) -> Result<NonZeroU64, D::Error> {
-        key::at_least_one(d, "timeout_ms")
-    }
-    pub fn quota_url<'de, D: Deserializer<'de>>(d: D) -> Result<Option<HttpUrl>, D::Error> {
-        key::parsed(d, "url").map(Some)
-    }
-    pub fn name<'de, D: Deserializer<'de>>(d: D) -> Result<Name, D::Error> {
-        key::parsed(d, "name")
-    }
-    pub fn route_name<'de, D: Deserializer<'de>>(d: D) -> Result<Spanned<Name>, D::Error> {
-        spanned(d, "name")
-    }
-    pub fn ids<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Spanned<PartyId>>, D::Error> {
-        Vec::<Spanned<String>>::deserialize(d)?
-            .into_iter()
-            .map(|id| {
-                let span = id.span();
-                id.get_ref()
-                    .parse()
-                    .map(|p| Spanned::new(span, p))
-                    .map_err(|e| D::Error::custom(format!("ids: {:?}: {e}", id.get_ref())))
-            })
-            .collect()
-    }
-    pub fn documents<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Spanned<String>>, D::Error> {
-        let documents = Vec::<Spanned<String>>::deserialize(d)?;
-        if documents.is_empty() {
-            return Err(D::Error::custom("documents = []: list at least one document"));
-        }
-        if let Some(empty) = documents.iter().find(|d| d.get_ref().trim().is_empty()) {
-            return Err(D::Error::custom(format!(
-                "documents: {:?}: a document type must not be empty",
-                empty.get_ref()
-            )));
-        }
-        Ok(documents)
-    }
-    pub fn metering_id<'de, D: Deserializer<'de>>(
-        d: D,
-    ) -> Result<Spanned<MeteringTemplate>, D::Error> {
-        spanned(d, "metering_id")
-    }
-    pub fn interval<'de, D: Deserializer<'de>>(d: D) -> Result<Spanned<NonZeroU32>, D::Error> {
-        key::bounded_spanned(d, "interval", 1, u64::from(u32::MAX), "must be at least 1")
-    }
-    pub fn unit<'de, D: Deserializer<'de>>(d: D) -> Result<TimeUnit, D::Error> {
-        key::parsed(d, "unit")
-    }
-    pub fn weight<'de, D: Deserializer<'de>>(d: D) -> Result<RecordRule, D::Error> {
-        key::parsed(d, "weight")
-    }
-    pub fn deliver<'de, D: Deserializer<'de>>(d: D) -> Result<Target, D::Error> {
-        key::parsed(d, "deliver")
-    }
-    pub fn max_concurrency<'de, D: Deserializer<'de>>(d: D) -> Result<NonZeroUsize, D::Error> {
-        key::at_least_one(d, "max_concurrency")
-    }
-
-    /// A string parsed into `T`, keeping its position (for rules checked with other keys).
-    fn spanned<'de, D, T>(d: D, key: &str) -> Result<Spanned<T>, D::Error>
-    where
-        D: Deserializer<'de>,
-        T: FromStr,
-        T::Err: fmt::Display,
-    {
-        let s = Spanned::<String>::deserialize(d)?;
-        let span = s.span();
-        let text = s.into_inner();
-        text.parse()
-            .map(|v| Spanned::new(span, v))
-            .map_err(|e| D::Error::custom(format!("{key} = {text:?}: {e}")))
-    }
 }
 
 /// Defaults; those kept with a position have an empty span (they are not in the file).
