@@ -32,7 +32,11 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
         (QuotaMode::Embedded, None) => {}
         (QuotaMode::Remote, Some(remote)) => {
             assert!(!remote.timeout.is_zero());
-            assert!(remote.url.starts_with("http://") || remote.url.starts_with("https://"));
+            // As written (`http:host/`, `HTTP://host`, ` http://host` all pass): what must
+            // hold is that it parses as an http(s) URL with a host.
+            assert_eq!(Some(&remote.url), config.quota.url.as_ref());
+            let url = url::Url::parse(&remote.url).expect("the remote URL parses");
+            assert!(matches!(url.scheme(), "http" | "https") && url.host().is_some(), "{url}");
         }
         (mode, remote) => panic!("quota mode {mode:?} with remote {remote:?}"),
     }
