@@ -43,9 +43,10 @@ deliver = "dir:/nonexistent"
 fn parts(dir: &std::path::Path, plan: Plan, bytes: &[u8]) -> (Parts, FileRecord) {
     let spool = Arc::new(Spool::open(dir, SpoolOptions::default()).expect("spool"));
     let rec = spool.receive(&[(bytes, "bench".to_owned())]).expect("spooled").remove(0);
-    let meter = Meter::embedded(Arc::new(AnyStore::Memory(MemoryStore::new())));
+    let store = Arc::new(AnyStore::Memory(MemoryStore::new()));
+    let meter = Meter::embedded(store.clone());
     let deliverer = Deliverer::new(&plan.routes).expect("deliverer");
-    (Parts { plan, spool, meter, deliverer }, rec)
+    (Parts { plan, spool, meter, deliverer, seen: store }, rec)
 }
 
 fn bench_file(c: &mut Criterion, name: &str, data: &[u8], samples: usize) {

@@ -42,7 +42,9 @@ pub struct GatewayConfig {
     /// A file must be unchanged this long (milliseconds) before it is taken.
     #[serde(default = "defaults::settle_ms")]
     pub settle_ms: u64,
-    /// The window, in days, in which a resent (sender, receiver, control number) is a duplicate.
+    /// The window, in days, in which a resent (sender, receiver, control number), or on a
+    /// `dedup = "transaction"` route a resent transaction, is a duplicate (a route may set its
+    /// own).
     #[serde(default = "defaults::dedup_days", deserialize_with = "fields::dedup_days")]
     pub dedup_days: NonZeroU32,
     /// Where acknowledgements (TA1/997/999/CONTRL) for rejected input are written, if anywhere.
@@ -203,6 +205,26 @@ pub struct RouteConfig {
     /// Deliveries in flight to this target at most (≥ 1).
     #[serde(default = "defaults::max_concurrency", deserialize_with = "fields::max_concurrency")]
     pub max_concurrency: NonZeroUsize,
+    /// What counts as a duplicate on this route: a resent interchange (the default), or also
+    /// each resent transaction, whatever envelope it comes in.
+    #[serde(default)]
+    pub dedup: Dedup,
+    /// This route's dedup window in days (≥ 1); the gateway's `dedup_days` when absent.
+    #[serde(default, deserialize_with = "fields::route_dedup_days")]
+    pub dedup_days: Option<NonZeroU32>,
+}
+
+/// What a route treats as a duplicate (`[[gateway.route]] dedup`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dedup {
+    /// An interchange whose (sender, receiver, control number) was received within the window.
+    #[default]
+    Interchange,
+    /// Also a transaction whose content (fingerprinted without its control references) the
+    /// same partner sent as the same document type, and that was admitted, within the
+    /// window: copies are removed before metering.
+    Transaction,
 }
 
 /// Defaults; those kept with a position have an empty span (they are not in the file).
@@ -383,6 +405,8 @@ impl GatewayConfig {
                 split: r.split,
                 target: r.deliver.clone(),
                 max_concurrency: r.max_concurrency.get(),
+                dedup: r.dedup,
+                dedup_window: days(r.dedup_days.unwrap_or(self.dedup_days)),
             });
         }
 
@@ -390,7 +414,7 @@ impl GatewayConfig {
             inbound: self.inbound.clone(),
             poll: Duration::from_millis(self.poll_ms.get()),
             settle: Duration::from_millis(self.settle_ms),
-            dedup: Duration::from_secs(u64::from(self.dedup_days.get()) * 86_400),
+            dedup: days(self.dedup_days),
             acks: self.acks.clone(),
             max_upload_bytes,
             upload_budget_bytes: budget,
@@ -404,6 +428,11 @@ impl GatewayConfig {
             by_document,
         })
     }
+}
+
+/// `n` days.
+fn days(n: NonZeroU32) -> Duration {
+    Duration::from_secs(u64::from(n.get()) * 86_400)
 }
 
 #[cfg(test)]

@@ -4,9 +4,9 @@
 //! once per received file, off the async runtime. It turns the parsed file into [`Envelope`]
 //! summaries (parties, control number, document type, byte span, first error) and keeps, per
 //! interchange, what the later steps need so that none of them parses again: its weight, for
-//! split routes its [`Layout`] (the envelope outline and each transaction's span and weight),
-//! and for an interchange with an error the parsed interchange its acknowledgement is built
-//! from.
+//! split and transaction-dedup routes its [`Layout`] (the envelope outline and each
+//! transaction's span, weight and, for dedup, fingerprint), and for an interchange with an
+//! error the parsed interchange its acknowledgement is built from.
 
 use std::ops::Range;
 
@@ -69,8 +69,10 @@ impl Scan {
 pub struct Weighing {
     /// What one record is.
     pub rule: tollgate_edi::RecordRule,
-    /// Keep the [`Layout`] (the route splits).
+    /// Keep the [`Layout`] (the route splits, or removes resent transactions).
     pub layout: bool,
+    /// Fingerprint each transaction into the layout (the route removes resent transactions).
+    pub fingerprints: bool,
 }
 
 /// Parses `input` once and finds its interchanges; `weighing` says, per document type, how to
@@ -86,13 +88,20 @@ pub fn scan(input: &[u8], weighing: impl Fn(&str) -> Option<Weighing>) -> Scan {
             let mut records = 0;
             let mut layout = None;
             if let Some(w) = how {
-                if w.layout {
+                if w.layout || w.fingerprints {
                     let weights: Vec<u64> = ic
                         .transactions()
                         .map(|tx| tollgate_edi::transaction_records(input, tx, &w.rule, &ic))
                         .collect();
                     records = weights.iter().sum();
-                    layout = Some(Layout::new(&Outline::of(&ic), &weights));
+                    let mut l = Layout::new(&Outline::of(&ic), &weights);
+                    if w.fingerprints {
+                        l.fingerprints = ic
+                            .transactions()
+                            .map(|tx| tollgate_edi::fingerprint(input, tx, &ic).to_string())
+                            .collect();
+                    }
+                    layout = Some(l);
                 } else {
                     records = tollgate_edi::count_records(input, &ic, &w.rule);
                 }
@@ -153,9 +162,10 @@ fn describe(e: &tollgate_edi::EnvelopeError) -> String {
     format!("{} at segment {} (byte {}): {}", e.code, e.segment, e.offset, e.message)
 }
 
-/// How [`scan`] weighs a route's interchanges.
-pub fn weighing(rule: RecordRule, split: bool) -> Weighing {
-    Weighing { rule, layout: split }
+/// How [`scan`] weighs a route's interchanges: under `rule`, keeping the layout when the route
+/// splits or removes resent transactions, with fingerprints for the latter.
+pub fn weighing(rule: RecordRule, split: bool, fingerprints: bool) -> Weighing {
+    Weighing { rule, layout: split || fingerprints, fingerprints }
 }
 
 /// What splitting an interchange needs, kept from the parse of its file and stored with its
@@ -174,6 +184,10 @@ pub struct Layout {
     pub header: (usize, usize),
     /// The groups in order.
     pub groups: Vec<LayoutGroup>,
+    /// Each transaction's fingerprint in lowercase hex (see [`tollgate_edi::fingerprint`]), in
+    /// order; empty unless the route removes resent transactions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fingerprints: Vec<String>,
 }
 
 /// The delimiters of a [`Layout`].
@@ -242,7 +256,13 @@ impl Layout {
                         .collect(),
                 })
                 .collect(),
+            fingerprints: Vec::new(),
         }
+    }
+
+    /// How many transactions the interchange holds.
+    pub fn transactions(&self) -> usize {
+        self.groups.iter().map(|g| g.transactions.len()).sum()
     }
 
     /// The weight of each transaction, in order.
@@ -290,16 +310,17 @@ impl Layout {
     }
 }
 
-/// The layout of one interchange given its bytes alone, weighed under `rule`: the fallback for
+/// The layout of one interchange given its bytes alone, weighed as `w` says: the fallback for
 /// items stored without one (this parses the interchange).
-pub fn layout_of(interchange: &[u8], rule: RecordRule) -> Option<Layout> {
-    let w = weighing(rule, true);
+pub fn layout_of(interchange: &[u8], w: Weighing) -> Option<Layout> {
+    let w = Weighing { layout: true, ..w };
     scan(interchange, |_| Some(w)).envelopes.into_iter().next().and_then(|e| e.layout)
 }
 
 /// A new valid interchange holding the transactions at `keep` of the interchange `layout`
 /// describes, with control number `control`, and the new interchange's own layout (its
-/// transactions keep their weights). No parse: the bytes are cut where the layout says.
+/// transactions keep their weights and fingerprints). No parse: the bytes are cut where the
+/// layout says.
 pub fn split(
     interchange: &[u8],
     layout: &Layout,
@@ -315,7 +336,9 @@ pub fn split(
     kept.sort_unstable();
     kept.dedup();
     let kept_weights: Vec<u64> = kept.iter().map(|&i| weights[i]).collect();
-    Some((bytes, Layout::new(&piece, &kept_weights)))
+    let mut out = Layout::new(&piece, &kept_weights);
+    out.fingerprints = kept.iter().filter_map(|&i| layout.fingerprints.get(i).cloned()).collect();
+    Some((bytes, out))
 }
 
 /// The acknowledgement (TA1/997/999/CONTRL, chosen by the parser) for a rejected interchange,

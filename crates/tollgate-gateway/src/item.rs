@@ -34,7 +34,8 @@ pub enum State {
     Delivered,
     /// Malformed, or no route for its document.
     Rejected,
-    /// The same (sender, receiver, control number) was already received within `dedup_days`.
+    /// The same (sender, receiver, control number) was already received within `dedup_days`,
+    /// or (on a `dedup = "transaction"` route) its transactions were already admitted.
     Duplicate,
     /// Can never go through on its own: delivery refused (4xx), too many attempts, or a batch
     /// larger than the limit without `split`.

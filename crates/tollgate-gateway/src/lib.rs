@@ -61,7 +61,7 @@ use tollgate_quota::AnyStore;
 use tollgate_server::admin::AdminGuard;
 use tollgate_server::client::ClientKeys;
 
-pub use config::{ConfigError, GatewayConfig, OnQuotaUnavailable, Plan, QuotaMode, Target};
+pub use config::{ConfigError, Dedup, GatewayConfig, OnQuotaUnavailable, Plan, QuotaMode, Target};
 pub use statedb::SpoolOptions;
 
 /// The gateway could not start.
@@ -134,7 +134,7 @@ impl Gateway {
         let spool = Arc::new(spool);
         let meter = match &plan.remote {
             Some(remote) => meter::Meter::remote(remote)?,
-            None => meter::Meter::embedded(store),
+            None => meter::Meter::embedded(store.clone()),
         };
         let deliverer = delivery::Deliverer::new(&plan.routes)?;
         let (events, rx) = mpsc::unbounded_channel();
@@ -144,6 +144,7 @@ impl Gateway {
             spool: spool.clone(),
             meter,
             deliverer,
+            seen: store,
         });
         let (pipe, pending) = {
             let parts = parts.clone();
@@ -162,9 +163,10 @@ impl Gateway {
             )));
         }
         {
-            // Dedup keys and delivered items older than dedup_days are dropped once a day.
+            // Dedup keys and delivered items older than the longest dedup window are dropped
+            // once a day.
             let spool = spool.clone();
-            let horizon = plan.dedup;
+            let horizon = plan.longest_dedup();
             let mut stop_rx = stop_rx;
             tasks.push(tokio::spawn(async move {
                 loop {

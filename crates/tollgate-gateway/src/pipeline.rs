@@ -15,7 +15,9 @@
 //!   and admitted items are delivered one at a time per metering id, oldest first (see
 //!   `crate::lane`).
 //! - **A duplicate consumes no quota**: dedup runs before metering, and only interchanges that
-//!   passed parsing record their key.
+//!   passed parsing record their key. On `dedup = "transaction"` routes, resent transactions
+//!   are removed before each metering (see `duplicates`), and a fingerprint stays claimed only
+//!   while its item is admitted.
 //! - **A file leaves intake exactly once.** A file the parser fails on (a panic, caught per
 //!   file) becomes one `rejected` item with the reason, committed with the removal of its
 //!   `files` row like any other file's items.
@@ -26,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
-use tollgate_quota::MeteringId;
+use tollgate_quota::{AnyStore, MeteringId};
 
 use crate::config::{OnQuotaUnavailable, Plan, Route};
 use crate::delivery::{Attempt, Deliverer, MAX_ATTEMPTS, Parcel, backoff};
@@ -41,6 +43,7 @@ use crate::telemetry::{self, Counter};
 
 mod admin;
 mod delivering;
+mod duplicates;
 mod fair_queue;
 mod metering;
 mod receiving;
@@ -115,6 +118,9 @@ pub struct Parts {
     pub meter: Meter,
     /// Delivery targets.
     pub deliverer: Deliverer,
+    /// Where transaction fingerprints are claimed: the server's store, shared by every
+    /// instance on it.
+    pub seen: Arc<AnyStore>,
 }
 
 /// The pipeline task's state.

@@ -14,7 +14,7 @@ use std::collections::HashSet;
 use std::ops::Range;
 use std::sync::Arc;
 
-use crate::config::Plan;
+use crate::config::{Plan, Route};
 use crate::envelope::{self, Envelope, Scan};
 use crate::item::{Item, State, now_ms};
 use crate::pipeline::Parts;
@@ -86,9 +86,7 @@ pub struct Parsed {
 /// document takes (blocking: runs off the runtime). Everything the gateway later needs from
 /// the parser (weights, split layouts, acknowledgements) is kept in the result.
 pub fn parse(bytes: &[u8], plan: &Plan) -> Parsed {
-    let scan = envelope::scan(bytes, |document| {
-        plan.route_for(document).map(|r| envelope::weighing(r.weight, r.split))
-    });
+    let scan = envelope::scan(bytes, |document| plan.route_for(document).map(Route::weighing));
     let strays = if scan.envelopes.is_empty() {
         Vec::new()
     } else {
@@ -135,7 +133,7 @@ pub fn prepare(parts: &Parts, mut file: FileRecord, seen: &HashSet<String>) -> P
     pieces.extend(parsed.strays.iter().cloned().map(Piece::Stray));
     pieces.sort_by_key(Piece::start);
 
-    let since = now_ms() - i64::try_from(plan.dedup.as_millis()).unwrap_or(i64::MAX / 2);
+    let now = now_ms();
     let single = pieces.len() == 1;
     let mut items = Vec::new();
     let mut dedup = Vec::new();
@@ -184,6 +182,8 @@ pub fn prepare(parts: &Parts, mut file: FileRecord, seen: &HashSet<String>) -> P
             layout: None,
         };
         let key = format!("{}|{}|{}", env.sender, env.receiver, env.control_number);
+        let window = route.map_or(plan.dedup, |r| r.dedup_window);
+        let since = now - i64::try_from(window.as_millis()).unwrap_or(i64::MAX / 2);
         if let Some(err) = &env.error {
             item.state = State::Rejected;
             item.reason = Some(err.clone());
@@ -200,7 +200,7 @@ pub fn prepare(parts: &Parts, mut file: FileRecord, seen: &HashSet<String>) -> P
                 env.control_number,
                 env.sender,
                 env.receiver,
-                plan.dedup.as_secs() / 86_400
+                window.as_secs() / 86_400
             ));
         } else if route.is_none() {
             let doc = if env.document.is_empty() { "(none)" } else { env.document.as_str() };

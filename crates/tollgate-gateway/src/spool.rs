@@ -138,6 +138,7 @@ pub struct Spool {
     dir: PathBuf,
     db: Database,
     seq: AtomicU64,
+    instance: u64,
 }
 
 impl Spool {
@@ -170,9 +171,17 @@ impl Spool {
             }
             Ok(())
         })?;
-        let spool = Spool { dir, db, seq: AtomicU64::new(0) };
+        let instance = instance_of(&db)?;
+        let spool = Spool { dir, db, seq: AtomicU64::new(0), instance };
         spool.sort_unreferenced(&data_dir.join(ORPHANED))?;
         Ok(spool)
+    }
+
+    /// This data dir's instance id: random, made when the state database is created and kept
+    /// in it, so two gateways never share one and a restart keeps it (it makes the owner of
+    /// the transaction fingerprints this gateway claims in a shared store).
+    pub fn instance(&self) -> u64 {
+        self.instance
     }
 
     /// Spool files whose every item is delivered are deleted; files no row refers to at all
@@ -407,6 +416,25 @@ impl Spool {
     pub fn remove_file(&self, file: &str) {
         let _ = fs::remove_file(self.path(file));
     }
+}
+
+/// The instance id kept in `meta`, made (random) on first use.
+fn instance_of(db: &Database) -> Result<u64, SpoolError> {
+    let tx = db.begin_write().map_err(db_err)?;
+    let id = {
+        let mut meta = tx.open_table(META).map_err(db_err)?;
+        let stored = meta.get("instance").map_err(db_err)?.map(|v| v.value());
+        match stored {
+            Some(id) => id,
+            None => {
+                let id = rand::random::<u64>();
+                meta.insert("instance", id).map_err(db_err)?;
+                id
+            }
+        }
+    };
+    tx.commit().map_err(db_err)?;
+    Ok(id)
 }
 
 fn decode<T: serde::de::DeserializeOwned>(key: &str, v: &[u8]) -> Result<T, SpoolError> {

@@ -1,6 +1,9 @@
 //! Gateway metrics through the `metrics` facade, labelled by partner and route.
 //!
-//! Counters: `tollgate_gateway_{received,delivered,held,duplicates,rejected,dead,fail_open}_total`;
+//! Counters: `tollgate_gateway_{received,delivered,held,duplicates,rejected,dead,fail_open}_total`
+//! (interchanges), `tollgate_gateway_duplicate_transactions_total` (resent transactions removed
+//! on `dedup = "transaction"` routes) and `tollgate_gateway_dedup_skipped_total` (items metered
+//! without that dedup while the fingerprint store was unavailable);
 //! histogram `tollgate_gateway_delivery_latency_seconds` (receive to delivery); gauges
 //! `tollgate_gateway_queue_depth{state}` and `tollgate_gateway_held{partner,route}`.
 //!
@@ -34,6 +37,10 @@ pub enum Counter {
     Dead,
     /// Delivered without metering because the quota service was unavailable.
     FailOpen,
+    /// Resent transactions removed (counted by transaction, not by interchange).
+    DuplicateTransactions,
+    /// Metered without removing resent transactions: the fingerprint store was unavailable.
+    DedupSkipped,
 }
 
 impl Counter {
@@ -46,6 +53,8 @@ impl Counter {
             Self::Rejected => "tollgate_gateway_rejected_total",
             Self::Dead => "tollgate_gateway_dead_total",
             Self::FailOpen => "tollgate_gateway_fail_open_total",
+            Self::DuplicateTransactions => "tollgate_gateway_duplicate_transactions_total",
+            Self::DedupSkipped => "tollgate_gateway_dedup_skipped_total",
         }
     }
 }
@@ -78,8 +87,13 @@ impl Labels {
 
 /// Adds one to the counter for the item's partner and route.
 pub fn count(counter: Counter, item: &Item, plan: &Plan) {
+    count_by(counter, item, plan, 1);
+}
+
+/// Adds `n` to the counter for the item's partner and route.
+pub fn count_by(counter: Counter, item: &Item, plan: &Plan, n: u64) {
     let Labels { partner, route } = Labels::of(item, plan);
-    metrics::counter!(counter.name(), "partner" => partner, "route" => route).increment(1);
+    metrics::counter!(counter.name(), "partner" => partner, "route" => route).increment(n);
 }
 
 /// Records the receive-to-delivery latency of an item.

@@ -157,16 +157,21 @@ macro_rules! dispatch {
 }
 
 impl Seen for AnyStore {
-    async fn seen(&self, keys: &[&str]) -> Result<Vec<bool>, StoreError> {
-        dispatch!(self, s => s.seen(keys).await)
+    async fn seen(&self, keys: &[&str], owner: &str) -> Result<Vec<bool>, StoreError> {
+        dispatch!(self, s => s.seen(keys, owner).await)
     }
 
-    async fn remember(
+    async fn claim(
         &self,
         keys: &[&str],
+        owner: &str,
         ttl: std::time::Duration,
     ) -> Result<Vec<bool>, StoreError> {
-        dispatch!(self, s => s.remember(keys, ttl).await)
+        dispatch!(self, s => s.claim(keys, owner, ttl).await)
+    }
+
+    async fn release(&self, keys: &[&str], owner: &str) -> Result<(), StoreError> {
+        dispatch!(self, s => s.release(keys, owner).await)
     }
 }
 

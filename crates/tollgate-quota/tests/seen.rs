@@ -21,14 +21,20 @@ fn clock() -> ManualClock {
 
 /// The contract every store keeps on a clock the test moves.
 async fn claims_once_until_expiry(store: &impl Seen, clock: &ManualClock) {
-    assert_eq!(store.seen(&["a", "b"]).await.unwrap(), [false, false]);
-    assert_eq!(store.remember(&["a"], TTL).await.unwrap(), [true]);
-    assert_eq!(store.remember(&["a", "b"], TTL).await.unwrap(), [false, true]);
-    assert_eq!(store.seen(&["a", "b", "c"]).await.unwrap(), [true, true, false]);
+    assert_eq!(store.seen(&["a", "b"], "other").await.unwrap(), [false, false]);
+    assert_eq!(store.claim(&["a"], "item-1", TTL).await.unwrap(), [true]);
+    assert_eq!(store.claim(&["a", "b"], "item-2", TTL).await.unwrap(), [false, true]);
+    assert_eq!(store.claim(&["a"], "item-1", TTL).await.unwrap(), [true], "its owner's again");
+    assert_eq!(store.seen(&["a", "b", "c"], "other").await.unwrap(), [true, true, false]);
+    assert_eq!(store.seen(&["a", "b"], "item-1").await.unwrap(), [false, true], "not its own");
+    store.release(&["a", "b"], "item-1").await.unwrap();
+    assert_eq!(store.seen(&["a", "b"], "other").await.unwrap(), [false, true], "b is item-2's");
+    assert_eq!(store.claim(&["a"], "item-3", TTL).await.unwrap(), [true], "a was freed");
     clock.advance(TTL);
-    assert_eq!(store.seen(&["a"]).await.unwrap(), [false], "forgotten after the ttl");
-    assert_eq!(store.remember(&["a"], TTL).await.unwrap(), [true], "and claimable again");
-    assert_eq!(store.remember(&[], TTL).await.unwrap(), Vec::<bool>::new());
+    assert_eq!(store.seen(&["a"], "other").await.unwrap(), [false], "forgotten after the ttl");
+    assert_eq!(store.claim(&["a"], "item-4", TTL).await.unwrap(), [true], "and claimable again");
+    assert_eq!(store.claim(&[], "item-4", TTL).await.unwrap(), Vec::<bool>::new());
+    store.release(&[], "item-4").await.unwrap();
 }
 
 #[tokio::test]
@@ -51,11 +57,12 @@ async fn an_embedded_key_is_still_known_after_a_reopen() {
     let path = dir.path().join("c.redb");
     {
         let store = EmbeddedStore::open(EmbeddedOptions::new(&path)).unwrap();
-        assert_eq!(store.remember(&["fp-1"], TTL).await.unwrap(), [true]);
+        assert_eq!(store.claim(&["fp-1"], "item-1", TTL).await.unwrap(), [true]);
     }
     let store = EmbeddedStore::open(EmbeddedOptions::new(&path)).unwrap();
-    assert_eq!(store.seen(&["fp-1", "fp-2"]).await.unwrap(), [true, false]);
-    assert_eq!(store.remember(&["fp-1"], TTL).await.unwrap(), [false]);
+    assert_eq!(store.seen(&["fp-1", "fp-2"], "item-2").await.unwrap(), [true, false]);
+    assert_eq!(store.claim(&["fp-1"], "item-2", TTL).await.unwrap(), [false]);
+    assert_eq!(store.claim(&["fp-1"], "item-1", TTL).await.unwrap(), [true], "still item-1's");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -69,9 +76,10 @@ async fn concurrent_claims_of_one_key_give_exactly_one_winner() {
     ];
     for store in stores {
         let tasks: Vec<_> = (0..100)
-            .map(|_| {
+            .map(|i| {
                 let s = Arc::clone(&store);
-                tokio::spawn(async move { s.remember(&["same"], TTL).await.unwrap()[0] })
+                let owner = format!("item-{i}");
+                tokio::spawn(async move { s.claim(&["same"], &owner, TTL).await.unwrap()[0] })
             })
             .collect();
         let mut winners = 0;
@@ -95,7 +103,8 @@ async fn two_redis_instances_share_one_view_and_redis_expires_the_keys() {
     let tasks: Vec<_> = (0..200)
         .map(|i| {
             let s = Arc::clone(if i % 2 == 0 { &a } else { &b });
-            tokio::spawn(async move { s.remember(&["fp:{odd}%"], TTL).await.unwrap()[0] })
+            let owner = format!("item-{i}");
+            tokio::spawn(async move { s.claim(&["fp:{odd}%"], &owner, TTL).await.unwrap()[0] })
         })
         .collect();
     let mut winners = 0;
@@ -103,8 +112,16 @@ async fn two_redis_instances_share_one_view_and_redis_expires_the_keys() {
         winners += usize::from(t.await.unwrap());
     }
     assert_eq!(winners, 1, "of 200 claims over two instances, one stores the key");
-    assert_eq!(b.seen(&["fp:{odd}%", "fp:other"]).await.unwrap(), [true, false]);
-    assert_eq!(a.remember(&["short"], Duration::from_millis(200)).await.unwrap(), [true]);
+    assert_eq!(b.seen(&["fp:{odd}%", "fp:other"], "item-x").await.unwrap(), [true, false]);
+    b.release(&["fp:{odd}%"], "nobody").await.unwrap();
+    assert_eq!(
+        a.seen(&["fp:{odd}%"], "item-x").await.unwrap(),
+        [true],
+        "only its owner releases it"
+    );
+    assert_eq!(a.claim(&["short"], "x", Duration::from_millis(200)).await.unwrap(), [true]);
+    assert_eq!(b.claim(&["short"], "x", Duration::from_millis(200)).await.unwrap(), [true]);
+    assert_eq!(b.claim(&["short"], "y", Duration::from_millis(200)).await.unwrap(), [false]);
     tokio::time::sleep(Duration::from_millis(400)).await;
-    assert_eq!(b.seen(&["short"]).await.unwrap(), [false], "Redis expired it");
+    assert_eq!(b.seen(&["short"], "y").await.unwrap(), [false], "Redis expired it");
 }

@@ -12,6 +12,8 @@ pub struct Status214 {
     control: u32,
     transactions: usize,
     events: usize,
+    shipment: u32,
+    st_from: u32,
 }
 
 impl Status214 {
@@ -23,7 +25,22 @@ impl Status214 {
             control,
             transactions: 1,
             events: 1,
+            shipment: 1,
+            st_from: 1,
         }
+    }
+
+    /// The shipment the first transaction reports (B10 `REF<n>`/`SHIP<n>`; the next ones
+    /// `n + 1`, …): what a transaction says, so the same shipment is the same update.
+    pub fn shipment(mut self, n: u32) -> Self {
+        self.shipment = n;
+        self
+    }
+
+    /// The first transaction's control number (ST02/SE02; the next ones count up from it).
+    pub fn st_from(mut self, n: u32) -> Self {
+        self.st_from = n;
+        self
     }
 
     /// The receiver id (ISA08 and GS03).
@@ -61,19 +78,20 @@ const AT7: &str = "AT7*X1*NS***20240101*1200~\n";
 
 impl std::fmt::Display for Status214 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let Self { sender, receiver, control, transactions, events } = self;
+        let Self { sender, receiver, control, transactions, events, shipment, st_from } = self;
         let mut s = String::new();
         writeln!(
             s,
             "ISA*00*          *00*          *ZZ*{sender:<15}*ZZ*{receiver:<15}*240101*1200*U*00401*{control:09}*0*P*>~"
         )?;
         writeln!(s, "GS*QM*{sender}*{receiver}*20240101*1200*{control}*X*004010~")?;
-        for t in 1..=*transactions {
-            writeln!(s, "ST*214*{t:04}~\nB10*REF{t}*SHIP{t}*SCAC~")?;
+        for t in 0..*transactions as u32 {
+            let (st, n) = (st_from + t, shipment + t);
+            writeln!(s, "ST*214*{st:04}~\nB10*REF{n}*SHIP{n}*SCAC~")?;
             for _ in 0..*events {
                 s.push_str(AT7);
             }
-            writeln!(s, "SE*{}*{t:04}~", events + 3)?;
+            writeln!(s, "SE*{}*{st:04}~", events + 3)?;
         }
         write!(s, "GE*{transactions}*{control}~\nIEA*1*{control:09}~")?;
         f.write_str(&s)
@@ -92,6 +110,10 @@ mod tests {
         assert!(text.contains("SE*5*0003~"), "{text}");
         assert!(text.ends_with("GE*3*7~\nIEA*1*000000007~"), "{text}");
         assert_eq!(text.split('*').nth(13), Some("000000007"));
+        let later =
+            Status214::new("CARRIERA", 8).shipment(40).st_from(900).transactions(2).to_string();
+        assert!(later.contains("ST*214*0900~\nB10*REF40*SHIP40*SCAC~"), "{later}");
+        assert!(later.contains("SE*4*0901~"), "{later}");
         let big = Status214::new("P001", 1).padded_to(100_000).build();
         assert!((90_000..=110_000).contains(&big.len()), "{}", big.len());
     }

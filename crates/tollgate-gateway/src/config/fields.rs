@@ -12,6 +12,9 @@ pub fn poll_ms<'de, D: Deserializer<'de>>(d: D) -> Result<NonZeroU64, D::Error> 
 pub fn dedup_days<'de, D: Deserializer<'de>>(d: D) -> Result<NonZeroU32, D::Error> {
     key::bounded(d, "dedup_days", 1, u64::from(u32::MAX), "must be at least 1")
 }
+pub fn route_dedup_days<'de, D: Deserializer<'de>>(d: D) -> Result<Option<NonZeroU32>, D::Error> {
+    dedup_days(d).map(Some)
+}
 pub fn max_upload_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<Spanned<NonZeroU32>, D::Error> {
     let why = format!("must be between 1 and {} (4 GiB - 1)", u32::MAX);
     key::bounded_spanned(d, "max_upload_bytes", 1, u64::from(u32::MAX), &why)

@@ -59,9 +59,18 @@ pub struct Route {
     pub target: Target,
     /// Deliveries in flight to the target at most.
     pub max_concurrency: usize,
+    /// What counts as a duplicate.
+    pub dedup: Dedup,
+    /// How long an interchange key or transaction fingerprint is remembered.
+    pub dedup_window: Duration,
 }
 
 impl Route {
+    /// How the parse weighs this route's interchanges, and what it keeps of them.
+    pub fn weighing(&self) -> crate::envelope::Weighing {
+        crate::envelope::weighing(self.weight, self.split, self.dedup == Dedup::Transaction)
+    }
+
     /// The metering id for `partner` (a partner name, or the raw `QUAL:ID` of an unknown sender).
     ///
     /// Bytes outside visible ASCII (spaces in a raw id) become `_`, so the result is always a
@@ -101,7 +110,7 @@ pub struct Plan {
     pub poll: Duration,
     /// How long a file must stay unchanged.
     pub settle: Duration,
-    /// Dedup horizon.
+    /// Dedup horizon of routes without their own (`dedup_days`).
     pub dedup: Duration,
     /// Acknowledgement directory.
     pub acks: Option<PathBuf>,
@@ -131,6 +140,12 @@ impl Plan {
     /// The route for a document type, if any.
     pub fn route_for(&self, document: &str) -> Option<&Route> {
         self.by_document.get(document).map(|&i| &self.routes[i])
+    }
+
+    /// The longest dedup window of the gateway and its routes: what the spool's dedup keys
+    /// must be kept for.
+    pub fn longest_dedup(&self) -> Duration {
+        self.routes.iter().map(|r| r.dedup_window).fold(self.dedup, Duration::max)
     }
 
     /// The partner name for a sender `QUAL:ID`, or the raw id for an unknown sender.

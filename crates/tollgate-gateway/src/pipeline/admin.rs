@@ -65,6 +65,7 @@ impl Pipeline {
                     self.live.insert(id.to_owned(), revived);
                 }
                 if op == AdminOp::Release {
+                    self.claim_released(id).await;
                     self.admit(id, Some("released by an operator".into()), batch);
                 } else {
                     if let Some(m) = &item.metering_id {

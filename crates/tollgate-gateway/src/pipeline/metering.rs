@@ -2,7 +2,9 @@
 //! and admitting, holding, splitting or dead-lettering on its verdict. Splitting admits the
 //! transactions that fit, in order, and never charges less than the route's `min_weight`.
 
+use super::duplicates::Copies;
 use super::*;
+use crate::config::Dedup;
 
 impl Pipeline {
     /// Meters a new (or resumed) item, unless its metering id has held items to wait behind.
@@ -26,23 +28,47 @@ impl Pipeline {
         self.meter(id, batch).await;
     }
 
-    /// Meters the item now and moves it to admitted, held or dead.
+    /// Meters the item now (on a `dedup = "transaction"` route, once its resent transactions
+    /// are removed) and moves it to admitted, held, dead or duplicate.
     /// Returns true when the item (or a part of it) was admitted.
     pub(super) async fn meter(&mut self, id: &str, batch: &mut Batch) -> bool {
-        let Some(item) = self.live.get(id).cloned() else { return false };
-        let Some((route, mid)) = self.route_of(&item) else {
+        let Some((route, mid)) = self.live.get(id).and_then(|i| self.route_of(i)) else {
             return false;
         };
-        let verdict = self.parts.meter.check(&mid, &route.spec, item.weight).await;
+        let mut claimed = Vec::new();
+        if route.dedup == Dedup::Transaction {
+            match self.remove_copies(id, &route, batch).await {
+                Copies::Meter(keys) => claimed = keys,
+                Copies::Stop(keys) => {
+                    self.settle_claims(id, keys).await;
+                    return false;
+                }
+            }
+        }
+        let admitted = self.meter_whole(id, &route, &mid, batch).await;
+        self.settle_claims(id, claimed).await;
+        admitted
+    }
+
+    /// Asks the meter for the whole item and acts on the verdict.
+    async fn meter_whole(
+        &mut self,
+        id: &str,
+        route: &Route,
+        mid: &MeteringId,
+        batch: &mut Batch,
+    ) -> bool {
+        let Some(item) = self.live.get(id).cloned() else { return false };
+        let verdict = self.parts.meter.check(mid, &route.spec, item.weight).await;
         match verdict {
             Verdict::Admitted => {
                 self.admit(id, None, batch);
                 true
             }
             Verdict::Exceeded { retry_after } if route.split => {
-                self.split(item, &route, &mid, Some(retry_after), batch).await
+                self.split(item, route, mid, Some(retry_after), batch).await
             }
-            Verdict::TooHeavy if route.split => self.split(item, &route, &mid, None, batch).await,
+            Verdict::TooHeavy if route.split => self.split(item, route, mid, None, batch).await,
             Verdict::Exceeded { retry_after } => {
                 let reason = format!(
                     "over quota: {mid} allows {} per {} {}; weight {}",
@@ -94,10 +120,10 @@ impl Pipeline {
         // the parse of the file, kept in the item (items stored without it are parsed here).
         let parts = self.parts.clone();
         let (file, start, end) = (item.spool_file.clone(), item.start, item.end);
-        let (layout, rule) = (item.layout.clone(), route.weight);
+        let (layout, weighing) = (item.layout.clone(), route.weighing());
         let read = tokio::task::spawn_blocking(move || {
             parts.spool.read(&file, start, end).map(|b| {
-                let layout = layout.or_else(|| envelope::layout_of(&b, rule));
+                let layout = layout.or_else(|| envelope::layout_of(&b, weighing));
                 (b, layout)
             })
         })

@@ -78,12 +78,22 @@ impl MemoryStore {
 }
 
 impl Seen for MemoryStore {
-    async fn seen(&self, keys: &[&str]) -> Result<Vec<bool>, StoreError> {
-        Ok(self.seen.seen(keys, self.clock.now().as_millisecond()))
+    async fn seen(&self, keys: &[&str], owner: &str) -> Result<Vec<bool>, StoreError> {
+        Ok(self.seen.seen(keys, owner, self.clock.now().as_millisecond()))
     }
 
-    async fn remember(&self, keys: &[&str], ttl: Duration) -> Result<Vec<bool>, StoreError> {
-        Ok(self.seen.remember(keys, ttl, self.clock.now().as_millisecond()))
+    async fn claim(
+        &self,
+        keys: &[&str],
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<Vec<bool>, StoreError> {
+        Ok(self.seen.claim(keys, owner, ttl, self.clock.now().as_millisecond()))
+    }
+
+    async fn release(&self, keys: &[&str], owner: &str) -> Result<(), StoreError> {
+        self.seen.release(keys, owner);
+        Ok(())
     }
 }
 

@@ -404,38 +404,71 @@ fn bad_reply(field: &str, value: i64) -> StoreError {
 }
 
 impl Seen for RedisStore {
-    async fn seen(&self, keys: &[&str]) -> Result<Vec<bool>, StoreError> {
+    async fn seen(&self, keys: &[&str], owner: &str) -> Result<Vec<bool>, StoreError> {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
         let mut pipe = redis::pipe();
         for k in keys {
-            pipe.exists(key::seen_key(&self.opts.key_prefix, k));
+            pipe.get(key::seen_key(&self.opts.key_prefix, k));
         }
         let mut conn = self.conn.clone();
-        self.bounded(pipe.query_async::<Vec<bool>>(&mut conn)).await
+        let owners = self.bounded(pipe.query_async::<Vec<Option<String>>>(&mut conn)).await?;
+        Ok(owners.iter().map(|who| who.as_deref().is_some_and(|w| w != owner)).collect())
     }
 
-    async fn remember(&self, keys: &[&str], ttl: Duration) -> Result<Vec<bool>, StoreError> {
+    async fn claim(
+        &self,
+        keys: &[&str],
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<Vec<bool>, StoreError> {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
         let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
         let mut pipe = redis::pipe();
         for k in keys {
-            // One claim per key: of two instances, exactly one gets OK.
-            pipe.cmd("SET")
-                .arg(key::seen_key(&self.opts.key_prefix, k))
+            // One script run per key (each key is its own hash tag, so this also holds on a
+            // cluster): of two instances claiming one key at once, exactly one gets 1.
+            pipe.cmd("EVAL")
+                .arg(CLAIM_SCRIPT)
                 .arg(1)
-                .arg("NX")
-                .arg("PX")
+                .arg(key::seen_key(&self.opts.key_prefix, k))
+                .arg(owner)
                 .arg(ttl_ms);
         }
         let mut conn = self.conn.clone();
-        let answers = self.bounded(pipe.query_async::<Vec<Option<String>>>(&mut conn)).await?;
-        Ok(answers.iter().map(Option::is_some).collect())
+        let answers = self.bounded(pipe.query_async::<Vec<i64>>(&mut conn)).await?;
+        Ok(answers.iter().map(|&a| a == 1).collect())
+    }
+
+    async fn release(&self, keys: &[&str], owner: &str) -> Result<(), StoreError> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let mut pipe = redis::pipe();
+        for k in keys {
+            pipe.cmd("EVAL")
+                .arg(RELEASE_SCRIPT)
+                .arg(1)
+                .arg(key::seen_key(&self.opts.key_prefix, k))
+                .arg(owner)
+                .ignore();
+        }
+        let mut conn = self.conn.clone();
+        self.bounded(pipe.query_async::<()>(&mut conn)).await
     }
 }
+
+/// Claims `KEYS[1]` for the owner `ARGV[1]` for `ARGV[2]` ms unless another owner holds it.
+const CLAIM_SCRIPT: &str = "local v = redis.call('GET', KEYS[1]) \
+if (not v) or v == ARGV[1] then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end \
+return 0";
+
+/// Deletes `KEYS[1]` if the owner `ARGV[1]` holds it.
+const RELEASE_SCRIPT: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then \
+return redis.call('DEL', KEYS[1]) end return 0";
 
 impl Store for RedisStore {
     async fn check(

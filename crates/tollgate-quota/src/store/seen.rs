@@ -2,17 +2,25 @@
 //! expiry, beside the counters, so every instance on one store shares one view of what was
 //! already let through.
 //!
+//! A key is *claimed* by an owner (the gateway's item id) before the item is metered, kept if
+//! the item is admitted and *released* if it is not: so a held or rejected transaction is not
+//! yet "seen", and of two instances admitting copies of one transaction at once only one
+//! holds the claim.
+//!
 //! Invariants:
-//! - **Remember is a claim.** [`Seen::remember`] answers, per key, whether this call stored it
-//!   (`true`) or found it already remembered and unexpired (`false`). On Redis this is one
-//!   `SET NX PX` per key, so of two instances remembering the same key at once exactly one
-//!   gets `true`; the memory store decides under one lock, the embedded one in one redb write
-//!   transaction.
-//! - **Remembered means durable** on the embedded store: `remember` returns after its redb
+//! - **A claim has one owner.** [`Seen::claim`] answers, per key, whether the key is now
+//!   `owner`'s: it was free or expired (then it is stored), or `owner` already held it (then its
+//!   expiry is renewed). Another owner's unexpired key is never taken. On Redis each key is one
+//!   script run (atomic), the memory store decides under one lock, the embedded one in one redb
+//!   write transaction. Claiming again under the same owner is harmless, so an item that
+//!   crashed between its claim and its commit claims its keys again after the restart.
+//! - **Release frees only the owner's keys** ([`Seen::release`]), so a late release can never
+//!   free a key another item has claimed since.
+//! - **Remembered means durable** on the embedded store: `claim` returns after its redb
 //!   transaction commits (no write-behind), so a restart right after still knows the key.
 //! - **Bounded by the window.** An expired key is never reported as seen; the memory store
 //!   drops expired keys when it grows past twice its size at the last prune, the embedded store
-//!   in [`Seen::remember`] calls once a minute at most, and Redis by its own expiry.
+//!   in [`Seen::claim`] calls once a minute at most, and Redis by its own expiry.
 //! - A failure is an error, never "not seen" and never "seen": the caller decides (the gateway
 //!   follows `store_unavailable`).
 
@@ -23,21 +31,40 @@ use std::time::Duration;
 
 use super::StoreError;
 
-/// Remembers keys until an expiry; see the module invariants.
+/// Remembers keys for their owners until an expiry; see the module invariants.
 pub trait Seen: Send + Sync + 'static {
-    /// For each key, whether it is remembered and not expired.
-    fn seen(&self, keys: &[&str]) -> impl Future<Output = Result<Vec<bool>, StoreError>> + Send;
-
-    /// Remembers each key for `ttl` unless it already is; `true` where this call stored it.
-    fn remember(
+    /// For each key, whether an owner other than `owner` holds it unexpired: a read, so a
+    /// copy is found without a write.
+    fn seen(
         &self,
         keys: &[&str],
+        owner: &str,
+    ) -> impl Future<Output = Result<Vec<bool>, StoreError>> + Send;
+
+    /// Claims each key for `owner` for `ttl`; `true` where the key is now `owner`'s, `false`
+    /// where another owner holds it unexpired.
+    fn claim(
+        &self,
+        keys: &[&str],
+        owner: &str,
         ttl: Duration,
     ) -> impl Future<Output = Result<Vec<bool>, StoreError>> + Send;
+
+    /// Forgets the keys `owner` holds; keys of other owners are left as they are.
+    fn release(
+        &self,
+        keys: &[&str],
+        owner: &str,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
 }
 
-/// Keys in memory with their expiry (Unix ms): the memory store's, and the shape of the
-/// embedded store's table.
+/// The end of a claim made at `now_ms` for `ttl`.
+pub(crate) fn expiry(now_ms: i64, ttl: Duration) -> i64 {
+    now_ms.saturating_add(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// Keys in memory with their expiry (Unix ms) and owner: the memory store's, and the shape of
+/// the embedded store's table.
 #[derive(Debug, Default)]
 pub(crate) struct SeenMap {
     inner: Mutex<SeenInner>,
@@ -45,7 +72,7 @@ pub(crate) struct SeenMap {
 
 #[derive(Debug, Default)]
 struct SeenInner {
-    keys: HashMap<Box<str>, i64>,
+    keys: HashMap<Box<str>, (i64, Box<str>)>,
     /// Size after the last prune; the next prune runs at twice this.
     pruned_at: usize,
 }
@@ -56,32 +83,52 @@ impl SeenMap {
     }
 
     /// See [`Seen::seen`], at `now_ms`.
-    pub(crate) fn seen(&self, keys: &[&str], now_ms: i64) -> Vec<bool> {
+    pub(crate) fn seen(&self, keys: &[&str], owner: &str, now_ms: i64) -> Vec<bool> {
         let inner = self.lock();
-        keys.iter().map(|k| inner.keys.get(*k).is_some_and(|&until| until > now_ms)).collect()
+        keys.iter()
+            .map(|k| {
+                inner.keys.get(*k).is_some_and(|(until, who)| *until > now_ms && **who != *owner)
+            })
+            .collect()
     }
 
-    /// See [`Seen::remember`], at `now_ms`.
-    pub(crate) fn remember(&self, keys: &[&str], ttl: Duration, now_ms: i64) -> Vec<bool> {
-        let until = now_ms.saturating_add(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX));
+    /// See [`Seen::claim`], at `now_ms`.
+    pub(crate) fn claim(
+        &self,
+        keys: &[&str],
+        owner: &str,
+        ttl: Duration,
+        now_ms: i64,
+    ) -> Vec<bool> {
+        let until = expiry(now_ms, ttl);
         let mut inner = self.lock();
         if inner.keys.len() >= (inner.pruned_at * 2).max(1024) {
-            inner.keys.retain(|_, until| *until > now_ms);
+            inner.keys.retain(|_, (until, _)| *until > now_ms);
             inner.pruned_at = inner.keys.len();
         }
         keys.iter()
             .map(|k| match inner.keys.get_mut(*k) {
-                Some(old) if *old > now_ms => false,
-                Some(old) => {
-                    *old = until;
+                Some((old, who)) if *old > now_ms && **who != *owner => false,
+                Some(entry) => {
+                    *entry = (until, owner.into());
                     true
                 }
                 None => {
-                    inner.keys.insert((*k).into(), until);
+                    inner.keys.insert((*k).into(), (until, owner.into()));
                     true
                 }
             })
             .collect()
+    }
+
+    /// See [`Seen::release`].
+    pub(crate) fn release(&self, keys: &[&str], owner: &str) {
+        let mut inner = self.lock();
+        for k in keys {
+            if inner.keys.get(*k).is_some_and(|(_, who)| **who == *owner) {
+                inner.keys.remove(*k);
+            }
+        }
     }
 
     /// How many keys are held (expired ones included until the next prune).
@@ -99,12 +146,18 @@ mod tests {
     fn a_key_is_claimed_once_until_it_expires() {
         let m = SeenMap::default();
         let ttl = Duration::from_secs(10);
-        assert_eq!(m.seen(&["a", "b"], 0), [false, false]);
-        assert_eq!(m.remember(&["a"], ttl, 0), [true]);
-        assert_eq!(m.remember(&["a", "b"], ttl, 1), [false, true]);
-        assert_eq!(m.seen(&["a", "b", "c"], 9_999), [true, true, false]);
-        assert_eq!(m.seen(&["a"], 10_000), [false], "expired at the ttl");
-        assert_eq!(m.remember(&["a"], ttl, 10_000), [true], "claimed again once expired");
+        assert_eq!(m.seen(&["a", "b"], "x", 0), [false, false]);
+        assert_eq!(m.claim(&["a"], "x", ttl, 0), [true]);
+        assert_eq!(m.claim(&["a", "b"], "y", ttl, 1), [false, true]);
+        assert_eq!(m.claim(&["a"], "x", ttl, 2), [true], "the owner claims again");
+        assert_eq!(m.seen(&["a", "b", "c"], "z", 9_999), [true, true, false]);
+        assert_eq!(m.seen(&["a", "b"], "x", 9_999), [false, true], "x's own key is not a copy");
+        assert_eq!(m.seen(&["a"], "z", 10_002), [false], "expired at the ttl");
+        assert_eq!(m.claim(&["a"], "y", ttl, 10_002), [true], "claimed again once expired");
+        m.release(&["a", "b"], "x");
+        assert_eq!(m.seen(&["a", "b"], "z", 10_003), [true, false], "a is y's; b expired");
+        m.release(&["a", "b"], "y");
+        assert_eq!(m.seen(&["a", "b"], "z", 10_003), [false, false]);
     }
 
     #[test]
@@ -112,7 +165,7 @@ mod tests {
         let m = SeenMap::default();
         let keys: Vec<String> = (0..5000).map(|i| format!("k{i}")).collect();
         for (i, k) in keys.iter().enumerate() {
-            m.remember(&[k], Duration::from_millis(1), i as i64);
+            m.claim(&[k], "o", Duration::from_millis(1), i as i64);
         }
         assert!(m.len() < 2100, "{} keys held, most of them expired", m.len());
     }

@@ -1,19 +1,21 @@
-//! The embedded store's keys seen: a `seen` table (key → expiry in Unix ms) in the counters
-//! file, written in its own transaction per call (never behind), so a key remembered before a
-//! crash is still known after it. Expired rows are dropped by a `remember` at most once a
-//! minute.
+//! The embedded store's keys seen: a `seen` table (key → expiry in Unix ms and owner) in the
+//! counters file, written in its own transaction per call (never behind), so a key claimed
+//! before a crash is still known after it. Expired rows are dropped by a `claim` at most once
+//! a minute.
 
 use super::*;
-use crate::store::seen::Seen;
+use crate::store::seen::{Seen, expiry};
 
-const SEEN: TableDefinition<'static, &str, i64> = TableDefinition::new("seen");
-/// How often (ms) a `remember` also drops expired rows.
+/// Key → (expiry in Unix ms, owner).
+const SEEN: TableDefinition<'static, &str, (i64, &str)> = TableDefinition::new("seen");
+/// How often (ms) a `claim` also drops expired rows.
 const PRUNE_EVERY_MS: i64 = 60_000;
 
 impl Seen for EmbeddedStore {
-    async fn seen(&self, keys: &[&str]) -> Result<Vec<bool>, StoreError> {
+    async fn seen(&self, keys: &[&str], owner: &str) -> Result<Vec<bool>, StoreError> {
         let shared = Arc::clone(&self.shared);
         let keys: Vec<String> = keys.iter().map(|k| (*k).to_owned()).collect();
+        let owner = owner.to_owned();
         let now = shared.clock.now().as_millisecond();
         run(move || {
             shared.with_db(|db| {
@@ -26,18 +28,29 @@ impl Seen for EmbeddedStore {
                     Err(e) => return Err(e.into()),
                 };
                 keys.iter()
-                    .map(|k| Ok(table.get(k.as_str())?.is_some_and(|until| until.value() > now)))
+                    .map(|k| {
+                        Ok(table.get(k.as_str())?.is_some_and(|v| {
+                            let (until, who) = v.value();
+                            until > now && who != owner
+                        }))
+                    })
                     .collect()
             })
         })
         .await
     }
 
-    async fn remember(&self, keys: &[&str], ttl: Duration) -> Result<Vec<bool>, StoreError> {
+    async fn claim(
+        &self,
+        keys: &[&str],
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<Vec<bool>, StoreError> {
         let shared = Arc::clone(&self.shared);
         let keys: Vec<String> = keys.iter().map(|k| (*k).to_owned()).collect();
+        let owner = owner.to_owned();
         let now = shared.clock.now().as_millisecond();
-        let until = now.saturating_add(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX));
+        let until = expiry(now, ttl);
         run(move || {
             shared.with_db(|db| {
                 let txn = db.begin_write()?;
@@ -45,21 +58,47 @@ impl Seen for EmbeddedStore {
                     let mut table = txn.open_table(SEEN)?;
                     let last = shared.seen_pruned_at.load(Ordering::Relaxed);
                     if now - last >= PRUNE_EVERY_MS {
-                        table.retain(|_, until| until > now)?;
+                        table.retain(|_, (until, _)| until > now)?;
                         shared.seen_pruned_at.store(now, Ordering::Relaxed);
                     }
                     let mut claimed = Vec::with_capacity(keys.len());
                     for k in &keys {
-                        let live = table.get(k.as_str())?.is_some_and(|u| u.value() > now);
-                        if !live {
-                            table.insert(k.as_str(), until)?;
+                        let taken = table.get(k.as_str())?.is_some_and(|v| {
+                            let (until, who) = v.value();
+                            until > now && who != owner
+                        });
+                        if !taken {
+                            table.insert(k.as_str(), (until, owner.as_str()))?;
                         }
-                        claimed.push(!live);
+                        claimed.push(!taken);
                     }
                     claimed
                 };
                 txn.commit()?;
                 Ok(claimed)
+            })
+        })
+        .await
+    }
+
+    async fn release(&self, keys: &[&str], owner: &str) -> Result<(), StoreError> {
+        let shared = Arc::clone(&self.shared);
+        let keys: Vec<String> = keys.iter().map(|k| (*k).to_owned()).collect();
+        let owner = owner.to_owned();
+        run(move || {
+            shared.with_db(|db| {
+                let txn = db.begin_write()?;
+                {
+                    let mut table = txn.open_table(SEEN)?;
+                    for k in &keys {
+                        let mine = table.get(k.as_str())?.is_some_and(|v| v.value().1 == owner);
+                        if mine {
+                            table.remove(k.as_str())?;
+                        }
+                    }
+                }
+                txn.commit()?;
+                Ok(())
             })
         })
         .await
