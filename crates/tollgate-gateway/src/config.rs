@@ -207,7 +207,7 @@ pub struct RouteConfig {
     pub max_concurrency: NonZeroUsize,
     /// What counts as a duplicate on this route: a resent interchange (the default), or also
     /// each resent transaction, whatever envelope it comes in.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "fields::dedup")]
     pub dedup: Dedup,
     /// This route's dedup window in days (≥ 1); the gateway's `dedup_days` when absent.
     #[serde(default, deserialize_with = "fields::route_dedup_days")]
@@ -215,8 +215,7 @@ pub struct RouteConfig {
 }
 
 /// What a route treats as a duplicate (`[[gateway.route]] dedup`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Dedup {
     /// An interchange whose (sender, receiver, control number) was received within the window.
     #[default]
@@ -225,6 +224,17 @@ pub enum Dedup {
     /// same partner sent as the same document type, and that was admitted, within the
     /// window: copies are removed before metering.
     Transaction,
+}
+
+impl FromStr for Dedup {
+    type Err = &'static str;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "interchange" => Ok(Self::Interchange),
+            "transaction" => Ok(Self::Transaction),
+            _ => Err("expected \"interchange\" or \"transaction\""),
+        }
+    }
 }
 
 /// Defaults; those kept with a position have an empty span (they are not in the file).

@@ -39,13 +39,13 @@ mod taken;
 mod telemetry;
 mod upload;
 
-/// The internals the `prepare` bench drives (the per-file preparation of the pipeline); not
-/// part of the API.
+/// The internals the benches drive (the per-file preparation of the pipeline, the store key
+/// of a transaction fingerprint); not part of the API.
 #[doc(hidden)]
 pub mod bench {
     pub use crate::delivery::Deliverer;
     pub use crate::meter::Meter;
-    pub use crate::pipeline::Parts;
+    pub use crate::pipeline::{Parts, fingerprint_key};
     pub use crate::receipt::{parse, prepare};
     pub use crate::spool::{FileRecord, Spool};
 }

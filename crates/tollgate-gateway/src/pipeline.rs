@@ -51,6 +51,7 @@ mod receiving;
 use fair_queue::FairQueue;
 
 pub use admin::row;
+pub use duplicates::fingerprint_key;
 
 /// How often the hold queue is looked at when nothing else wakes the pipeline.
 const IDLE_TICK: Duration = Duration::from_millis(250);

@@ -44,9 +44,11 @@ fn delivered(dir: &Path) -> Vec<u32> {
             continue;
         }
         let text = std::fs::read_to_string(e.path()).unwrap();
-        got.extend(text.split('~').filter_map(|s| s.trim().strip_prefix("B10*REF")).map(|r| {
-            r.split('*').next().unwrap().parse::<u32>().unwrap()
-        }));
+        got.extend(
+            text.split('~')
+                .filter_map(|s| s.trim().strip_prefix("B10*REF"))
+                .map(|r| r.split('*').next().unwrap().parse::<u32>().unwrap()),
+        );
     }
     got.sort_unstable();
     got

@@ -12,6 +12,9 @@ pub fn poll_ms<'de, D: Deserializer<'de>>(d: D) -> Result<NonZeroU64, D::Error> 
 pub fn dedup_days<'de, D: Deserializer<'de>>(d: D) -> Result<NonZeroU32, D::Error> {
     key::bounded(d, "dedup_days", 1, u64::from(u32::MAX), "must be at least 1")
 }
+pub fn dedup<'de, D: Deserializer<'de>>(d: D) -> Result<Dedup, D::Error> {
+    key::parsed(d, "dedup")
+}
 pub fn route_dedup_days<'de, D: Deserializer<'de>>(d: D) -> Result<Option<NonZeroU32>, D::Error> {
     dedup_days(d).map(Some)
 }

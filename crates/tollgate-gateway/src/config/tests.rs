@@ -179,3 +179,24 @@ fn a_name_too_long_for_the_default_template_is_blamed() {
     let e = refused(&ROUTE.replace("ShipmentStatus", &long));
     assert!(e.starts_with("t.toml:3:16: ") && e.contains("gateway.route[0].name"), "{e}");
 }
+
+#[test]
+fn a_route_chooses_what_a_duplicate_is_and_for_how_long() {
+    let p = parse(ROUTE).unwrap().plan().unwrap();
+    let r = p.route_for("214").unwrap();
+    assert_eq!((r.dedup, r.dedup_window), (Dedup::Interchange, Duration::from_secs(30 * 86_400)));
+    assert!(!r.weighing().fingerprints);
+    let text = format!("dedup_days = 2\n{ROUTE}dedup = \"transaction\"\ndedup_days = 90\n");
+    let p = parse(&text).unwrap().plan().unwrap();
+    let r = p.route_for("214").unwrap();
+    assert_eq!((r.dedup, r.dedup_window), (Dedup::Transaction, Duration::from_secs(90 * 86_400)));
+    assert!(r.weighing().fingerprints && r.weighing().layout);
+    assert_eq!(p.dedup, Duration::from_secs(2 * 86_400));
+    assert_eq!(p.longest_dedup(), Duration::from_secs(90 * 86_400), "spool keys kept as long");
+
+    let bad = format!("{ROUTE}dedup = \"message\"\n");
+    let e = refused(&bad);
+    assert!(e.starts_with("t.toml:9:") && e.contains("dedup = \"message\": expected"), "{e}");
+    let e = refused(&format!("{ROUTE}dedup_days = 0\n"));
+    assert!(e.starts_with("t.toml:9:") && e.contains("dedup_days = 0"), "{e}");
+}

@@ -43,14 +43,18 @@ pub(super) enum Copies {
 /// The store key of a transaction fingerprint: partner and document type, then the
 /// fingerprint. The partner's length comes first, so no two (partner, document) pairs give
 /// one prefix.
-fn key(partner: &str, document: &str, fingerprint: &str) -> String {
+pub fn fingerprint_key(partner: &str, document: &str, fingerprint: &str) -> String {
     format!("tx:{}:{partner}{document}:{fingerprint}", partner.len())
 }
 
 /// The fingerprint keys of an item's transactions, in order (none without fingerprints).
 fn keys_of(item: &Item) -> Vec<String> {
     let Some(layout) = &item.layout else { return Vec::new() };
-    layout.fingerprints.iter().map(|fp| key(&item.partner, &item.document, fp)).collect()
+    layout
+        .fingerprints
+        .iter()
+        .map(|fp| fingerprint_key(&item.partner, &item.document, fp))
+        .collect()
 }
 
 /// `[1, 4, 5]` as `"2, 5, 6"` (transactions are numbered from 1 for people).
@@ -293,8 +297,8 @@ mod tests {
 
     #[test]
     fn keys_separate_partner_from_document() {
-        assert_ne!(key("ab", "c", "f"), key("a", "bc", "f"));
-        assert_eq!(key("acme", "214", "00ff"), "tx:4:acme214:00ff");
+        assert_ne!(fingerprint_key("ab", "c", "f"), fingerprint_key("a", "bc", "f"));
+        assert_eq!(fingerprint_key("acme", "214", "00ff"), "tx:4:acme214:00ff");
         assert_eq!(numbered(&[0, 3, 4]), "1, 4, 5");
     }
 }
