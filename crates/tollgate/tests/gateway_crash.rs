@@ -70,12 +70,8 @@ fn delivered_controls(out: &Path) -> BTreeSet<u32> {
     set
 }
 
-fn wait_until(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(25));
-    }
+fn wait_until(what: &str, secs: u64, f: impl FnMut() -> bool) {
+    common::wait_until(what, Duration::from_secs(secs), f);
 }
 
 #[test]

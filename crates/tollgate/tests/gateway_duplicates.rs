@@ -6,7 +6,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{RedisServer, Server, Status214, gateway_toml};
 
@@ -62,12 +62,9 @@ fn count(server: &Server, state: &str) -> usize {
     items.as_array().map_or(0, Vec::len)
 }
 
-fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(25));
-    }
+/// Polls until `f` holds (30 s at most).
+fn wait_until(what: &str, f: impl FnMut() -> bool) {
+    common::wait_until(what, Duration::from_secs(30), f);
 }
 
 #[test]

@@ -427,19 +427,9 @@ impl Seen for RedisStore {
             return Ok(Vec::new());
         }
         let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
-        let mut pipe = redis::pipe();
-        for k in keys {
-            // One script run per key (each key is its own hash tag, so this also holds on a
-            // cluster): of two instances claiming one key at once, exactly one gets 1.
-            pipe.cmd("EVAL")
-                .arg(CLAIM_SCRIPT)
-                .arg(1)
-                .arg(key::seen_key(&self.opts.key_prefix, k))
-                .arg(owner)
-                .arg(ttl_ms);
-        }
-        let mut conn = self.conn.clone();
-        let answers = self.bounded(pipe.query_async::<Vec<i64>>(&mut conn)).await?;
+        // One script run per key (each key is its own hash tag, so this also holds on a
+        // cluster): of two instances claiming one key at once, exactly one gets 1.
+        let answers = self.each_key(CLAIM_SCRIPT, keys, owner, Some(ttl_ms)).await?;
         Ok(answers.iter().map(|&a| a == 1).collect())
     }
 
@@ -447,17 +437,30 @@ impl Seen for RedisStore {
         if keys.is_empty() {
             return Ok(());
         }
+        self.each_key(RELEASE_SCRIPT, keys, owner, None).await.map(drop)
+    }
+}
+
+impl RedisStore {
+    /// Runs `script` once per key (as `KEYS[1]`, with `ARGV` the owner and `extra`), pipelined
+    /// in one round trip; the scripts' integer answers in key order.
+    async fn each_key(
+        &self,
+        script: &str,
+        keys: &[&str],
+        owner: &str,
+        extra: Option<u64>,
+    ) -> Result<Vec<i64>, StoreError> {
         let mut pipe = redis::pipe();
         for k in keys {
-            pipe.cmd("EVAL")
-                .arg(RELEASE_SCRIPT)
-                .arg(1)
-                .arg(key::seen_key(&self.opts.key_prefix, k))
-                .arg(owner)
-                .ignore();
+            let call = pipe.cmd("EVAL").arg(script).arg(1);
+            call.arg(key::seen_key(&self.opts.key_prefix, k)).arg(owner);
+            if let Some(x) = extra {
+                call.arg(x);
+            }
         }
         let mut conn = self.conn.clone();
-        self.bounded(pipe.query_async::<()>(&mut conn)).await
+        self.bounded(pipe.query_async::<Vec<i64>>(&mut conn)).await
     }
 }
 

@@ -175,3 +175,12 @@ deliver = "dir:{out}"
         out = out.display()
     )
 }
+
+/// Polls `f` every 25 ms until it holds; fails naming `what` after `limit`.
+pub fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
