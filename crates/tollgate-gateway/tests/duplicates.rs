@@ -238,3 +238,48 @@ async fn a_store_outage_never_makes_a_duplicate() {
         gw.gateway.shutdown().await;
     }
 }
+
+/// An EDIFACT IFTSTA interchange from RAILCO with UNB 0020 `control` and one message per
+/// consignment in `consignments`, UNH 0062 counting from `unh`.
+fn iftsta(control: u32, unh: u32, consignments: &[u32]) -> Vec<u8> {
+    let mut s = format!("UNA:+.? 'UNB+UNOA:3+RAILCO:ZZZ+ERP:ZZZ+240101:1200+{control}'\n");
+    for (i, c) in consignments.iter().enumerate() {
+        let r = unh + i as u32;
+        s.push_str(&format!("UNH+{r}+IFTSTA:D:01B:UN'\nBGM+23+CN{c}+9'\nSTS+1+21'\nUNT+4+{r}'\n"));
+    }
+    s.push_str(&format!("UNZ+{}+{control}'\n", consignments.len()));
+    s.into_bytes()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn edifact_messages_resent_under_new_references_are_removed_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let (inbound, out) = (dir.path().join("in"), dir.path().join("out"));
+    let cfg = transaction_config(&inbound, &out, 100, "", "");
+    let cfg = cfg.replace(
+        "[[route]]",
+        "[[partner]]\nname = \"RailCo\"\nids = [\"ZZZ:RAILCO\"]\n\n[[route]]",
+    );
+    let data = dir.path().join("data");
+    let gw = Running::start(&cfg, &data, embedded(&dir.path().join("c.redb"))).await;
+    assert_eq!(gw.upload(iftsta(41, 1, &[1, 2])).await.0, 202);
+    settle(&gw, "delivered", 1).await;
+    // Messages 1 and 3 of this one were sent before (other UNH 0062, other UNB 0020).
+    assert_eq!(gw.upload(iftsta(42, 70, &[1, 3, 2])).await.0, 202);
+    settle(&gw, "duplicate", 1).await;
+    settle(&gw, "delivered", 2).await;
+    let dup = &gw.queue("duplicate").await[0];
+    assert!(dup["reason"].as_str().unwrap().contains("transactions 1, 3 of 3"), "{dup}");
+    let copies = String::from_utf8(spooled_bytes(&data, dup)).unwrap();
+    assert!(!tollgate_edi::parse(copies.as_bytes()).has_errors(), "{copies}");
+    assert_eq!(copies.matches("UNH+").count(), 2, "{copies}");
+    let files = files_in(&out);
+    let rebuilt = files
+        .iter()
+        .map(|f| String::from_utf8_lossy(f).into_owned())
+        .find(|f| f.contains("CN3"))
+        .unwrap();
+    assert!(!tollgate_edi::parse(rebuilt.as_bytes()).has_errors(), "{rebuilt}");
+    assert_eq!(rebuilt.matches("UNH+").count(), 1, "{rebuilt}");
+    gw.gateway.shutdown().await;
+}
