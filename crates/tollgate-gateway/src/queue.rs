@@ -1,7 +1,9 @@
 //! The hold queue's admin API, behind the server's [`AdminGuard`].
 //!
 //! - `GET /v1/queue?state=received|admitted|held|dead|rejected|duplicate|delivered` (all when
-//!   omitted)
+//!   omitted), a page at a time in id (arrival) order: `limit` items (1 to 1,000, default 100),
+//!   after the item `cursor`; the body stays an array, and a `Link: <…>; rel="next"` header
+//!   names the next page when there is one
 //! - `POST /v1/queue/{id}/retry` re-meters now (held or dead items)
 //! - `POST /v1/queue/{id}/release` delivers without metering
 //! - `DELETE /v1/queue/{id}` purges the item and its spooled bytes
@@ -32,11 +34,43 @@ pub struct QueueApi {
     pub events: mpsc::UnboundedSender<Event>,
 }
 
-/// `?state=`.
+/// `?state=&limit=&cursor=`.
 #[derive(Debug, Deserialize)]
 pub struct ListQuery {
     /// A state name.
     pub state: Option<String>,
+    /// Items per page, 1 to [`MAX_PAGE`] ([`DEFAULT_PAGE`] when absent).
+    pub limit: Option<String>,
+    /// The id of the last item of the previous page.
+    pub cursor: Option<String>,
+}
+
+/// Items per page when `limit` is absent.
+pub const DEFAULT_PAGE: usize = 100;
+/// The most items one page holds.
+pub const MAX_PAGE: usize = 1000;
+
+/// A refused query parameter: 400, naming it and the value received.
+fn invalid(parameter: &str, value: &str, why: String) -> Response {
+    Problem::new(StatusCode::BAD_REQUEST, "invalid-query", "Invalid query")
+        .detail(why)
+        .with("invalid_parameter", parameter)
+        .with("value", value)
+        .into_response()
+}
+
+/// Percent-encodes a query value (keeps unreserved characters).
+fn encode(value: &str) -> String {
+    value
+        .bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                char::from(b).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
 }
 
 /// `GET /v1/queue`.
@@ -51,17 +85,31 @@ pub async fn list(
     let state = match q.state.as_deref().filter(|s| !s.is_empty()).map(str::parse::<ItemState>) {
         None => None,
         Some(Ok(s)) => Some(s),
-        Some(Err(msg)) => {
-            return Problem::new(StatusCode::BAD_REQUEST, "invalid-query", "Invalid query")
-                .detail(msg)
-                .with("invalid_parameter", "state")
-                .with("value", q.state.unwrap_or_default())
-                .into_response();
-        }
+        Some(Err(msg)) => return invalid("state", q.state.as_deref().unwrap_or_default(), msg),
+    };
+    let limit = match q.limit.as_deref() {
+        None => DEFAULT_PAGE,
+        Some(text) => match text.parse::<usize>() {
+            Ok(n) if (1..=MAX_PAGE).contains(&n) => n,
+            _ => {
+                let why = format!("limit must be a whole number from 1 to {MAX_PAGE}");
+                return invalid("limit", text, why);
+            }
+        },
     };
     let spool = api.spool.clone();
-    match tokio::task::spawn_blocking(move || spool.items(state)).await {
-        Ok(Ok(items)) => Json(items.iter().map(row).collect::<Vec<_>>()).into_response(),
+    let cursor = q.cursor.clone().filter(|c| !c.is_empty());
+    let page = tokio::task::spawn_blocking(move || spool.page(state, cursor.as_deref(), limit));
+    match page.await {
+        Ok(Ok((items, next))) => {
+            let body = Json(items.iter().map(row).collect::<Vec<_>>());
+            let Some(next) = next else { return body.into_response() };
+            let state = q.state.as_deref().filter(|s| !s.is_empty());
+            let state = state.map(|s| format!("state={}&", encode(s))).unwrap_or_default();
+            let link =
+                format!("</v1/queue?{state}limit={limit}&cursor={}>; rel=\"next\"", encode(&next));
+            ([(axum::http::header::LINK, link)], body).into_response()
+        }
         Ok(Err(e)) => unavailable(e.to_string()),
         Err(e) => unavailable(e.to_string()),
     }

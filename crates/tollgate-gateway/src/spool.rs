@@ -318,6 +318,35 @@ impl Spool {
         Ok(out)
     }
 
+    /// One page of items (in `state`, or all), in id order after the id `after`: at most
+    /// `limit`, and the id to continue after when more follow. Reads rows only up to the
+    /// page's end (plus one to know whether more follow).
+    pub fn page(
+        &self,
+        state: Option<State>,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<(Vec<Item>, Option<String>), SpoolError> {
+        use std::ops::Bound;
+        let tx = self.db.begin_read().map_err(db_err)?;
+        let t = tx.open_table(ITEMS).map_err(db_err)?;
+        let from = after.map_or(Bound::Unbounded, Bound::Excluded);
+        let mut out = Vec::new();
+        for row in t.range::<&str>((from, Bound::Unbounded)).map_err(db_err)? {
+            let (k, v) = row.map_err(db_err)?;
+            let item = decode_item(k.value(), v.value())?;
+            if state.is_some_and(|s| s != item.state) {
+                continue;
+            }
+            if out.len() == limit {
+                let next = out.last().map(|i: &Item| i.id.clone());
+                return Ok((out, next));
+            }
+            out.push(item);
+        }
+        Ok((out, None))
+    }
+
     /// One item by id.
     pub fn item(&self, id: &str) -> Result<Option<Item>, SpoolError> {
         let tx = self.db.begin_read().map_err(db_err)?;

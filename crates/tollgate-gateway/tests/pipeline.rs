@@ -403,3 +403,54 @@ deliver = "dir:{out}"
     assert_eq!(delivered[0]["weight"], sts);
     gw.gateway.shutdown().await;
 }
+
+#[tokio::test]
+async fn the_queue_is_listed_a_page_at_a_time_with_a_next_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let cfg =
+        config("", &format!("dir:{}", out.display()), 100, "").replace("inbound = [\"\"]", "");
+    let gw = Running::start(&cfg, &dir.path().join("data"), memory_store()).await;
+    // 250 interchanges of a document without a route: 250 rejected items in one file.
+    let file: Vec<u8> = (0..250)
+        .flat_map(|i| x12_doc("CARRIERA", 100 + i, "810").into_iter().chain(*b"\n"))
+        .collect();
+    assert_eq!(gw.upload(file).await.0, 202);
+    gw.wait_for("rejected", 250).await;
+
+    let mut seen = Vec::new();
+    let mut next = Some("/v1/queue?state=rejected".to_owned());
+    let mut pages = Vec::new();
+    while let Some(path) = next.take() {
+        let r = gw.client.get(gw.url(&path)).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        next = r.headers().get("link").map(|l| {
+            let l = l.to_str().unwrap();
+            assert!(l.ends_with(">; rel=\"next\""), "{l}");
+            l[1..l.find('>').unwrap()].to_owned()
+        });
+        let rows: Vec<serde_json::Value> = r.json().await.unwrap();
+        pages.push(rows.len());
+        seen.extend(rows.into_iter().map(|r| r["id"].as_str().unwrap().to_owned()));
+    }
+    assert_eq!(pages, [100, 100, 50], "100 by default, the rest on later pages");
+    let mut unique = seen.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), 250, "every item once");
+    assert_eq!(seen, unique, "in id order");
+
+    let r = gw.client.get(gw.url("/v1/queue?limit=1000")).send().await.unwrap();
+    assert!(r.headers().get("link").is_none());
+    assert_eq!(r.json::<Vec<serde_json::Value>>().await.unwrap().len(), 250);
+    for bad in ["0", "1001", "ten", "-1"] {
+        let r = gw.client.get(gw.url(&format!("/v1/queue?limit={bad}"))).send().await.unwrap();
+        assert_eq!(r.status(), 400, "limit={bad}");
+        let p: serde_json::Value = r.json().await.unwrap();
+        assert_eq!(
+            (p["invalid_parameter"].as_str(), p["value"].as_str()),
+            (Some("limit"), Some(bad))
+        );
+    }
+    gw.gateway.shutdown().await;
+}

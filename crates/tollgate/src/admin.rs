@@ -26,6 +26,33 @@ impl AdminTarget {
     /// Sends `method path_and_query` and returns the answer's body; a refusal (non-2xx) becomes
     /// an error with the status and the problem's title and detail.
     pub async fn send(&self, method: Method, path_and_query: &str) -> anyhow::Result<String> {
+        self.send_page(method, path_and_query).await.map(|(body, _)| body)
+    }
+
+    /// `GET path_and_query` and every next page its `Link: <…>; rel="next"` headers name, the
+    /// JSON arrays joined into one (at most `MAX_PAGES` pages).
+    pub async fn get_all(&self, path_and_query: &str) -> anyhow::Result<Vec<Value>> {
+        const MAX_PAGES: usize = 10_000;
+        let mut all = Vec::new();
+        let mut next = Some(path_and_query.to_owned());
+        for _ in 0..MAX_PAGES {
+            let Some(path) = next.take() else { break };
+            let (body, link) = self.send_page(Method::GET, &path).await?;
+            match serde_json::from_str::<Value>(&body) {
+                Ok(Value::Array(rows)) => all.extend(rows),
+                _ => bail!("unexpected answer: {body}"),
+            }
+            next = link;
+        }
+        Ok(all)
+    }
+
+    /// One request: the body, and the path of the next page when a `Link` header names one.
+    async fn send_page(
+        &self,
+        method: Method,
+        path_and_query: &str,
+    ) -> anyhow::Result<(String, Option<String>)> {
         let base = self.url.trim_end_matches('/');
         let client = reqwest::Client::builder()
             .no_proxy()
@@ -38,12 +65,24 @@ impl AdminTarget {
         }
         let resp = req.send().await.with_context(|| format!("cannot reach {base}"))?;
         let status = resp.status();
+        let next =
+            resp.headers().get(reqwest::header::LINK).and_then(|v| next_link(v.to_str().ok()?));
         let text = resp.text().await.with_context(|| format!("reading the answer of {base}"))?;
         if !status.is_success() {
             bail!("{status}: {}", problem_summary(&text));
         }
-        Ok(text)
+        Ok((text, next))
     }
+}
+
+/// The target of the `rel="next"` link of a `Link` header, when it is a path on this server.
+fn next_link(header: &str) -> Option<String> {
+    header.split(',').find_map(|link| {
+        let (target, params) = link.trim().split_once(';')?;
+        let target = target.trim().strip_prefix('<')?.strip_suffix('>')?;
+        let next = params.split(';').any(|p| p.trim() == "rel=\"next\"");
+        (next && target.starts_with('/')).then(|| target.to_owned())
+    })
 }
 
 /// "title: detail" of a problem+json body, or the body itself when it is not one.
@@ -99,6 +138,15 @@ mod tests {
     fn ids_are_encoded_for_a_path_segment() {
         assert_eq!(encode_segment("ShipmentStatus:Carrier-1"), "ShipmentStatus:Carrier-1");
         assert_eq!(encode_segment("a/b?c#d%"), "a%2Fb%3Fc%23d%25");
+    }
+
+    #[test]
+    fn the_next_page_is_read_from_a_link_header() {
+        let h = r#"</v1/queue?limit=2&cursor=a-1>; rel="next""#;
+        assert_eq!(next_link(h).as_deref(), Some("/v1/queue?limit=2&cursor=a-1"));
+        assert_eq!(next_link(r#"</x>; rel="prev", </y>; rel="next""#).as_deref(), Some("/y"));
+        assert_eq!(next_link(r#"<http://elsewhere/x>; rel="next""#), None);
+        assert_eq!(next_link("garbage"), None);
     }
 
     #[test]

@@ -76,16 +76,17 @@ async fn call(args: &QueueArgs) -> anyhow::Result<String> {
         }
         Action::Purge { id } => (Method::DELETE, format!("/v1/queue/{}", encode_segment(id))),
     };
+    if let Action::List { json, .. } = &args.action {
+        // Every page, following the server's `Link: rel="next"` headers.
+        let rows = args.target.get_all(&path).await?;
+        return Ok(if *json { Value::Array(rows).to_string() } else { table(&rows) });
+    }
     let text = args.target.send(method, &path).await?;
     let parse = |text: &str| -> anyhow::Result<Value> {
         serde_json::from_str(text).map_err(|e| anyhow::anyhow!("unexpected answer ({e}): {text}"))
     };
     match &args.action {
-        Action::List { json: true, .. } => Ok(text),
-        Action::List { .. } => match parse(&text)? {
-            Value::Array(rows) => Ok(table(&rows)),
-            other => anyhow::bail!("unexpected answer: {other}"),
-        },
+        Action::List { .. } => Ok(text),
         Action::Purge { id } => Ok(format!("purged {id}")),
         Action::Retry { .. } | Action::Release { .. } => Ok(table(&[parse(&text)?])),
     }

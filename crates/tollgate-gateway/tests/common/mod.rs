@@ -166,11 +166,20 @@ impl Running {
         (status, r.json().await.unwrap_or(serde_json::Value::Null))
     }
 
+    /// Every item in `state`, following the pages' `Link: rel="next"` headers.
     pub async fn queue(&self, state: &str) -> Vec<serde_json::Value> {
-        let r =
-            self.client.get(self.url(&format!("/v1/queue?state={state}"))).send().await.unwrap();
-        assert_eq!(r.status(), 200);
-        r.json().await.unwrap()
+        let mut all = Vec::new();
+        let mut next = Some(format!("/v1/queue?state={state}&limit=1000"));
+        while let Some(path) = next.take() {
+            let r = self.client.get(self.url(&path)).send().await.unwrap();
+            assert_eq!(r.status(), 200);
+            next = r.headers().get("link").map(|l| {
+                let l = l.to_str().unwrap();
+                l[1..l.find('>').unwrap()].to_owned()
+            });
+            all.extend(r.json::<Vec<serde_json::Value>>().await.unwrap());
+        }
+        all
     }
 
     /// Polls the queue until `n` items are in `state` (or fails after 10 s).
