@@ -12,6 +12,7 @@ mod config;
 mod counters;
 mod edi;
 mod fd_limit;
+mod logging;
 mod queue;
 mod serve;
 
@@ -43,7 +44,10 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging();
+    if !matches!(cli.command, Command::Serve(_)) {
+        // `serve` installs its own once the config file has chosen the format.
+        logging::init(logging::LogFormat::Text);
+    }
     match cli.command {
         Command::Serve(args) => serve::run(args),
         Command::Check(args) => check::run(args),
@@ -51,12 +55,4 @@ fn main() -> ExitCode {
         Command::Edi(args) => edi::run(args),
         Command::Queue(args) => queue::run(args),
     }
-}
-
-/// Logs go to stderr (stdout carries answers and the `listening on` line); `RUST_LOG` filters.
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ =
-        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
 }

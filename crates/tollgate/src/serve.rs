@@ -23,6 +23,7 @@ use tollgate_server::policy::{Policies, PolicySet};
 use tollgate_server::{AppState, router};
 
 use crate::config::{ConfigFile, StoreKind, StoreSection, embedded_file};
+use crate::logging::LogFormat;
 
 /// The address used when neither a flag nor the file gives one.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
@@ -51,6 +52,9 @@ pub struct ServeArgs {
     /// (the gateway's spooled files then go to `<data>/orphaned/`).
     #[arg(long)]
     move_aside_corrupt: bool,
+    /// Log records as `text` lines or one `json` object per line [default: text].
+    #[arg(long, value_name = "FORMAT", value_parser = LogFormat::from_str)]
+    log_format: Option<LogFormat>,
 }
 
 impl ServeArgs {
@@ -70,6 +74,9 @@ impl ServeArgs {
         }
         if self.data.is_some() {
             keys.push("data");
+        }
+        if self.log_format.is_some() {
+            keys.push("log_format");
         }
         keys
     }
@@ -123,6 +130,7 @@ pub fn run(args: ServeArgs) -> ExitCode {
         },
         None => ConfigFile::default(),
     };
+    crate::logging::init(args.log_format.or(file.server.log_format).unwrap_or_default());
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
@@ -305,6 +313,7 @@ mod tests {
             data: None,
             store: store.map(|s| s.parse().unwrap()),
             move_aside_corrupt: false,
+            log_format: None,
         }
     }
 

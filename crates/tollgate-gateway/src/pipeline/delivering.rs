@@ -95,7 +95,14 @@ impl Pipeline {
                 let wait = backoff(item.attempts);
                 item.next_attempt_at =
                     Some(now_ms() + i64::try_from(wait.as_millis()).unwrap_or(i64::MAX / 2));
-                tracing::warn!(item = id, attempts = item.attempts, %reason, "delivery failed; retrying");
+                tracing::warn!(
+                    item = id,
+                    partner = %item.partner,
+                    metering_id = item.metering_id.as_ref().map(MeteringId::as_str),
+                    attempts = item.attempts,
+                    %reason,
+                    "delivery failed; retrying"
+                );
                 item.reason = Some(reason);
                 batch.put(item);
                 batch.dispatch.push(id.to_owned());
