@@ -121,6 +121,7 @@ impl Gateway {
         options: SpoolOptions,
     ) -> Result<Gateway, GatewayError> {
         let plan = config.plan()?;
+        telemetry::register(&plan);
         inbound::ensure_dirs(&plan.inbound)
             .map_err(|(path, source)| GatewayError::Inbound { path, source })?;
         std::fs::create_dir_all(data_dir).map_err(|e| spool::SpoolError::Io {

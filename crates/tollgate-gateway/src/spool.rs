@@ -33,6 +33,7 @@ use serde::{Deserialize, Serialize};
 use crate::item::{Item, State, now_ms};
 pub use crate::statedb::SpoolOptions;
 use crate::statedb::{self, ORPHANED};
+use crate::telemetry::SpoolUsage;
 
 const FILES: TableDefinition<'static, &str, &[u8]> = TableDefinition::new("files");
 const ITEMS: TableDefinition<'static, &str, &[u8]> = TableDefinition::new("items");
@@ -138,6 +139,8 @@ pub struct Spool {
     dir: PathBuf,
     db: Database,
     seq: AtomicU64,
+    /// Counted at open, then changed by every method that writes or deletes a spool file.
+    usage: SpoolUsage,
 }
 
 impl Spool {
@@ -170,8 +173,9 @@ impl Spool {
             }
             Ok(())
         })?;
-        let spool = Spool { dir, db, seq: AtomicU64::new(0) };
+        let spool = Spool { dir, db, seq: AtomicU64::new(0), usage: SpoolUsage::default() };
         spool.sort_unreferenced(&data_dir.join(ORPHANED))?;
+        spool.usage.count(&spool.dir);
         Ok(spool)
     }
 
@@ -260,6 +264,7 @@ impl Spool {
             f.write_all(bytes).map_err(io_err(&path))?;
         }
         f.sync_all().map_err(io_err(&path))?;
+        self.usage.add(offset);
         sync_dir(&self.dir)?;
         let mut tx = self.db.begin_write().map_err(db_err)?;
         tx.set_durability(Durability::Immediate).map_err(db_err)?;
@@ -278,6 +283,7 @@ impl Spool {
     pub fn store_part(&self, bytes: &[u8]) -> Result<String, SpoolError> {
         let id = self.new_file_id();
         write_synced(&self.path(&id), bytes)?;
+        self.usage.add(bytes.len() as u64);
         sync_dir(&self.dir)?;
         Ok(id)
     }
@@ -405,7 +411,11 @@ impl Spool {
 
     /// Deletes a spool file whose items are all delivered or purged (see the module invariants).
     pub fn remove_file(&self, file: &str) {
-        let _ = fs::remove_file(self.path(file));
+        let path = self.path(file);
+        let len = fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        if fs::remove_file(&path).is_ok() {
+            self.usage.remove(len);
+        }
     }
 }
 

@@ -78,6 +78,9 @@ impl Pipeline {
             return; // changed by an operator meanwhile
         }
         item.attempts += 1;
+        if !matches!(attempt, Attempt::Done) {
+            telemetry::count(Counter::DeliveryError, item, &self.parts.plan);
+        }
         match attempt {
             Attempt::Done => {
                 let Some(mut item) = self.live.remove(id) else { return };
