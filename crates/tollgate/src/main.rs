@@ -13,6 +13,7 @@ mod counters;
 mod edi;
 mod fd_limit;
 mod logging;
+mod notify;
 mod queue;
 mod serve;
 

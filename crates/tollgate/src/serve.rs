@@ -2,7 +2,8 @@
 //!
 //! Start-up: read the config file (exit 2 with `FILE:LINE:COL: message` when it is bad),
 //! resolve each setting (flag, then file, then default), open the store, bind, and print
-//! `listening on http://ADDR` once requests can be served. SIGTERM or SIGINT stop accepting,
+//! `listening on http://ADDR` once requests can be served (and `READY=1` to systemd, see
+//! `crate::notify`). SIGTERM or SIGINT stop accepting,
 //! let in-flight requests finish, then flush the store, so a graceful stop loses nothing.
 
 use std::net::SocketAddr;
@@ -223,9 +224,14 @@ async fn serve(args: ServeArgs, file: ConfigFile) -> anyhow::Result<()> {
     println!("listening on http://{addr}");
     use std::io::Write;
     let _ = std::io::stdout().flush();
+    crate::notify::ready();
 
     let mut limits = file.server.limits();
     limits.max_connections = crate::fd_limit::fit_connections(limits.max_connections);
+    let shutdown = async {
+        shutdown.await;
+        crate::notify::stopping();
+    };
     tollgate_server::serve_with(listener, app, shutdown, limits).await.context("serving HTTP")?;
 
     if let Some(gw) = gateway {
