@@ -35,6 +35,9 @@ pub use crate::statedb::SpoolOptions;
 use crate::statedb::{self, ORPHANED};
 use crate::telemetry::SpoolUsage;
 
+mod backup;
+pub use backup::BackupReport;
+
 const FILES: TableDefinition<'static, &str, &[u8]> = TableDefinition::new("files");
 const ITEMS: TableDefinition<'static, &str, &[u8]> = TableDefinition::new("items");
 const DEDUP: TableDefinition<'static, &str, i64> = TableDefinition::new("dedup");
@@ -141,6 +144,8 @@ pub struct Spool {
     seq: AtomicU64,
     /// Counted at open, then changed by every method that writes or deletes a spool file.
     usage: SpoolUsage,
+    /// `Some` while a backup runs: spool files to delete wait in it (see `backup`).
+    deferred: std::sync::Mutex<Option<Vec<String>>>,
 }
 
 impl Spool {
@@ -173,7 +178,13 @@ impl Spool {
             }
             Ok(())
         })?;
-        let spool = Spool { dir, db, seq: AtomicU64::new(0), usage: SpoolUsage::default() };
+        let spool = Spool {
+            dir,
+            db,
+            seq: AtomicU64::new(0),
+            usage: SpoolUsage::default(),
+            deferred: Default::default(),
+        };
         spool.sort_unreferenced(&data_dir.join(ORPHANED))?;
         spool.usage.count(&spool.dir);
         Ok(spool)
@@ -407,15 +418,6 @@ impl Spool {
             source: io::Error::new(e.kind(), format!("range {start}..{end}: {e}")),
         })?;
         Ok(buf)
-    }
-
-    /// Deletes a spool file whose items are all delivered or purged (see the module invariants).
-    pub fn remove_file(&self, file: &str) {
-        let path = self.path(file);
-        let len = fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-        if fs::remove_file(&path).is_ok() {
-            self.usage.remove(len);
-        }
     }
 }
 

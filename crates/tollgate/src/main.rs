@@ -2,11 +2,12 @@
 //!
 //! Each subcommand lives in its own module: `serve` runs the service, `check` asks it one
 //! question, `counters` administers live counters, `edi` and `queue` work on EDI files and the
-//! gateway's hold queue. Usage errors exit with code 2 (clap's convention).
+//! gateway's hold queue, `backup` has a running service copy its data directory. Usage errors exit with code 2 (clap's convention).
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 mod admin;
+mod backup;
 mod check;
 mod config;
 mod counters;
@@ -41,6 +42,8 @@ enum Command {
     Edi(edi::EdiArgs),
     /// List, retry, release or purge the gateway's held and dead interchanges.
     Queue(queue::QueueArgs),
+    /// Have a running service write a consistent copy of its data directory.
+    Backup(backup::BackupArgs),
 }
 
 fn main() -> ExitCode {
@@ -55,5 +58,6 @@ fn main() -> ExitCode {
         Command::Counters(args) => counters::run(args),
         Command::Edi(args) => edi::run(args),
         Command::Queue(args) => queue::run(args),
+        Command::Backup(args) => backup::run(args),
     }
 }

@@ -187,6 +187,8 @@ async fn serve(args: ServeArgs, file: ConfigFile) -> anyhow::Result<()> {
         );
     }
     let mut app = router(state.clone());
+    let mut backup =
+        crate::backup::BackupApi { store: Arc::clone(&store), gateway: None, guard: admin.clone() };
 
     // The EDI gateway, when configured: same store, same admin guard, routes merged.
     let gateway = match file.gateway.clone() {
@@ -214,10 +216,14 @@ async fn serve(args: ServeArgs, file: ConfigFile) -> anyhow::Result<()> {
             .with_clients(clients);
             state.add_readiness_check("gateway_quota", Arc::new(gw.quota_readiness()));
             app = app.merge(gw.router());
+            backup.gateway = Some(gw.backup());
             Some(gw)
         }
         None => None,
     };
+
+    app =
+        app.route("/v1/admin/backup", axum::routing::post(crate::backup::route).with_state(backup));
 
     let shutdown = shutdown_signal()?;
     tracing::info!(%addr, store = store.kind(), "tollgate serving");

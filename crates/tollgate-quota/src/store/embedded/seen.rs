@@ -6,7 +6,7 @@
 use super::*;
 use crate::store::seen::Seen;
 
-const SEEN: TableDefinition<'static, &str, i64> = TableDefinition::new("seen");
+pub(super) const SEEN: TableDefinition<'static, &str, i64> = TableDefinition::new("seen");
 /// How often (ms) a `remember` also drops expired rows.
 const PRUNE_EVERY_MS: i64 = 60_000;
 
