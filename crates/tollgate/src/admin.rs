@@ -26,10 +26,20 @@ impl AdminTarget {
     /// Sends `method path_and_query` and returns the answer's body; a refusal (non-2xx) becomes
     /// an error with the status and the problem's title and detail.
     pub async fn send(&self, method: Method, path_and_query: &str) -> anyhow::Result<String> {
+        self.send_within(method, path_and_query, Duration::from_secs(30)).await
+    }
+
+    /// [`AdminTarget::send`] waiting up to `timeout` for the answer.
+    pub async fn send_within(
+        &self,
+        method: Method,
+        path_and_query: &str,
+        timeout: Duration,
+    ) -> anyhow::Result<String> {
         let base = self.url.trim_end_matches('/');
         let client = reqwest::Client::builder()
             .no_proxy()
-            .timeout(Duration::from_secs(30))
+            .timeout(timeout)
             .build()
             .context("building the HTTP client")?;
         let mut req = client.request(method, format!("{base}{path_and_query}"));

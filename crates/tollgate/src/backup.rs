@@ -25,6 +25,9 @@ use tollgate_server::problem::Problem;
 use crate::admin::{self, AdminTarget, encode_segment};
 use crate::config::embedded_file;
 
+/// How long `tollgate backup` waits for the server to finish writing.
+const BACKUP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3600);
+
 /// Arguments of `tollgate backup`.
 #[derive(Debug, clap::Args)]
 pub struct BackupArgs {
@@ -44,7 +47,8 @@ async fn backup(args: BackupArgs) -> anyhow::Result<()> {
     let to = std::path::absolute(&args.to)
         .map_err(|e| anyhow::anyhow!("--to {}: {e}", args.to.display()))?;
     let path = format!("/v1/admin/backup?to={}", encode_segment(&to.to_string_lossy()));
-    let text = args.target.send(Method::POST, &path).await?;
+    // Copying a large spool takes a while: wait longer than for other admin calls.
+    let text = args.target.send_within(Method::POST, &path, BACKUP_TIMEOUT).await?;
     let body: Value = serde_json::from_str(&text)
         .map_err(|e| anyhow::anyhow!("unexpected answer ({e}): {text}"))?;
     println!("{}", serde_json::to_string_pretty(&body).unwrap_or(text));

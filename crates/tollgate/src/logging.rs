@@ -5,7 +5,19 @@
 //!
 //! Invariant: **no ANSI escape codes unless stderr is a terminal** (and `NO_COLOR` is unset),
 //! so files, pipes and journald get plain text. `RUST_LOG` filters in both formats (default
-//! `info`).
+//! `info`; e.g. `RUST_LOG=info,tollgate_gateway=debug`).
+//!
+//! What each level carries (the rule every `tracing` call follows):
+//! - `error`: something failed that an operator must fix or know about: a commit of counters
+//!   or of the spool failed, a refused policy file, a file the parser failed on, the quota
+//!   service refusing the gateway's requests, a corrupt state file moved aside, a failed backup.
+//! - `warn`: degraded, retried on its own, or lost work waiting for an operator: a delivery
+//!   failed (retrying), an item went dead, the quota service is unavailable or its breaker
+//!   opened, the store could not decide, orphaned spool files, no admin token off loopback.
+//! - `info`: the life cycle and rare events: serving (address, store), gateway started and
+//!   stopped, signals, policies reloaded, counter resets, an outage's end, backups.
+//! - `debug`: routine detail: connection errors and the connection cap, dedup pruning, Redis
+//!   fallbacks decided locally.
 
 use std::io::IsTerminal;
 use std::str::FromStr;
