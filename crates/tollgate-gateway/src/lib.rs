@@ -62,6 +62,7 @@ use tollgate_server::admin::AdminGuard;
 use tollgate_server::client::ClientKeys;
 
 pub use config::{ConfigError, Dedup, GatewayConfig, OnQuotaUnavailable, Plan, QuotaMode, Target};
+pub use spool::BackupReport;
 pub use statedb::SpoolOptions;
 
 /// The gateway could not start.
@@ -121,6 +122,7 @@ impl Gateway {
         options: SpoolOptions,
     ) -> Result<Gateway, GatewayError> {
         let plan = config.plan()?;
+        telemetry::register(&plan);
         inbound::ensure_dirs(&plan.inbound)
             .map_err(|(path, source)| GatewayError::Inbound { path, source })?;
         std::fs::create_dir_all(data_dir).map_err(|e| spool::SpoolError::Io {
@@ -240,6 +242,11 @@ impl Gateway {
             .route("/v1/queue/{id}", delete(queue::purge).with_state(api))
     }
 
+    /// A handle that copies the spool while the gateway runs (`tollgate backup`).
+    pub fn backup(&self) -> SpoolBackup {
+        SpoolBackup { spool: self.spool.clone() }
+    }
+
     /// Stops intake and the pipeline. Admitted items not yet delivered stay admitted on disk
     /// and are delivered after the next start.
     pub async fn shutdown(self) {
@@ -248,5 +255,22 @@ impl Gateway {
             let _ = t.await;
         }
         tracing::info!("gateway stopped");
+    }
+}
+
+/// Copies the gateway's spool while it runs: its state database as one snapshot and the spool
+/// files that state needs (see `spool::backup` for why the copy is consistent).
+#[derive(Clone)]
+pub struct SpoolBackup {
+    spool: Arc<spool::Spool>,
+}
+
+impl SpoolBackup {
+    /// Writes `dir/gateway.redb` and `dir/spool/` into the existing directory `dir`.
+    pub async fn write_to(&self, dir: &Path) -> Result<BackupReport, GatewayError> {
+        let spool = self.spool.clone();
+        let dir = dir.to_path_buf();
+        let done = tokio::task::spawn_blocking(move || spool.backup_to(&dir)).await;
+        Ok(done.map_err(|e| spool::SpoolError::Db(format!("backup task failed: {e}")))??)
     }
 }

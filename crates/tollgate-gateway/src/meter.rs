@@ -134,13 +134,16 @@ impl Meter {
             // The service answered: not an outage (a probe through the breaker succeeded).
             metrics::counter!("tollgate_gateway_quota_misconfigured_total").increment(1);
             self.set_misconfigured(Some(reason));
-            self.breaker.success();
+            if self.breaker.success() {
+                crate::telemetry::breaker_open(false);
+            }
             return verdict;
         }
         if let Verdict::Unavailable { reason } = &verdict {
             metrics::counter!("tollgate_gateway_quota_errors_total").increment(1);
             if self.breaker.failure() {
                 metrics::counter!("tollgate_gateway_breaker_opened_total").increment(1);
+                crate::telemetry::breaker_open(true);
                 tracing::warn!("quota service circuit breaker opened");
             }
             if !self.outage.swap(true, Ordering::Relaxed) {
@@ -148,7 +151,9 @@ impl Meter {
             }
         } else {
             self.set_misconfigured(None);
-            self.breaker.success();
+            if self.breaker.success() {
+                crate::telemetry::breaker_open(false);
+            }
             if self.outage.swap(false, Ordering::Relaxed) {
                 tracing::info!("quota service answers again");
             }

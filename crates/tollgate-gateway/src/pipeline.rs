@@ -394,7 +394,13 @@ impl Pipeline {
         if let Some(m) = &item.metering_id {
             self.held.remove(m, id);
         }
-        tracing::warn!(item = id, %reason, "dead");
+        tracing::warn!(
+            item = id,
+            partner = %item.partner,
+            metering_id = item.metering_id.as_ref().map(MeteringId::as_str),
+            %reason,
+            "dead"
+        );
         item.state = State::Dead;
         // The layout is kept: an operator's retry may meter (and split) it again.
         item.next_attempt_at = None;

@@ -33,6 +33,10 @@ use serde::{Deserialize, Serialize};
 use crate::item::{Item, State, now_ms};
 pub use crate::statedb::SpoolOptions;
 use crate::statedb::{self, ORPHANED};
+use crate::telemetry::SpoolUsage;
+
+mod backup;
+pub use backup::BackupReport;
 
 const FILES: TableDefinition<'static, &str, &[u8]> = TableDefinition::new("files");
 const ITEMS: TableDefinition<'static, &str, &[u8]> = TableDefinition::new("items");
@@ -139,6 +143,10 @@ pub struct Spool {
     db: Database,
     seq: AtomicU64,
     instance: u64,
+    /// Counted at open, then changed by every method that writes or deletes a spool file.
+    usage: SpoolUsage,
+    /// `Some` while a backup runs: spool files to delete wait in it (see `backup`).
+    deferred: std::sync::Mutex<Option<Vec<String>>>,
 }
 
 impl Spool {
@@ -172,8 +180,16 @@ impl Spool {
             Ok(())
         })?;
         let instance = instance_of(&db)?;
-        let spool = Spool { dir, db, seq: AtomicU64::new(0), instance };
+        let spool = Spool {
+            dir,
+            db,
+            seq: AtomicU64::new(0),
+            instance,
+            usage: SpoolUsage::default(),
+            deferred: Default::default(),
+        };
         spool.sort_unreferenced(&data_dir.join(ORPHANED))?;
+        spool.usage.count(&spool.dir);
         Ok(spool)
     }
 
@@ -269,6 +285,7 @@ impl Spool {
             f.write_all(bytes).map_err(io_err(&path))?;
         }
         f.sync_all().map_err(io_err(&path))?;
+        self.usage.add(offset);
         sync_dir(&self.dir)?;
         let mut tx = self.db.begin_write().map_err(db_err)?;
         tx.set_durability(Durability::Immediate).map_err(db_err)?;
@@ -287,6 +304,7 @@ impl Spool {
     pub fn store_part(&self, bytes: &[u8]) -> Result<String, SpoolError> {
         let id = self.new_file_id();
         write_synced(&self.path(&id), bytes)?;
+        self.usage.add(bytes.len() as u64);
         sync_dir(&self.dir)?;
         Ok(id)
     }
@@ -440,11 +458,6 @@ impl Spool {
         })?;
         Ok(buf)
     }
-
-    /// Deletes a spool file whose items are all delivered or purged (see the module invariants).
-    pub fn remove_file(&self, file: &str) {
-        let _ = fs::remove_file(self.path(file));
-    }
 }
 
 /// The instance id kept in `meta`, made (random) on first use.
@@ -489,63 +502,4 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<(), SpoolError> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn item(id: &str, file: &str, state: State) -> Item {
-        Item {
-            id: id.into(),
-            state,
-            spool_file: file.into(),
-            start: 0,
-            end: 3,
-            partner: "P".into(),
-            sender: "ZZ:A".into(),
-            receiver: "ZZ:B".into(),
-            control_number: "1".into(),
-            document: "214".into(),
-            route: None,
-            metering_id: None,
-            weight: 1,
-            received_at: now_ms(),
-            next_attempt_at: None,
-            attempts: 0,
-            reason: None,
-            layout: None,
-        }
-    }
-
-    #[test]
-    fn receive_commit_and_reopen() {
-        let dir = tempfile::tempdir().unwrap();
-        let spool = Spool::open(dir.path(), SpoolOptions::default()).unwrap();
-        let recs = spool.receive(&[(b"abc", "x".into()), (b"def", "y".into())]).unwrap();
-        assert_eq!(spool.pending_files().unwrap().len(), 2);
-        assert_eq!(recs[0].spool, recs[1].spool, "one spool file per batch");
-        assert_eq!((recs[1].start, recs[1].end), (3, 6));
-        assert_eq!(spool.read(&recs[1].spool, 4, 6).unwrap(), b"ef");
-        assert!(spool.read(&recs[1].spool, 4, 9).is_err());
-        let change = Change {
-            remove_files: vec![recs[0].id.clone()],
-            put: vec![item(&recs[0].id, &recs[0].spool, State::Held)],
-            dedup: vec![("k".into(), 5)],
-            ..Change::default()
-        };
-        spool.commit(&change).unwrap();
-        drop(spool);
-        // An orphan spool file (written, never recorded) is kept aside on open, not deleted.
-        fs::write(dir.path().join("spool/orphan.edi"), b"zz").unwrap();
-        let spool = Spool::open(dir.path(), SpoolOptions::default()).unwrap();
-        assert!(!dir.path().join("spool/orphan.edi").exists());
-        assert_eq!(fs::read(dir.path().join("orphaned/orphan.edi")).unwrap(), b"zz");
-        assert_eq!(spool.pending_files().unwrap().len(), 1);
-        assert_eq!(spool.items(Some(State::Held)).unwrap().len(), 1);
-        assert_eq!(spool.items(Some(State::Dead)).unwrap().len(), 0);
-        assert_eq!(spool.seen_since("k", 0).unwrap(), Some(5));
-        assert_eq!(spool.seen_since("k", 6).unwrap(), None);
-        assert_eq!(spool.next_control_number().unwrap(), 1);
-        assert_eq!(spool.next_control_number().unwrap(), 2);
-        assert_eq!(spool.prune(10).unwrap(), 1);
-        assert_eq!(spool.seen_since("k", 0).unwrap(), None);
-    }
-}
+mod tests;

@@ -2,16 +2,23 @@
 //!
 //! Counters: `tollgate_gateway_{received,delivered,held,duplicates,rejected,dead,fail_open}_total`
 //! (interchanges), `tollgate_gateway_duplicate_transactions_total` (resent transactions removed
-//! on `dedup = "transaction"` routes) and `tollgate_gateway_dedup_skipped_total` (items metered
-//! without that dedup while the fingerprint store was unavailable);
+//! on `dedup = "transaction"` routes), `tollgate_gateway_dedup_skipped_total` (items metered
+//! without that dedup while the fingerprint store was unavailable) and
+//! `tollgate_gateway_delivery_errors_total` (failed delivery attempts, retried or not);
 //! histogram `tollgate_gateway_delivery_latency_seconds` (receive to delivery); gauges
-//! `tollgate_gateway_queue_depth{state}` and `tollgate_gateway_held{partner,route}`.
+//! `tollgate_gateway_queue_depth{state}`, `tollgate_gateway_held{partner,route}`,
+//! `tollgate_gateway_breaker_open` (1 while the quota breaker is open or probing) and
+//! `tollgate_gateway_spool_files` / `tollgate_gateway_spool_bytes` (the spool directory).
+//!
+//! Every counter exists from start-up for each configured partner and route (at zero, see
+//! [`register`]), so `rate()` and `increase()` in alerts see a series before its first event.
 //!
 //! Invariant: **label values come from the config, never from a file.** `partner` is a name
 //! from `[[gateway.partner]]` or `unknown` (every sender not listed there, and input with no
 //! sender); `route` is a name from `[[gateway.route]]` or empty. So the number of series is
 //! bounded by the config, whatever senders, document types or garbage arrive.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::config::Plan;
@@ -41,6 +48,24 @@ pub enum Counter {
     DuplicateTransactions,
     /// Metered without removing resent transactions: the fingerprint store was unavailable.
     DedupSkipped,
+    /// A delivery attempt failed (retried later, or dead-lettered).
+    DeliveryError,
+}
+
+impl Counter {
+    /// Every counter, for [`register`].
+    const ALL: [Self; 10] = [
+        Self::Received,
+        Self::Delivered,
+        Self::Held,
+        Self::Duplicate,
+        Self::Rejected,
+        Self::Dead,
+        Self::FailOpen,
+        Self::DuplicateTransactions,
+        Self::DedupSkipped,
+        Self::DeliveryError,
+    ];
 }
 
 impl Counter {
@@ -55,6 +80,7 @@ impl Counter {
             Self::FailOpen => "tollgate_gateway_fail_open_total",
             Self::DuplicateTransactions => "tollgate_gateway_duplicate_transactions_total",
             Self::DedupSkipped => "tollgate_gateway_dedup_skipped_total",
+            Self::DeliveryError => "tollgate_gateway_delivery_errors_total",
         }
     }
 }
@@ -119,4 +145,84 @@ pub fn held_depth(plan: &Plan, item: &Item, depth: usize) {
     }
     metrics::gauge!("tollgate_gateway_held", "partner" => labels.partner, "route" => labels.route)
         .set(depth as f64);
+}
+
+/// Creates every per-partner, per-route counter at zero (each configured partner, plus
+/// `unknown`, with each configured route), the quota call counters, the queue depth gauges and
+/// the breaker gauge.
+pub fn register(plan: &Plan) {
+    let mut partners: Vec<String> = plan.partners.values().cloned().collect();
+    partners.push(UNKNOWN_PARTNER.to_owned());
+    partners.sort();
+    partners.dedup();
+    for partner in &partners {
+        for route in &plan.routes {
+            for c in Counter::ALL {
+                metrics::counter!(c.name(), "partner" => partner.clone(), "route" => route.name.clone())
+                    .increment(0);
+            }
+        }
+    }
+    for name in [
+        "tollgate_gateway_quota_errors_total",
+        "tollgate_gateway_quota_misconfigured_total",
+        "tollgate_gateway_breaker_opened_total",
+    ] {
+        metrics::counter!(name).increment(0);
+    }
+    for state in ["received", "held", "admitted"] {
+        queue_depth(state, 0);
+    }
+    breaker_open(false);
+}
+
+/// Sets the breaker gauge: 1 while the breaker in front of the quota service refuses calls.
+pub fn breaker_open(open: bool) {
+    metrics::gauge!("tollgate_gateway_breaker_open").set(if open { 1.0 } else { 0.0 });
+}
+
+/// Spool files on disk and their bytes, published as `tollgate_gateway_spool_files` and
+/// `tollgate_gateway_spool_bytes` on every change.
+#[derive(Debug, Default)]
+pub struct SpoolUsage {
+    files: AtomicU64,
+    bytes: AtomicU64,
+}
+
+impl SpoolUsage {
+    /// One spool file of `bytes` written.
+    pub fn add(&self, bytes: u64) {
+        self.files.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+        self.publish();
+    }
+
+    /// One spool file of `bytes` deleted.
+    pub fn remove(&self, bytes: u64) {
+        let sub = |n: u64| move |v: u64| Some(v.saturating_sub(n));
+        let _ = self.files.fetch_update(Ordering::Relaxed, Ordering::Relaxed, sub(1));
+        let _ = self.bytes.fetch_update(Ordering::Relaxed, Ordering::Relaxed, sub(bytes));
+        self.publish();
+    }
+
+    /// Counts the files already in `dir` (at open) and publishes the totals.
+    pub fn count(&self, dir: &std::path::Path) {
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            if let Ok(meta) = entry.metadata()
+                && meta.is_file()
+            {
+                self.files.fetch_add(1, Ordering::Relaxed);
+                self.bytes.fetch_add(meta.len(), Ordering::Relaxed);
+            }
+        }
+        self.publish();
+    }
+
+    /// Sets the gauges to the current totals.
+    pub fn publish(&self) {
+        let files = self.files.load(Ordering::Relaxed);
+        let bytes = self.bytes.load(Ordering::Relaxed);
+        metrics::gauge!("tollgate_gateway_spool_files").set(files as f64);
+        metrics::gauge!("tollgate_gateway_spool_bytes").set(bytes as f64);
+    }
 }

@@ -10,6 +10,7 @@ pub mod embedded;
 pub mod memory;
 pub mod redis;
 pub mod seen;
+pub mod snapshot;
 
 use std::future::Future;
 

@@ -204,9 +204,11 @@ pub async fn render(State(state): State<AppState>) -> Response {
     }
     let degraded = matches!(state.store().health(), tollgate_quota::StoreHealth::Degraded(_));
     metrics::gauge!(STORE_DEGRADED).set(if degraded { 1.0 } else { 0.0 });
-    // Make sure the policy counters exist even before the first reload.
+    // Make sure the policy metrics exist even before the first reload (adding zero keeps the
+    // value: a refused file stays visible).
     metrics::counter!(POLICY_RELOAD_ERRORS).increment(0);
     metrics::counter!(POLICY_RELOADS).increment(0);
+    metrics::gauge!(POLICY_ERROR).increment(0.0);
     let body = state.metrics().render();
     ([(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body).into_response()
 }

@@ -26,7 +26,17 @@ impl AdminTarget {
     /// Sends `method path_and_query` and returns the answer's body; a refusal (non-2xx) becomes
     /// an error with the status and the problem's title and detail.
     pub async fn send(&self, method: Method, path_and_query: &str) -> anyhow::Result<String> {
-        self.send_page(method, path_and_query).await.map(|(body, _)| body)
+        self.send_within(method, path_and_query, Duration::from_secs(30)).await
+    }
+
+    /// [`AdminTarget::send`] waiting up to `timeout` for the answer.
+    pub async fn send_within(
+        &self,
+        method: Method,
+        path_and_query: &str,
+        timeout: Duration,
+    ) -> anyhow::Result<String> {
+        self.send_page(method, path_and_query, timeout).await.map(|(body, _)| body)
     }
 
     /// `GET path_and_query` and every next page its `Link: <…>; rel="next"` headers name, the
@@ -37,7 +47,7 @@ impl AdminTarget {
         let mut next = Some(path_and_query.to_owned());
         for _ in 0..MAX_PAGES {
             let Some(path) = next.take() else { break };
-            let (body, link) = self.send_page(Method::GET, &path).await?;
+            let (body, link) = self.send_page(Method::GET, &path, Duration::from_secs(30)).await?;
             match serde_json::from_str::<Value>(&body) {
                 Ok(Value::Array(rows)) => all.extend(rows),
                 _ => bail!("unexpected answer: {body}"),
@@ -52,11 +62,12 @@ impl AdminTarget {
         &self,
         method: Method,
         path_and_query: &str,
+        timeout: Duration,
     ) -> anyhow::Result<(String, Option<String>)> {
         let base = self.url.trim_end_matches('/');
         let client = reqwest::Client::builder()
             .no_proxy()
-            .timeout(Duration::from_secs(30))
+            .timeout(timeout)
             .build()
             .context("building the HTTP client")?;
         let mut req = client.request(method, format!("{base}{path_and_query}"));

@@ -24,6 +24,8 @@ use tollgate_server::config::{ClientKey, ConfigError, PolicyRule, key};
 use tollgate_server::policy::PolicySet;
 use tollgate_server::reload::{FileCheck, FileValidator};
 
+use crate::logging::LogFormat;
+
 /// The whole config file.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -62,6 +64,9 @@ pub struct ServerSection {
     /// Connections served at once (≥ 1; default 4096).
     #[serde(deserialize_with = "fields::max_connections")]
     pub max_connections: Option<NonZeroUsize>,
+    /// `log_format`: `text` (default) or `json` (`--log-format` overrides it).
+    #[serde(deserialize_with = "fields::log_format")]
+    pub log_format: Option<LogFormat>,
 }
 
 impl ServerSection {
@@ -260,6 +265,9 @@ mod fields {
     ) -> Result<Option<NonZeroUsize>, D::Error> {
         key::at_least_one(d, "max_connections").map(Some)
     }
+    pub fn log_format<'de, D: Deserializer<'de>>(d: D) -> Result<Option<LogFormat>, D::Error> {
+        key::parsed(d, "log_format").map(Some)
+    }
     pub fn kind<'de, D: Deserializer<'de>>(d: D) -> Result<Option<KindName>, D::Error> {
         key::parsed(d, "kind").map(Some)
     }
@@ -328,6 +336,7 @@ impl ConfigFile {
             ("header_timeout_ms", a.header_timeout != b.header_timeout),
             ("body_timeout_ms", a.body_timeout != b.body_timeout),
             ("max_connections", a.max_connections != b.max_connections),
+            ("log_format", a.log_format != b.log_format),
         ];
         let mut changes: Vec<String> = server
             .into_iter()
@@ -418,6 +427,7 @@ mod tests {
             ("[server]\nbody_timeout_ms = 0\n", "2:19", "body_timeout_ms = 0: "),
             ("[server]\nbody_timeout_ms = 99999999999\n", "2:19", "body_timeout_ms = 99999999999"),
             ("[server]\nmax_connections = 0\n", "2:19", "max_connections = 0: "),
+            ("[server]\nlog_format = \"yaml\"\n", "2:14", "log_format = \"yaml\": expected"),
         ] {
             let e = ConfigFile::parse(Path::new("t.toml"), src).unwrap_err().to_string();
             assert!(e.starts_with(&format!("t.toml:{at}: {key}")), "{e}");

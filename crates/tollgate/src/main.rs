@@ -2,16 +2,19 @@
 //!
 //! Each subcommand lives in its own module: `serve` runs the service, `check` asks it one
 //! question, `counters` administers live counters, `edi` and `queue` work on EDI files and the
-//! gateway's hold queue. Usage errors exit with code 2 (clap's convention).
+//! gateway's hold queue, `backup` has a running service copy its data directory. Usage errors exit with code 2 (clap's convention).
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 mod admin;
+mod backup;
 mod check;
 mod config;
 mod counters;
 mod edi;
 mod fd_limit;
+mod logging;
+mod notify;
 mod queue;
 mod serve;
 
@@ -39,24 +42,22 @@ enum Command {
     Edi(edi::EdiArgs),
     /// List, retry, release or purge the gateway's held and dead interchanges.
     Queue(queue::QueueArgs),
+    /// Have a running service write a consistent copy of its data directory.
+    Backup(backup::BackupArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging();
+    if !matches!(cli.command, Command::Serve(_)) {
+        // `serve` installs its own once the config file has chosen the format.
+        logging::init(logging::LogFormat::Text);
+    }
     match cli.command {
         Command::Serve(args) => serve::run(args),
         Command::Check(args) => check::run(args),
         Command::Counters(args) => counters::run(args),
         Command::Edi(args) => edi::run(args),
         Command::Queue(args) => queue::run(args),
+        Command::Backup(args) => backup::run(args),
     }
-}
-
-/// Logs go to stderr (stdout carries answers and the `listening on` line); `RUST_LOG` filters.
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ =
-        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
 }

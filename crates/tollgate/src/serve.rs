@@ -2,7 +2,8 @@
 //!
 //! Start-up: read the config file (exit 2 with `FILE:LINE:COL: message` when it is bad),
 //! resolve each setting (flag, then file, then default), open the store, bind, and print
-//! `listening on http://ADDR` once requests can be served. SIGTERM or SIGINT stop accepting,
+//! `listening on http://ADDR` once requests can be served (and `READY=1` to systemd, see
+//! `crate::notify`). SIGTERM or SIGINT stop accepting,
 //! let in-flight requests finish, then flush the store, so a graceful stop loses nothing.
 
 use std::net::SocketAddr;
@@ -23,6 +24,7 @@ use tollgate_server::policy::{Policies, PolicySet};
 use tollgate_server::{AppState, router};
 
 use crate::config::{ConfigFile, StoreKind, StoreSection, embedded_file};
+use crate::logging::LogFormat;
 
 /// The address used when neither a flag nor the file gives one.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
@@ -51,6 +53,9 @@ pub struct ServeArgs {
     /// (the gateway's spooled files then go to `<data>/orphaned/`).
     #[arg(long)]
     move_aside_corrupt: bool,
+    /// Log records as `text` lines or one `json` object per line [default: text].
+    #[arg(long, value_name = "FORMAT", value_parser = LogFormat::from_str)]
+    log_format: Option<LogFormat>,
 }
 
 impl ServeArgs {
@@ -70,6 +75,9 @@ impl ServeArgs {
         }
         if self.data.is_some() {
             keys.push("data");
+        }
+        if self.log_format.is_some() {
+            keys.push("log_format");
         }
         keys
     }
@@ -123,6 +131,7 @@ pub fn run(args: ServeArgs) -> ExitCode {
         },
         None => ConfigFile::default(),
     };
+    crate::logging::init(args.log_format.or(file.server.log_format).unwrap_or_default());
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
@@ -178,6 +187,8 @@ async fn serve(args: ServeArgs, file: ConfigFile) -> anyhow::Result<()> {
         );
     }
     let mut app = router(state.clone());
+    let mut backup =
+        crate::backup::BackupApi { store: Arc::clone(&store), gateway: None, guard: admin.clone() };
 
     // The EDI gateway, when configured: same store, same admin guard, routes merged.
     let gateway = match file.gateway.clone() {
@@ -205,19 +216,28 @@ async fn serve(args: ServeArgs, file: ConfigFile) -> anyhow::Result<()> {
             .with_clients(clients);
             state.add_readiness_check("gateway_quota", Arc::new(gw.quota_readiness()));
             app = app.merge(gw.router());
+            backup.gateway = Some(gw.backup());
             Some(gw)
         }
         None => None,
     };
+
+    app =
+        app.route("/v1/admin/backup", axum::routing::post(crate::backup::route).with_state(backup));
 
     let shutdown = shutdown_signal()?;
     tracing::info!(%addr, store = store.kind(), "tollgate serving");
     println!("listening on http://{addr}");
     use std::io::Write;
     let _ = std::io::stdout().flush();
+    crate::notify::ready();
 
     let mut limits = file.server.limits();
     limits.max_connections = crate::fd_limit::fit_connections(limits.max_connections);
+    let shutdown = async {
+        shutdown.await;
+        crate::notify::stopping();
+    };
     tollgate_server::serve_with(listener, app, shutdown, limits).await.context("serving HTTP")?;
 
     if let Some(gw) = gateway {
@@ -305,6 +325,7 @@ mod tests {
             data: None,
             store: store.map(|s| s.parse().unwrap()),
             move_aside_corrupt: false,
+            log_format: None,
         }
     }
 

@@ -78,6 +78,9 @@ impl Pipeline {
             return; // changed by an operator meanwhile
         }
         item.attempts += 1;
+        if !matches!(attempt, Attempt::Done) {
+            telemetry::count(Counter::DeliveryError, item, &self.parts.plan);
+        }
         match attempt {
             Attempt::Done => {
                 let Some(mut item) = self.live.remove(id) else { return };
@@ -95,7 +98,14 @@ impl Pipeline {
                 let wait = backoff(item.attempts);
                 item.next_attempt_at =
                     Some(now_ms() + i64::try_from(wait.as_millis()).unwrap_or(i64::MAX / 2));
-                tracing::warn!(item = id, attempts = item.attempts, %reason, "delivery failed; retrying");
+                tracing::warn!(
+                    item = id,
+                    partner = %item.partner,
+                    metering_id = item.metering_id.as_ref().map(MeteringId::as_str),
+                    attempts = item.attempts,
+                    %reason,
+                    "delivery failed; retrying"
+                );
                 item.reason = Some(reason);
                 batch.put(item);
                 batch.dispatch.push(id.to_owned());

@@ -45,6 +45,7 @@ use crate::spec::{CounterShape, MeteringId, QuotaSpec};
 use crate::store::corrupt::{self, OnCorrupt};
 use crate::store::{CounterInfo, Store, StoreError};
 
+mod backup;
 mod flusher;
 mod row;
 mod seen;

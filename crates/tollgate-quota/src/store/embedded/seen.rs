@@ -7,7 +7,7 @@ use super::*;
 use crate::store::seen::{Seen, expiry};
 
 /// Key → (expiry in Unix ms, owner).
-const SEEN: TableDefinition<'static, &str, (i64, &str)> = TableDefinition::new("seen");
+pub(super) const SEEN: TableDefinition<'static, &str, (i64, &str)> = TableDefinition::new("seen");
 /// How often (ms) a `claim` also drops expired rows.
 const PRUNE_EVERY_MS: i64 = 60_000;
 

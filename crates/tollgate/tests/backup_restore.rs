@@ -1,0 +1,150 @@
+//! `tollgate backup` against a running server with the embedded store and a gateway, then a
+//! restore: the backup's files copied into a new, empty data directory and a server started on
+//! it finds the counters (`GET /v1/quota` shows the used amount) and the queue (the held item in
+//! `GET /v1/queue`) as they were when the backup was taken; what happened after it is not in
+//! it. A backup never overwrites a directory, and one without a store file says so.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{BIN, Server, Status214};
+
+/// `tollgate check` with a limit of 5 a day; returns (exit code, used).
+fn check(s: &Server, id: &str, weight: u64) -> (i32, u64) {
+    let o = Command::new(BIN)
+        .args(["check", "--url", &s.url, "--id", id, "--limit", "5", "--unit", "day"])
+        .args(["--weight", &weight.to_string()])
+        .output()
+        .unwrap();
+    let j: serde_json::Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {o:?}"));
+    (o.status.code().unwrap_or(-1), j["used"].as_u64().unwrap())
+}
+
+fn held(s: &Server) -> Vec<serde_json::Value> {
+    let answer = s.get("/v1/queue?state=held");
+    let body = answer.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
+    serde_json::from_str::<Vec<serde_json::Value>>(body).unwrap_or_default()
+}
+
+fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+fn drop_214(landing: &Path, control: u32) {
+    let tmp = landing.join(format!("{control}.part"));
+    std::fs::write(&tmp, Status214::new("CARRIERXYZ", control).build()).unwrap();
+    std::fs::rename(&tmp, landing.join(format!("{control}.edi"))).unwrap();
+}
+
+fn backup(s: &Server, to: &Path) -> std::process::Output {
+    common::exit_within(
+        &["backup", "--url", &s.url, "--to", to.to_str().unwrap()],
+        Duration::from_secs(30),
+    )
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), dest).unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_restored_backup_has_the_counters_and_the_queue() {
+    let dir = tempfile::tempdir().unwrap();
+    let (landing, out) = (dir.path().join("in"), dir.path().join("out"));
+    std::fs::create_dir_all(&landing).unwrap();
+    let partner = "[[gateway.partner]]\nname = \"CarrierXYZ\"\nids = [\"ZZ:CARRIERXYZ\"]\n";
+    // One interchange a day: the first is delivered, the second held.
+    let text =
+        common::gateway_toml(&landing, &out, partner, "").replace("limit = 1000", "limit = 1");
+    let conf = dir.path().join("tollgate.toml");
+    std::fs::write(&conf, text).unwrap();
+    let serve = |data: &Path| {
+        Server::start(&["--config", conf.to_str().unwrap(), "--data", data.to_str().unwrap()])
+    };
+
+    let data = dir.path().join("data");
+    let s = serve(&data);
+    assert_eq!(check(&s, "Backup:A", 3), (0, 3));
+    drop_214(&landing, 1);
+    wait_until("the first interchange delivered", || {
+        std::fs::read_dir(&out).map(|d| d.count() > 0).unwrap_or(false)
+    });
+    drop_214(&landing, 2);
+    wait_until("the second interchange held", || held(&s).len() == 1);
+    let held_before = held(&s);
+
+    let to = dir.path().join("backups").join("b1");
+    std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+    let o = backup(&s, &to);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(report["counters"], "counters.redb", "{report}");
+    assert_eq!(report["gateway"]["spool_files"], 1, "only the held item's file: {report}");
+    for f in ["counters.redb", "gateway.redb", "backup.json"] {
+        assert!(to.join(f).is_file(), "{f} missing from the backup");
+    }
+
+    // After the backup: not in it.
+    assert_eq!(check(&s, "Backup:A", 1), (0, 4));
+    // A backup never overwrites.
+    let again = backup(&s, &to);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("must not exist"), "{again:?}");
+    s.sigkill();
+
+    // Restore into a new, empty data directory.
+    let restored = dir.path().join("restored");
+    copy_dir(&to, &restored);
+    let s = serve(&restored);
+    assert_eq!(check(&s, "Backup:A", 0), (0, 3), "the counter as it was at the backup");
+    let held_after = held(&s);
+    assert_eq!(held_after.len(), 1, "{held_after:?}");
+    for key in ["id", "partner", "route", "metering_id", "weight", "received_at"] {
+        assert_eq!(held_after[0][key], held_before[0][key], "{key}");
+    }
+    // The gateway's counter came back too: the held item stays held (1 a day, 1 used).
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(held(&s).len(), 1);
+    // Its bytes are in the restored spool: released, it is delivered.
+    let id = held_after[0]["id"].as_str().unwrap().to_owned();
+    let o =
+        common::exit_within(&["queue", "release", &id, "--url", &s.url], Duration::from_secs(20));
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    wait_until("the released item delivered", || {
+        std::fs::read_dir(&out).map(|d| d.count() == 2).unwrap_or(false)
+    });
+}
+
+#[test]
+fn a_backup_of_a_memory_store_says_nothing_is_on_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(&["--store", "memory"]);
+    let to = dir.path().join("b");
+    let o = backup(&s, &to);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(report["counters"].as_str().unwrap().contains("memory store"), "{report}");
+    assert!(report["gateway"].is_null());
+    let o = common::exit_within(
+        &["backup", "--url", &s.url, "--to", "relative/dir"],
+        Duration::from_secs(10),
+    );
+    // The command makes the path absolute (on this host) before sending it.
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+}
