@@ -8,8 +8,10 @@
 //!   atomic on one file system), which gets the old file's mode and owner *before* the rename,
 //!   is fsynced, and then replaces the target; readers see the old or the new file, never
 //!   half of one, and never a moment where a 0600 file is world-readable;
-//! - comments, order and formatting outside `[[policy]]` are kept (`toml_edit`); the
-//!   `[[policy]]` tables themselves are written anew (their comments are not kept).
+//! - comments, order and formatting outside `[[policy]]` are kept (`toml_edit`), and so are
+//!   those of each `[[policy]]` table whose `match` is still there: its comments and the
+//!   comments beside its keys stay, only the values change. A new policy is written after the
+//!   file's tables; a removed one goes with its comments.
 
 use std::path::{Path, PathBuf};
 
@@ -41,7 +43,11 @@ fn with_policies(file: &Path, source: &str, rules: &[PolicyRule]) -> Result<Stri
     toml::from_str::<toml::Table>(source).map_err(|e| located(file, source, &e))?;
     let mut doc: toml_edit::DocumentMut =
         source.parse().map_err(|e| format!("{}: {e}", file.display()))?;
-    doc.remove("policy");
+    let old = doc.remove("policy");
+    let mut old: Vec<toml_edit::Table> = old
+        .and_then(|item| item.into_array_of_tables().ok())
+        .map(|tables| tables.into_iter().collect())
+        .unwrap_or_default();
     if !rules.is_empty() {
         let mut wrapper = toml::Table::new();
         let value =
@@ -51,23 +57,53 @@ fn with_policies(file: &Path, source: &str, rules: &[PolicyRule]) -> Result<Stri
             toml::to_string(&wrapper).map_err(|e| format!("cannot encode policies: {e}"))?;
         let fresh: toml_edit::DocumentMut =
             encoded.parse().map_err(|e| format!("cannot encode policies: {e}"))?;
-        if let Some(item) = fresh.get("policy") {
-            let mut item = item.clone();
-            if let Some(tables) = item.as_array_of_tables_mut() {
-                // Positions from the fresh document would interleave with the file's own
-                // tables; without one, each table is written after the file's tables.
-                for t in tables.iter_mut() {
-                    t.set_position(None);
-                }
-            }
-            doc.insert("policy", item);
+        let mut tables = toml_edit::ArrayOfTables::new();
+        for table in fresh.get("policy").and_then(|i| i.as_array_of_tables()).into_iter().flatten()
+        {
+            tables.push(kept_or_new(&mut old, table));
         }
+        doc.insert("policy", toml_edit::Item::ArrayOfTables(tables));
     }
     let mut text = doc.to_string();
     if !text.is_empty() && !text.ends_with('\n') {
         text.push('\n');
     }
     Ok(text)
+}
+
+/// The file's own table for the policy `fresh` (the first one left with the same `match`),
+/// with `fresh`'s values put in place of its own and its comments and layout kept; or
+/// `fresh` itself, written after the file's tables, when the file has none.
+fn kept_or_new(old: &mut Vec<toml_edit::Table>, fresh: &toml_edit::Table) -> toml_edit::Table {
+    let pattern = |t: &toml_edit::Table| t.get("match").and_then(|m| m.as_str()).map(str::to_owned);
+    let Some(at) = old.iter().position(|t| pattern(t).is_some() && pattern(t) == pattern(fresh))
+    else {
+        let mut table = fresh.clone();
+        // Positions from the fresh document would interleave with the file's own tables;
+        // without one, the table is written after them.
+        table.set_position(None);
+        return table;
+    };
+    let mut table = old.remove(at);
+    let gone: Vec<String> =
+        table.iter().map(|(k, _)| k.to_owned()).filter(|k| !fresh.contains_key(k)).collect();
+    for key in gone {
+        table.remove(&key);
+    }
+    for (key, item) in fresh.iter() {
+        let Some(value) = item.as_value() else { continue };
+        match table.get_mut(key).and_then(|i| i.as_value_mut()) {
+            Some(current) => {
+                let decor = current.decor().clone();
+                *current = value.clone();
+                *current.decor_mut() = decor;
+            }
+            None => {
+                table.insert(key, toml_edit::Item::Value(value.clone()));
+            }
+        }
+    }
+    table
 }
 
 /// The file a (possibly symlinked) config path really names. A missing file resolves to

@@ -118,3 +118,37 @@ async fn the_bearer_scheme_is_case_insensitive() {
     }
     s.stop().await;
 }
+
+#[tokio::test]
+async fn put_keeps_the_comments_of_the_policies_it_keeps() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tollgate.toml");
+    let text = "[server]\nadmin_token = \"s3cret-token\"\n\n\
+        # Carriers: agreed with logistics in March\n[[policy]]\nmatch = \"R:*\"\n\
+        # raise only after a ticket\nlimit = 10 # per day\nunit = \"day\"\n\n\
+        # Old invoices rule\n[[policy]]\nmatch = \"I:*\"\nlimit = 5\nunit = \"hour\"\n";
+    std::fs::write(&file, text).unwrap();
+    let s = serve(&file).await;
+    let body = r#"{"policies":[{"match":"R:*","limit":77,"unit":"day","mode":"shadow"},
+        {"match":"N:*","limit":3,"unit":"minute"}]}"#;
+    let r = s
+        .http
+        .put(s.url("/v1/policies"))
+        .header("authorization", "Bearer s3cret-token")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let after = std::fs::read_to_string(&file).unwrap();
+    for kept in ["# Carriers: agreed with logistics in March", "# raise only after a ticket"] {
+        assert!(after.contains(kept), "comment lost: {after}");
+    }
+    assert!(after.contains("limit = 77 # per day"), "{after}");
+    assert!(after.contains("mode = \"shadow\""), "{after}");
+    assert!(!after.contains("I:*") && !after.contains("Old invoices"), "removed: {after}");
+    assert!(after.find("R:*") < after.find("N:*"), "a new policy goes after: {after}");
+    let reread = Policies::from_file(&file).unwrap();
+    assert_eq!(reread.current().rules().len(), 2, "{after}");
+    s.stop().await;
+}
