@@ -18,6 +18,7 @@ use serde::Deserialize;
 use tokio::sync::{mpsc, oneshot};
 use tollgate_server::admin::AdminGuard;
 use tollgate_server::problem::Problem;
+use tollgate_server::user::Permission;
 
 use crate::item::State as ItemState;
 use crate::pipeline::{AdminError, AdminOp, Event, row};
@@ -79,7 +80,7 @@ pub async fn list(
     headers: HeaderMap,
     Query(q): Query<ListQuery>,
 ) -> Response {
-    if let Err(p) = api.guard.authorize(&headers) {
+    if let Err(p) = api.guard.allow(&headers, Permission::Read) {
         return p.into_response();
     }
     let state = match q.state.as_deref().filter(|s| !s.is_empty()).map(str::parse::<ItemState>) {
@@ -143,7 +144,7 @@ pub async fn purge(
 }
 
 async fn operate(api: QueueApi, headers: HeaderMap, id: String, op: AdminOp) -> Response {
-    if let Err(p) = api.guard.authorize(&headers) {
+    if let Err(p) = api.guard.allow(&headers, Permission::Queue) {
         return p.into_response();
     }
     let (tx, rx) = oneshot::channel();

@@ -9,8 +9,10 @@
 //!   and a restart (other sections, comments, the file's mode, owner and symlink are kept;
 //!   see [`crate::config_file`]).
 //!
-//! Access: with a configured token, `Authorization: Bearer <token>` is required (401
-//! otherwise; the scheme is case-insensitive, the token is not). With no token, the admin API is open only when the server listens on a
+//! Access: with a configured admin token or `[[user]]`s, `Authorization: Bearer <token>` is
+//! required (401 otherwise; the scheme is case-insensitive, the token is not): the admin
+//! token may do everything, a user what its role allows (403 otherwise; see
+//! [`crate::user`]). With neither, the admin API is open only when the server listens on a
 //! loopback address, and refused with 403 elsewhere.
 
 use std::sync::Arc;
@@ -31,11 +33,13 @@ use crate::config::PolicyRule;
 use crate::policy::PolicySet;
 use crate::problem::Problem;
 use crate::state::AppState;
+use crate::user::{Actor, Permission, Role, Users};
 
 /// Decides whether a request may use the admin API (shared with the gateway's admin routes).
 #[derive(Clone)]
 pub struct AdminGuard {
     token: Option<Arc<str>>,
+    users: Arc<Users>,
     loopback: bool,
 }
 
@@ -53,20 +57,34 @@ impl AdminGuard {
     /// bound to a loopback address.
     pub fn new(token: Option<&str>, loopback: bool) -> Self {
         let token = token.filter(|t| !t.is_empty()).map(Arc::from);
-        Self { token, loopback }
+        Self { token, users: Arc::default(), loopback }
     }
 
-    /// True when an admin token is configured (gateway uploads then need credentials).
+    /// This guard, also letting the `[[user]]`s in by their tokens and roles.
+    pub fn with_users(mut self, users: Users) -> Self {
+        self.users = Arc::new(users);
+        self
+    }
+
+    /// True when an admin token or a user is configured (gateway uploads then need
+    /// credentials, and nothing is open on loopback any more).
     pub fn has_token(&self) -> bool {
-        self.token.is_some()
+        self.token.is_some() || !self.users.is_empty()
     }
 
-    /// `Ok` when the request may proceed; 401 for a missing or wrong bearer token; 403 when no
-    /// token is configured and the listener is not loopback.
+    /// `Ok` when the request may do everything (the admin token, or an `admin` user); see
+    /// [`AdminGuard::allow`].
     pub fn authorize(&self, headers: &HeaderMap) -> Result<(), Problem> {
-        let Some(token) = &self.token else {
+        self.allow(headers, Permission::Admin).map(drop)
+    }
+
+    /// Who the caller is, when it may do what `need` covers; 401 for a missing or wrong bearer
+    /// token, 403 for a user whose role does not cover `need`, or when no credentials are
+    /// configured and the listener is not loopback.
+    pub fn allow(&self, headers: &HeaderMap, need: Permission) -> Result<Actor, Problem> {
+        if !self.has_token() {
             if self.loopback {
-                return Ok(());
+                return Ok(Actor { name: "loopback".into(), role: Role::Admin });
             }
             return Err(Problem::new(
                 StatusCode::FORBIDDEN,
@@ -84,11 +102,38 @@ impl AdminGuard {
                 .detail(detail)
                 .header(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"tollgate\""))
         };
-        match presented {
-            None => Err(unauthorized("send the admin token as Authorization: Bearer <token>")),
-            Some(p) if constant_time_eq(p.as_bytes(), token.as_bytes()) => Ok(()),
-            Some(_) => Err(unauthorized("the bearer token is not the admin token")),
+        let Some(presented) = presented else {
+            return Err(unauthorized(
+                "send the admin token or a user's token as Authorization: Bearer <token>",
+            ));
+        };
+        let admin = self
+            .token
+            .as_ref()
+            .is_some_and(|t| constant_time_eq(presented.as_bytes(), t.as_bytes()));
+        let actor = if admin {
+            Actor { name: "admin".into(), role: Role::Admin }
+        } else {
+            self.users.find(presented).ok_or_else(|| {
+                unauthorized("the bearer token is neither the admin token nor a user's")
+            })?
+        };
+        if !actor.role.allows(need) {
+            return Err(Problem::new(
+                StatusCode::FORBIDDEN,
+                "role-forbidden",
+                "Not allowed for this role",
+            )
+            .detail(format!(
+                "user {:?} has the role {}, which may not {}",
+                actor.name,
+                actor.role,
+                need.describe()
+            ))
+            .with("user", actor.name.clone())
+            .with("role", actor.role.as_str()));
         }
+        Ok(actor)
     }
 }
 
@@ -133,7 +178,7 @@ pub async fn list_counters(
     headers: HeaderMap,
     query: Result<Query<CounterQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, Problem> {
-    state.admin().authorize(&headers)?;
+    state.admin().allow(&headers, Permission::Read)?;
     let Query(q) = query.map_err(|e| {
         Problem::new(StatusCode::BAD_REQUEST, "invalid-query", "Invalid query")
             .detail(e.body_text())
@@ -150,7 +195,7 @@ pub async fn reset_counter(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Result<Response, Problem> {
-    state.admin().authorize(&headers)?;
+    state.admin().allow(&headers, Permission::Limits)?;
     let id = MeteringId::new(&id).map_err(|e| {
         Problem::new(StatusCode::BAD_REQUEST, "invalid-metering-id", "Invalid metering id")
             .detail(e.to_string())
@@ -177,7 +222,7 @@ pub async fn get_policies(
     State(state): State<AppState>,
     headers: HeaderMap,
 ) -> Result<Response, Problem> {
-    state.admin().authorize(&headers)?;
+    state.admin().allow(&headers, Permission::Read)?;
     Ok(Json(policies_json(&state)).into_response())
 }
 
@@ -193,7 +238,7 @@ pub async fn put_policies(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Problem> {
-    state.admin().authorize(&headers)?;
+    state.admin().allow(&headers, Permission::Limits)?;
     let body = body.map_err(|e| {
         let status = e.status();
         if status == StatusCode::PAYLOAD_TOO_LARGE {

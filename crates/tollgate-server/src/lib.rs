@@ -38,6 +38,7 @@ pub mod quota;
 pub mod reload;
 pub mod serve;
 pub mod state;
+pub mod user;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;

@@ -38,6 +38,8 @@ pub struct ConfigFile {
     pub policy: Vec<PolicyRule>,
     /// `[[client]]`: API keys for `/v1/quota`.
     pub client: Vec<ClientKey>,
+    /// `[[user]]`: who may use the admin API, by token digest and role.
+    pub user: Vec<tollgate_server::user::User>,
     /// `[gateway]`: the EDI gateway (started when present).
     pub gateway: Option<tollgate_gateway::GatewayConfig>,
 }
@@ -303,6 +305,7 @@ impl ConfigFile {
     fn check(&self) -> Result<(), ConfigError> {
         tollgate_server::client::ClientKeys::new(&self.client)
             .map_err(|e| ConfigError::new(e.to_string()))?;
+        tollgate_server::user::Users::new(self.user.clone()).map_err(ConfigError::new)?;
         if let Some(gateway) = &self.gateway {
             gateway.plan()?;
         }
@@ -348,6 +351,9 @@ impl ConfigFile {
         }
         if self.client != next.client {
             changes.push("[[client]] changed: restart to apply".into());
+        }
+        if self.user != next.user {
+            changes.push("[[user]] changed: restart to apply".into());
         }
         if self.gateway != next.gateway {
             changes.push("[gateway] changed: restart to apply".into());

@@ -165,8 +165,12 @@ async fn serve(args: ServeArgs, file: ConfigFile) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", settings.listen))?;
     let addr = listener.local_addr().context("listener address")?;
-    let admin = AdminGuard::new(settings.admin_token.as_deref(), addr.ip().is_loopback());
-    if settings.admin_token.is_none() && !addr.ip().is_loopback() {
+    let users = tollgate_server::user::Users::new(file.user.clone())
+        .map_err(anyhow::Error::msg)
+        .context("[[user]]")?;
+    let admin =
+        AdminGuard::new(settings.admin_token.as_deref(), addr.ip().is_loopback()).with_users(users);
+    if !admin.has_token() && !addr.ip().is_loopback() {
         tracing::warn!("no admin token configured: the admin API is refused on {addr}");
     }
     let clients = ClientKeys::new(&file.client).context("[[client]]")?;

@@ -1,0 +1,123 @@
+//! `[[user]]`s of the admin API through the real `tollgate serve`: each role may do what it is
+//! for and gets 403 (naming the role) for the rest, the admin token still does everything, a
+//! wrong token is 401, and a bad `token_sha256` stops the start with `FILE:LINE:COL`.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::time::Duration;
+
+use common::{Server, Status214, exit_within, gateway_toml, wait_until};
+
+/// `printf %s TOKEN | sha256sum`, computed the way an operator would.
+fn sha256(token: &str) -> String {
+    let out = std::process::Command::new("sha256sum")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            c.stdin.take().unwrap().write_all(token.as_bytes())?;
+            c.wait_with_output()
+        })
+        .expect("sha256sum (coreutils) runs");
+    String::from_utf8(out.stdout).unwrap().split_whitespace().next().unwrap().to_owned()
+}
+
+/// One request with an optional bearer token; the status and the body.
+fn call(
+    server: &Server,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: &str,
+) -> (u16, String) {
+    let mut c = std::net::TcpStream::connect(&server.addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let auth = token.map(|t| format!("authorization: Bearer {t}\r\n")).unwrap_or_default();
+    write!(
+        c,
+        "{method} {path} HTTP/1.1\r\nhost: x\r\n{auth}content-type: application/json\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut s = String::new();
+    c.read_to_string(&mut s).unwrap();
+    let status = s.split(' ').nth(1).unwrap().parse().unwrap();
+    (status, s.split("\r\n\r\n").nth(1).unwrap_or_default().to_owned())
+}
+
+#[test]
+fn each_role_does_what_it_is_for_and_no_more() {
+    let dir = tempfile::tempdir().unwrap();
+    let users = format!(
+        "[server]\nadmin_token = \"root-token\"\ndata = \"{data}\"\n\n\
+         [[user]]\nname = \"vera\"\ntoken_sha256 = \"{v}\"\nrole = \"viewer\"\n\n\
+         [[user]]\nname = \"otto\"\ntoken_sha256 = \"{o}\"\nrole = \"operator\"\n\n\
+         [[user]]\nname = \"lena\"\ntoken_sha256 = \"{l}\"\nrole = \"limits\"\n",
+        data = dir.path().join("data").display(),
+        v = sha256("vera-token"),
+        o = sha256("otto-token"),
+        l = sha256("lena-token"),
+    );
+    let landing = dir.path().join("in");
+    let text = gateway_toml(&landing, &dir.path().join("out"), "", &users)
+        .replace("limit = 1000", "limit = 1");
+    let cfg = dir.path().join("tollgate.toml");
+    std::fs::write(&cfg, text).unwrap();
+    let server = Server::start(&["--config", cfg.to_str().unwrap()]);
+    std::fs::create_dir_all(&landing).unwrap();
+    std::fs::write(landing.join("a.edi"), Status214::new("CARRIERA", 1).build()).unwrap();
+    std::fs::write(landing.join("b.edi"), Status214::new("CARRIERA", 2).build()).unwrap();
+    let held = || call(&server, "GET", "/v1/queue?state=held", Some("vera-token"), "");
+    wait_until("one item held", Duration::from_secs(20), || held().1.contains("\"id\""));
+    let id = serde_json::from_str::<serde_json::Value>(&held().1).unwrap()[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let release = format!("/v1/queue/{id}/release");
+    let policies = r#"{"policies":[{"match":"X:*","limit":5,"unit":"day"}]}"#;
+
+    assert_eq!(call(&server, "GET", "/v1/counters", None, "").0, 401);
+    assert_eq!(call(&server, "GET", "/v1/counters", Some("nobody"), "").0, 401);
+    assert_eq!(call(&server, "GET", "/v1/counters", Some("vera-token"), "").0, 200);
+    assert_eq!(call(&server, "GET", "/v1/policies", Some("otto-token"), "").0, 200);
+
+    let (status, body) = call(&server, "POST", &release, Some("vera-token"), "");
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("\"role\":\"viewer\"") && body.contains("vera"), "{body}");
+    assert_eq!(call(&server, "PUT", "/v1/policies", Some("otto-token"), policies).0, 403);
+    assert_eq!(call(&server, "POST", &release, Some("lena-token"), "").0, 403);
+    assert_eq!(call(&server, "DELETE", "/v1/counters/X:1", Some("otto-token"), "").0, 403);
+
+    let (status, body) = call(&server, "POST", &release, Some("otto-token"), "");
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = call(&server, "PUT", "/v1/policies", Some("lena-token"), policies);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(call(&server, "DELETE", "/v1/counters/X:1", Some("lena-token"), "").0, 200);
+    assert_eq!(call(&server, "GET", "/v1/counters", Some("root-token"), "").0, 200);
+    assert!(std::fs::read_to_string(&cfg).unwrap().contains("match = \"X:*\""));
+}
+
+#[test]
+fn a_bad_user_table_stops_the_start_with_its_position() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("t.toml");
+    std::fs::write(&cfg, "[[user]]\nname = \"vera\"\ntoken_sha256 = \"abc\"\nrole = \"viewer\"\n")
+        .unwrap();
+    let o = exit_within(&["serve", "--config", cfg.to_str().unwrap()], Duration::from_secs(10));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("t.toml:3:") && err.contains("token_sha256"), "{err}");
+    assert!(err.contains("64 hexadecimal digits"), "{err}");
+    std::fs::write(
+        &cfg,
+        "[[user]]\nname = \"vera\"\ntoken_sha256 = \"{}\"\nrole = \"owner\"\n"
+            .replace("{}", &"a".repeat(64)),
+    )
+    .unwrap();
+    let o = exit_within(&["serve", "--config", cfg.to_str().unwrap()], Duration::from_secs(10));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("t.toml:4:") && err.contains("role = \"owner\""), "{err}");
+}
