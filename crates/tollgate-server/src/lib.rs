@@ -38,13 +38,14 @@ pub mod quota;
 pub mod reload;
 pub mod serve;
 pub mod state;
+pub mod tls;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::get;
 
 pub use limits::ConnectionLimits;
-pub use serve::{serve, serve_with};
+pub use serve::{serve, serve_tls, serve_with};
 pub use state::{AppState, AppStateBuilder, ReadinessCheck};
 
 /// The largest request body the service's own routes read (`PUT /v1/policies`); larger

@@ -6,12 +6,14 @@
 //! binary the Redis tests say so loudly and return, unless `TOLLGATE_REQUIRE_REDIS=1` (as in
 //! CI), in which case they fail. [`SmallDisk`] mounts a small tmpfs that a test can fill up.
 //! [`Status214`] builds the X12 214 interchanges the gateway's tests and benches send.
+//! [`tls::TestCa`] makes certificates at test time.
 #![forbid(unsafe_code)]
 // Test support: a broken environment should stop the test at once, with the reason.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod disk;
 mod edi;
+pub mod tls;
 
 pub use disk::SmallDisk;
 pub use edi::Status214;

@@ -62,6 +62,14 @@ pub struct ServerSection {
     /// Connections served at once (≥ 1; default 4096).
     #[serde(deserialize_with = "fields::max_connections")]
     pub max_connections: Option<NonZeroUsize>,
+    /// `tls_cert`: the certificate chain (PEM, leaf first); with `tls_key`, the listener
+    /// speaks HTTPS only. Rotated live when the file changes.
+    pub tls_cert: Option<PathBuf>,
+    /// `tls_key`: the private key of `tls_cert` (PEM).
+    pub tls_key: Option<PathBuf>,
+    /// `tls_client_ca`: clients must present a certificate signed by this CA (PEM); needs
+    /// `tls_cert` and `tls_key`.
+    pub tls_client_ca: Option<PathBuf>,
 }
 
 impl ServerSection {
@@ -293,6 +301,22 @@ impl ConfigFile {
 
     /// The rules over several tables, checked once every key has been read.
     fn check(&self) -> Result<(), ConfigError> {
+        let s = &self.server;
+        match (&s.tls_cert, &s.tls_key) {
+            (Some(_), None) => {
+                return Err(ConfigError::new("[server] tls_cert is set: tls_key is needed too"));
+            }
+            (None, Some(_)) => {
+                return Err(ConfigError::new("[server] tls_key is set: tls_cert is needed too"));
+            }
+            (None, None) if s.tls_client_ca.is_some() => {
+                return Err(ConfigError::new(
+                    "[server] tls_client_ca needs tls_cert and tls_key (client certificates \
+                     are asked for during the TLS handshake)",
+                ));
+            }
+            _ => {}
+        }
         tollgate_server::client::ClientKeys::new(&self.client)
             .map_err(|e| ConfigError::new(e.to_string()))?;
         if let Some(gateway) = &self.gateway {
@@ -328,6 +352,9 @@ impl ConfigFile {
             ("header_timeout_ms", a.header_timeout != b.header_timeout),
             ("body_timeout_ms", a.body_timeout != b.body_timeout),
             ("max_connections", a.max_connections != b.max_connections),
+            ("tls_cert", a.tls_cert != b.tls_cert),
+            ("tls_key", a.tls_key != b.tls_key),
+            ("tls_client_ca", a.tls_client_ca != b.tls_client_ca),
         ];
         let mut changes: Vec<String> = server
             .into_iter()

@@ -1,8 +1,9 @@
 //! `tollgate serve`: runs the quota service (and, when configured, the EDI gateway).
 //!
 //! Start-up: read the config file (exit 2 with `FILE:LINE:COL: message` when it is bad),
-//! resolve each setting (flag, then file, then default), open the store, bind, and print
-//! `listening on http://ADDR` once requests can be served. SIGTERM or SIGINT stop accepting,
+//! resolve each setting (flag, then file, then default), load the TLS pair when one is set
+//! (exit 2 with the file and why when it is broken), open the store, bind, and print
+//! `listening on http://ADDR` (`https://` with TLS) once requests can be served. SIGTERM or SIGINT stop accepting,
 //! let in-flight requests finish, then flush the store, so a graceful stop loses nothing.
 
 use std::net::SocketAddr;
@@ -20,6 +21,7 @@ use tollgate_quota::{AnyStore, Store, StoreHealth};
 use tollgate_server::admin::AdminGuard;
 use tollgate_server::client::ClientKeys;
 use tollgate_server::policy::{Policies, PolicySet};
+use tollgate_server::tls::{TlsAcceptor, TlsFiles};
 use tollgate_server::{AppState, router};
 
 use crate::config::{ConfigFile, StoreKind, StoreSection, embedded_file};
@@ -28,7 +30,8 @@ use crate::config::{ConfigFile, StoreKind, StoreSection, embedded_file};
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 /// The data directory used when neither a flag nor the file gives one.
 pub const DEFAULT_DATA: &str = "./tollgate-data";
-/// How often the policy file is polled in case file-system events are missed.
+/// How often the policy file (and the TLS pair) is polled in case file-system events are
+/// missed.
 const POLICY_POLL: Duration = Duration::from_secs(2);
 
 /// Arguments of `tollgate serve`.
@@ -51,6 +54,12 @@ pub struct ServeArgs {
     /// (the gateway's spooled files then go to `<data>/orphaned/`).
     #[arg(long)]
     move_aside_corrupt: bool,
+    /// Certificate chain (PEM); with --tls-key the listener speaks HTTPS only.
+    #[arg(long, value_name = "FILE")]
+    tls_cert: Option<PathBuf>,
+    /// Private key of the certificate (PEM).
+    #[arg(long, value_name = "FILE")]
+    tls_key: Option<PathBuf>,
 }
 
 impl ServeArgs {
@@ -70,6 +79,12 @@ impl ServeArgs {
         }
         if self.data.is_some() {
             keys.push("data");
+        }
+        if self.tls_cert.is_some() {
+            keys.push("tls_cert");
+        }
+        if self.tls_key.is_some() {
+            keys.push("tls_key");
         }
         keys
     }
@@ -111,6 +126,24 @@ impl Settings {
     }
 }
 
+/// The TLS files from the flags, then the file; `None` without a certificate. Half a pair
+/// is an error naming what is missing.
+fn tls_files(args: &ServeArgs, file: &ConfigFile) -> Result<Option<TlsFiles>, String> {
+    let cert = args.tls_cert.clone().or_else(|| file.server.tls_cert.clone());
+    let key = args.tls_key.clone().or_else(|| file.server.tls_key.clone());
+    let client_ca = file.server.tls_client_ca.clone();
+    match (cert, key) {
+        (Some(cert), Some(key)) => Ok(Some(TlsFiles { cert, key, client_ca })),
+        (Some(_), None) => Err("a TLS certificate is set but no key (--tls-key or [server] \
+                                tls_key)"
+            .into()),
+        (None, Some(_)) => Err("a TLS key is set but no certificate (--tls-cert or [server] \
+                                tls_cert)"
+            .into()),
+        (None, None) => Ok(None),
+    }
+}
+
 /// Runs `tollgate serve` to completion and returns the process exit code.
 pub fn run(args: ServeArgs) -> ExitCode {
     let file = match &args.config {
@@ -123,6 +156,16 @@ pub fn run(args: ServeArgs) -> ExitCode {
         },
         None => ConfigFile::default(),
     };
+    // A broken pair is a start-up error, like a bad config value: the file and why.
+    let tls = match tls_files(&args, &file).and_then(|files| {
+        files.map(|f| TlsAcceptor::load(f).map_err(|e| format!("[server] {e}"))).transpose()
+    }) {
+        Ok(tls) => tls,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
@@ -130,7 +173,7 @@ pub fn run(args: ServeArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match runtime.block_on(serve(args, file)) {
+    match runtime.block_on(serve(args, file, tls)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -139,7 +182,7 @@ pub fn run(args: ServeArgs) -> ExitCode {
     }
 }
 
-async fn serve(args: ServeArgs, file: ConfigFile) -> anyhow::Result<()> {
+async fn serve(args: ServeArgs, file: ConfigFile, tls: Option<TlsAcceptor>) -> anyhow::Result<()> {
     let settings = Settings::resolve(&args, &file)?;
     let store = Arc::new(open_store(&settings).await?);
 
@@ -161,10 +204,14 @@ async fn serve(args: ServeArgs, file: ConfigFile) -> anyhow::Result<()> {
         tracing::warn!("no admin token configured: the admin API is refused on {addr}");
     }
     let clients = ClientKeys::new(&file.client).context("[[client]]")?;
-    let state = AppState::builder(Arc::clone(&store), policies, admin.clone())
+    let mut state = AppState::builder(Arc::clone(&store), policies, admin.clone())
         .clients(clients.clone())
-        .on_store_unavailable(settings.store_section.store_unavailable)
-        .build();
+        .on_store_unavailable(settings.store_section.store_unavailable);
+    if let Some(tls) = &tls {
+        state = state.tls(tls.clone());
+    }
+    let state = state.build();
+    let _tls_watcher = tls.as_ref().map(|t| t.watch(POLICY_POLL));
     if let AnyStore::Embedded(_) = store.as_ref() {
         // A counters file that cannot be written (a full disk, say) is not ready: /readyz
         // answers 503 until a commit succeeds again (checks meanwhile get store_unavailable).
@@ -212,13 +259,16 @@ async fn serve(args: ServeArgs, file: ConfigFile) -> anyhow::Result<()> {
 
     let shutdown = shutdown_signal()?;
     tracing::info!(%addr, store = store.kind(), "tollgate serving");
-    println!("listening on http://{addr}");
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    println!("listening on {scheme}://{addr}");
     use std::io::Write;
     let _ = std::io::stdout().flush();
 
     let mut limits = file.server.limits();
     limits.max_connections = crate::fd_limit::fit_connections(limits.max_connections);
-    tollgate_server::serve_with(listener, app, shutdown, limits).await.context("serving HTTP")?;
+    tollgate_server::serve_tls(listener, app, shutdown, limits, tls)
+        .await
+        .context("serving HTTP")?;
 
     if let Some(gw) = gateway {
         tracing::info!("shutting down: stopping the gateway");
@@ -305,6 +355,8 @@ mod tests {
             data: None,
             store: store.map(|s| s.parse().unwrap()),
             move_aside_corrupt: false,
+            tls_cert: None,
+            tls_key: None,
         }
     }
 
