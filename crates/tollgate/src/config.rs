@@ -301,22 +301,6 @@ impl ConfigFile {
 
     /// The rules over several tables, checked once every key has been read.
     fn check(&self) -> Result<(), ConfigError> {
-        let s = &self.server;
-        match (&s.tls_cert, &s.tls_key) {
-            (Some(_), None) => {
-                return Err(ConfigError::new("[server] tls_cert is set: tls_key is needed too"));
-            }
-            (None, Some(_)) => {
-                return Err(ConfigError::new("[server] tls_key is set: tls_cert is needed too"));
-            }
-            (None, None) if s.tls_client_ca.is_some() => {
-                return Err(ConfigError::new(
-                    "[server] tls_client_ca needs tls_cert and tls_key (client certificates \
-                     are asked for during the TLS handshake)",
-                ));
-            }
-            _ => {}
-        }
         tollgate_server::client::ClientKeys::new(&self.client)
             .map_err(|e| ConfigError::new(e.to_string()))?;
         if let Some(gateway) = &self.gateway {

@@ -140,6 +140,10 @@ fn tls_files(args: &ServeArgs, file: &ConfigFile) -> Result<Option<TlsFiles>, St
         (None, Some(_)) => Err("a TLS key is set but no certificate (--tls-cert or [server] \
                                 tls_cert)"
             .into()),
+        (None, None) if client_ca.is_some() => Err("[server] tls_client_ca needs a TLS \
+                                                     certificate and key (client certificates \
+                                                     are asked for in the TLS handshake)"
+            .into()),
         (None, None) => Ok(None),
     }
 }
