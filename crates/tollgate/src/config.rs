@@ -150,6 +150,9 @@ pub struct StoreSection {
     pub flush_interval: Duration,
     /// Buffered (default) or strict.
     pub durability: Durability,
+    /// `ca_file`: for a `rediss://` URL, the CA certificates (PEM) Redis' certificate must be
+    /// signed by, instead of the system roots.
+    pub ca_file: Option<PathBuf>,
 }
 
 impl Default for StoreSection {
@@ -161,6 +164,7 @@ impl Default for StoreSection {
             store_unavailable: OnStoreUnavailable::default(),
             flush_interval: Duration::from_millis(100),
             durability: Durability::default(),
+            ca_file: None,
         }
     }
 }
@@ -180,6 +184,7 @@ struct StoreFields {
     #[serde(deserialize_with = "fields::flush_interval")]
     flush_interval_ms: Duration,
     durability: Durability,
+    ca_file: Option<PathBuf>,
 }
 
 impl Default for StoreFields {
@@ -193,6 +198,7 @@ impl Default for StoreFields {
             store_unavailable: d.store_unavailable,
             flush_interval_ms: d.flush_interval,
             durability: d.durability,
+            ca_file: None,
         }
     }
 }
@@ -236,6 +242,7 @@ impl TryFrom<StoreFields> for StoreSection {
             store_unavailable: f.store_unavailable,
             flush_interval: f.flush_interval_ms,
             durability: f.durability,
+            ca_file: f.ca_file,
         })
     }
 }

@@ -312,6 +312,7 @@ async fn open_store(s: &Settings) -> anyhow::Result<AnyStore> {
                 opts.timeout = timeout;
             }
             opts.on_unavailable = s.store_section.store_unavailable;
+            opts.ca_file = s.store_section.ca_file.clone();
             // Fails only for a malformed URL; an unreachable Redis is handled per request.
             let store = RedisStore::connect(opts)
                 .await

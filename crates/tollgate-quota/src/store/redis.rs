@@ -84,6 +84,10 @@ pub struct RedisOptions {
     pub timeout: Duration,
     /// What a check does when Redis does not answer within `timeout`.
     pub on_unavailable: OnStoreUnavailable,
+    /// For `rediss://`: the CA certificates (PEM) the server's certificate must be signed by,
+    /// instead of the system roots. The certificate is always verified: a URL asking to skip
+    /// that (`#insecure`) is refused.
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 impl RedisOptions {
@@ -94,6 +98,7 @@ impl RedisOptions {
             key_prefix: "tollgate:".into(),
             timeout: Duration::from_millis(50),
             on_unavailable: OnStoreUnavailable::Local,
+            ca_file: None,
         }
     }
 }
@@ -125,6 +130,35 @@ impl Drop for RedisStore {
     }
 }
 
+/// The client for `opts.url`: a `rediss://` server's certificate is verified against
+/// `opts.ca_file`, or the system roots (rustls-native-certs) without one.
+fn open_client(opts: &RedisOptions) -> Result<redis::Client, StoreError> {
+    let invalid = |e: String| StoreError::Unavailable(format!("invalid redis url: {e}"));
+    if opts.url.contains("#insecure") {
+        return Err(invalid(
+            "#insecure would skip the verification of the server's certificate; use \
+             [store] ca_file to trust a private CA instead"
+                .into(),
+        ));
+    }
+    match &opts.ca_file {
+        None => redis::Client::open(opts.url.as_str()).map_err(|e| invalid(e.to_string())),
+        Some(file) => {
+            if !opts.url.starts_with("rediss://") {
+                return Err(StoreError::Unavailable(format!(
+                    "ca_file = {file:?}: only used with a rediss:// URL"
+                )));
+            }
+            let pem = std::fs::read(file).map_err(|e| {
+                StoreError::Unavailable(format!("ca_file = {file:?}: cannot read: {e}"))
+            })?;
+            let certs = redis::TlsCertificates { client_tls: None, root_cert: Some(pem) };
+            redis::Client::build_with_tls(opts.url.as_str(), certs)
+                .map_err(|e| StoreError::Unavailable(format!("ca_file = {file:?}: {e}")))
+        }
+    }
+}
+
 impl RedisStore {
     /// Connects lazily: fails only for a bad URL, and starts while Redis is down (must be called
     /// within a tokio runtime).
@@ -134,8 +168,7 @@ impl RedisStore {
                 "the redis store must be started inside a tokio runtime".into(),
             ));
         }
-        let client = redis::Client::open(opts.url.as_str())
-            .map_err(|e| StoreError::Unavailable(format!("invalid redis url: {e}")))?;
+        let client = open_client(&opts)?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(opts.timeout.max(Duration::from_millis(10))))
             .set_response_timeout(None)
