@@ -313,8 +313,14 @@ async fn client_certificates_signed_by_the_client_ca_are_required() {
     let (cert, key) = ca.server("srv").write(dir.path(), "server");
     let client_ca = clients.write(dir.path(), "client-ca");
     let conf = dir.path().join("t.toml");
-    std::fs::write(&conf, format!("[server]\ntls_client_ca = {:?}\n", client_ca.to_str().unwrap()))
-        .unwrap();
+    std::fs::write(
+        &conf,
+        format!(
+            "[server]\ntls_client_ca = {:?}\n\n[[client]]\nname = \"partner-a\"\nsubject = \"CN=partner-a\"\nallow = [\"M:*\"]\n\n[[client]]\nname = \"ops\"\nkey = \"k-ops\"\n",
+            client_ca.to_str().unwrap()
+        ),
+    )
+    .unwrap();
     let s = serve_tls(&cert, &key, &["--config", conf.to_str().unwrap()]);
     let good = clients.client("partner-a");
     assert_eq!(quota(&client(&ca, Some(&good)), &s.url, "M:1").await.unwrap().0, 200);
@@ -324,4 +330,25 @@ async fn client_certificates_signed_by_the_client_ca_are_required() {
     let stranger = TestCa::new("Other CA").client("partner-a");
     let e = quota(&client(&ca, Some(&stranger)), &s.url, "M:1").await.unwrap_err();
     assert!(e.is_connect() || e.is_request(), "{e:?}");
+
+    // The certificate's subject names the client: its allow globs apply.
+    assert_eq!(quota(&client(&ca, Some(&good)), &s.url, "Other:1").await.unwrap().0, 403);
+    // A verified certificate whose subject no client names: 401 naming the subject.
+    let unnamed = client(&ca, Some(&clients.client("partner-b")));
+    let r = unnamed.get(format!("{}/v1/quota", s.url)).header("metering-id", "M:1").send().await;
+    let r = r.unwrap();
+    assert_eq!(r.status(), 401);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["subject"], "CN=partner-b", "{body}");
+    // An API key decides when one is sent.
+    let r = unnamed
+        .get(format!("{}/v1/quota", s.url))
+        .header("metering-id", "Other:1")
+        .header("quota-limit", "10")
+        .header("quota-timeunit", "day")
+        .header("x-api-key", "k-ops")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
 }
