@@ -366,6 +366,26 @@ mod tests {
     }
 
     #[test]
+    fn tls_files_come_from_flags_then_file_and_half_a_pair_is_an_error() {
+        let file = ConfigFile::parse(
+            Path::new("t.toml"),
+            "[server]\ntls_cert = \"f.crt\"\ntls_key = \"f.key\"\ntls_client_ca = \"ca.crt\"\n",
+        )
+        .unwrap();
+        let t = tls_files(&args(None, None), &file).unwrap().unwrap();
+        assert_eq!((t.cert, t.key), (PathBuf::from("f.crt"), PathBuf::from("f.key")));
+        assert_eq!(t.client_ca, Some(PathBuf::from("ca.crt")));
+        let mut a = args(None, None);
+        a.tls_cert = Some("flag.crt".into());
+        assert_eq!(tls_files(&a, &file).unwrap().unwrap().cert, PathBuf::from("flag.crt"));
+        assert!(tls_files(&a, &ConfigFile::default()).unwrap_err().contains("no key"));
+        assert!(tls_files(&args(None, None), &ConfigFile::default()).unwrap().is_none());
+        let ca_only = ConfigFile::parse(Path::new("t.toml"), "[server]\ntls_client_ca = \"c\"\n");
+        let e = tls_files(&args(None, None), &ca_only.unwrap()).unwrap_err();
+        assert!(e.contains("tls_client_ca needs"), "{e}");
+    }
+
+    #[test]
     fn flags_beat_file_which_beats_defaults() {
         let file = ConfigFile::parse(
             Path::new("t.toml"),

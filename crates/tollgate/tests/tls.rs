@@ -93,6 +93,25 @@ async fn quota_calls_over_https() {
         let _ = raw.read_to_end(&mut answer);
         assert!(!answer.starts_with(b"HTTP/1.1 200"), "{answer:?}");
     }
+    // `tollgate check` over HTTPS, trusting the CA given by --ca-file.
+    let ca_file = ca.write(dir.path(), "ca");
+    let o = exit_within(
+        &[
+            "check",
+            "--url",
+            &s.url,
+            "--id",
+            "Tls:2",
+            "--limit",
+            "5",
+            "--unit",
+            "day",
+            "--ca-file",
+            ca_file.to_str().unwrap(),
+        ],
+        Duration::from_secs(20),
+    );
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
     // A client that does not trust the CA refuses the server.
     let other = client(&TestCa::new("Other CA"), None);
     let e = quota(&other, &s.url, "Tls:1").await.unwrap_err();
