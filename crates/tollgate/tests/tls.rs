@@ -332,15 +332,21 @@ async fn client_certificates_signed_by_the_client_ca_are_required() {
     let (cert, key) = ca.server("srv").write(dir.path(), "server");
     let client_ca = clients.write(dir.path(), "client-ca");
     let conf = dir.path().join("t.toml");
-    std::fs::write(
-        &conf,
-        format!(
-            "[server]\ntls_client_ca = {:?}\n\n[[client]]\nname = \"partner-a\"\nsubject = \"CN=partner-a\"\nallow = [\"M:*\"]\n\n[[client]]\nname = \"ops\"\nkey = \"k-ops\"\n",
-            client_ca.to_str().unwrap()
-        ),
-    )
-    .unwrap();
-    let s = serve_tls(&cert, &key, &["--config", conf.to_str().unwrap()]);
+    let clients_toml = format!(
+        "[server]\ntls_client_ca = {:?}\n\n[[client]]\nname = \"partner-a\"\nsubject = \"CN=partner-a\"\nallow = [\"M:*\"]\n\n[[client]]\nname = \"ops\"\nkey = \"k-ops\"\n",
+        client_ca.to_str().unwrap()
+    );
+    // With a gateway, so uploads are checked too.
+    let toml =
+        common::gateway_toml(&dir.path().join("in"), &dir.path().join("out"), "", &clients_toml);
+    std::fs::create_dir_all(dir.path().join("in")).unwrap();
+    std::fs::write(&conf, toml).unwrap();
+    let data = dir.path().join("data");
+    let s = serve_tls(
+        &cert,
+        &key,
+        &["--config", conf.to_str().unwrap(), "--data", data.to_str().unwrap()],
+    );
     let good = clients.client("partner-a");
     assert_eq!(quota(&client(&ca, Some(&good)), &s.url, "M:1").await.unwrap().0, 200);
     // No certificate, or one from another CA: the handshake fails.
@@ -359,6 +365,15 @@ async fn client_certificates_signed_by_the_client_ca_are_required() {
     assert_eq!(r.status(), 401);
     let body: Value = r.json().await.unwrap();
     assert_eq!(body["subject"], "CN=partner-b", "{body}");
+    // Uploads: the certificate's client may upload; one no client names may not.
+    let edi = tollgate_testkit::Status214::new("CARRIERA", 1).build();
+    let up = |c: reqwest::Client| {
+        let url = format!("{}/v1/interchanges", s.url);
+        let edi = edi.clone();
+        async move { c.post(url).body(edi).send().await.unwrap().status().as_u16() }
+    };
+    assert_eq!(up(client(&ca, Some(&good))).await, 202);
+    assert_eq!(up(unnamed.clone()).await, 401);
     // An API key decides when one is sent.
     let r = unnamed
         .get(format!("{}/v1/quota", s.url))
