@@ -9,7 +9,7 @@
 //! | `tollgate_policy_reload_errors_total` | counter | policy files refused |
 //! | `tollgate_policy_error` | gauge | 1 while the last policy file was refused |
 //! | `tollgate_store_degraded` | gauge | 1 while the shared store is not answering (sampled) |
-//! | `tollgate_tls_reloads_total` | counter | certificate pairs taken into use (start-up included) |
+//! | `tollgate_tls_reloads_total` | counter | rotated certificate pairs taken into use |
 //! | `tollgate_tls_reload_errors_total` | counter | changed certificate pairs refused |
 //!
 //! The recorder is installed once per process ([`install`] is idempotent), so several servers
@@ -40,7 +40,7 @@ pub const POLICY_RELOAD_ERRORS: &str = "tollgate_policy_reload_errors_total";
 pub const POLICY_ERROR: &str = "tollgate_policy_error";
 /// 1 while the shared store is not answering.
 pub const STORE_DEGRADED: &str = "tollgate_store_degraded";
-/// Certificate pairs taken into use.
+/// Rotated certificate pairs taken into use.
 pub const TLS_RELOADS: &str = "tollgate_tls_reloads_total";
 /// Changed certificate pairs refused.
 pub const TLS_RELOAD_ERRORS: &str = "tollgate_tls_reload_errors_total";
@@ -199,7 +199,7 @@ pub fn policy_error(failing: bool) {
     metrics::gauge!(POLICY_ERROR).set(if failing { 1.0 } else { 0.0 });
 }
 
-/// Counts a certificate pair taken into use.
+/// Counts a rotated certificate pair taken into use.
 pub fn tls_reloaded() {
     metrics::counter!(TLS_RELOADS).increment(1);
 }

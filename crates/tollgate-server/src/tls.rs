@@ -142,7 +142,6 @@ impl TlsAcceptor {
         let mut config = builder.with_cert_resolver(Arc::clone(&resolver) as _);
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-        crate::metrics::tls_reloaded();
         Ok(Self {
             shared: Arc::new(Shared {
                 files,

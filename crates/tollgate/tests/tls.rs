@@ -318,6 +318,8 @@ async fn a_broken_rotation_keeps_the_old_certificate_and_shows_in_readyz() {
     };
     assert_eq!(r["tls"]["last_error"], Value::Null, "{r}");
     assert_eq!(r["status"], "ready", "{r}");
+    let metrics = c.get(format!("{}/metrics", s.url)).send().await.unwrap().text().await.unwrap();
+    assert!(metrics.contains("tollgate_tls_reloads_total 1"), "{metrics}");
     assert_eq!(
         quota(&client(&ca, None), &s.url, "Tls:1").await.unwrap(),
         (200, "CN=gen-2".to_owned())
