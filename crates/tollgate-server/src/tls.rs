@@ -91,7 +91,6 @@ struct Shared {
     files: TlsFiles,
     provider: Arc<CryptoProvider>,
     resolver: Arc<CertResolver>,
-    acceptor: tokio_rustls::TlsAcceptor,
     /// The bytes of the pair in use (cert, key), so a touch without a change is no reload.
     loaded: Mutex<(Vec<u8>, Vec<u8>)>,
     status: Mutex<TlsStatus>,
@@ -102,6 +101,11 @@ struct Shared {
 #[derive(Clone)]
 pub struct TlsAcceptor {
     shared: Arc<Shared>,
+    /// The server config of this listener (its ALPN protocols); the certificate comes from
+    /// the shared resolver, so every acceptor made by [`TlsAcceptor::with_alpn`] rotates
+    /// together.
+    config: Arc<rustls::ServerConfig>,
+    acceptor: tokio_rustls::TlsAcceptor,
 }
 
 impl std::fmt::Debug for TlsAcceptor {
@@ -139,19 +143,34 @@ impl TlsAcceptor {
                 builder.with_client_cert_verifier(verifier)
             }
         };
-        let mut config = builder.with_cert_resolver(Arc::clone(&resolver) as _);
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
-        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-        Ok(Self {
-            shared: Arc::new(Shared {
-                files,
-                provider,
-                resolver,
-                acceptor,
-                loaded: Mutex::new(loaded),
-                status: Mutex::new(TlsStatus { generation: 1, last_error: None }),
-            }),
-        })
+        let config = builder.with_cert_resolver(Arc::clone(&resolver) as _);
+        let shared = Arc::new(Shared {
+            files,
+            provider,
+            resolver,
+            loaded: Mutex::new(loaded),
+            status: Mutex::new(TlsStatus { generation: 1, last_error: None }),
+        });
+        let acceptor = Self {
+            shared,
+            acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(config.clone())),
+            config: Arc::new(config),
+        };
+        Ok(acceptor.with_alpn(vec![b"http/1.1".to_vec()]))
+    }
+
+    /// The same certificate (and its rotation, and client-certificate rule) offered with the
+    /// ALPN protocols `protocols`, for another listener: the HTTP/1.1 listener uses
+    /// `http/1.1`, a gRPC one would use `h2`.
+    pub fn with_alpn(&self, protocols: Vec<Vec<u8>>) -> Self {
+        let mut config = (*self.config).clone();
+        config.alpn_protocols = protocols;
+        let config = Arc::new(config);
+        Self {
+            shared: Arc::clone(&self.shared),
+            acceptor: tokio_rustls::TlsAcceptor::from(Arc::clone(&config)),
+            config,
+        }
     }
 
     /// The files this acceptor serves.
@@ -165,7 +184,7 @@ impl TlsAcceptor {
     where
         S: AsyncRead + AsyncWrite + Unpin,
     {
-        self.shared.acceptor.accept(stream).await
+        self.acceptor.accept(stream).await
     }
 
     /// The verified client certificate's subject on an accepted stream, when there is one.
@@ -224,4 +243,61 @@ fn read_or_empty(path: &Path) -> Vec<u8> {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair(name: &str) -> (String, String) {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec![name.to_owned()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        (cert.pem(), key.serialize_pem())
+    }
+
+    fn write(path: &Path, text: &str) {
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(&tmp, path).unwrap();
+    }
+
+    #[test]
+    fn reload_swaps_a_good_pair_and_keeps_the_old_one_on_a_broken_pair() {
+        let dir = tempfile::tempdir().unwrap();
+        let (cert, key) = (dir.path().join("c.pem"), dir.path().join("k.pem"));
+        let (c1, k1) = pair("one.test");
+        write(&cert, &c1);
+        write(&key, &k1);
+        let files = TlsFiles { cert: cert.clone(), key: key.clone(), client_ca: None };
+        let tls = TlsAcceptor::load(files).unwrap();
+        let grpc = tls.with_alpn(vec![b"h2".to_vec()]);
+        assert_eq!(tls.reload(), Ok(false), "unchanged files are no reload");
+
+        let (c2, k2) = pair("two.test");
+        write(&key, &k2);
+        let e = tls.reload().unwrap_err();
+        assert_eq!(e.key, "tls_key");
+        assert!(e.why.contains("does not match"), "{e}");
+        assert_eq!(grpc.status().generation, 1);
+        assert!(grpc.status().last_error.is_some(), "one status for every acceptor");
+
+        write(&cert, &c2);
+        assert_eq!(tls.reload(), Ok(true));
+        assert_eq!(grpc.status(), TlsStatus { generation: 2, last_error: None });
+    }
+
+    #[test]
+    fn load_names_the_file_and_why() {
+        let dir = tempfile::tempdir().unwrap();
+        let (cert, key) = (dir.path().join("c.pem"), dir.path().join("k.pem"));
+        let (c1, k1) = pair("one.test");
+        write(&cert, &k1);
+        write(&key, &c1);
+        let files = TlsFiles { cert: cert.clone(), key: key.clone(), client_ca: None };
+        let e = TlsAcceptor::load(files).unwrap_err().to_string();
+        assert!(e.starts_with(&format!("tls_cert = {cert:?}: no CERTIFICATE block")), "{e}");
+    }
 }
