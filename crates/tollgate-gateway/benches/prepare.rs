@@ -45,7 +45,7 @@ fn parts(dir: &std::path::Path, plan: Plan, bytes: &[u8]) -> (Parts, FileRecord)
     let rec = spool.receive(&[(bytes, "bench".to_owned())]).expect("spooled").remove(0);
     let store = Arc::new(AnyStore::Memory(MemoryStore::new()));
     let meter = Meter::embedded(store.clone());
-    let deliverer = Deliverer::new(&plan.routes).expect("deliverer");
+    let deliverer = Deliverer::new(&plan.routes, None).expect("deliverer");
     (Parts { plan, spool, meter, deliverer, seen: store }, rec)
 }
 

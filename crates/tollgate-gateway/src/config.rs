@@ -77,6 +77,10 @@ pub struct GatewayConfig {
     /// Document routes: what is metered how, and where it goes.
     #[serde(default)]
     pub route: Vec<RouteConfig>,
+    /// CA certificates (PEM) that HTTPS delivery targets must be signed by, instead of the
+    /// system roots.
+    #[serde(default)]
+    pub deliver_ca_file: Option<Spanned<PathBuf>>,
 }
 
 impl Default for GatewayConfig {
@@ -95,6 +99,7 @@ impl Default for GatewayConfig {
             quota: QuotaSection::default(),
             partner: Vec::new(),
             route: Vec::new(),
+            deliver_ca_file: None,
         }
     }
 }
@@ -119,6 +124,10 @@ pub struct QuotaSection {
     /// environment variable `TOLLGATE_GATEWAY_QUOTA_API_KEY` overrides it (remote only).
     #[serde(default)]
     pub api_key: Option<ApiKey>,
+    /// CA certificates (PEM) the remote quota service's certificate must be signed by,
+    /// instead of the system roots (remote only).
+    #[serde(default)]
+    pub ca_file: Option<Spanned<PathBuf>>,
 }
 
 impl Default for QuotaSection {
@@ -129,6 +138,7 @@ impl Default for QuotaSection {
             timeout_ms: defaults::timeout_ms(),
             on_unavailable: OnQuotaUnavailable::default(),
             api_key: None,
+            ca_file: None,
         }
     }
 }
@@ -357,6 +367,7 @@ impl GatewayConfig {
                     url,
                     timeout: Duration::from_millis(self.quota.timeout_ms.get()),
                     api_key: self.quota.api_key.clone(),
+                    ca_file: checked_ca_file("gateway.quota.ca_file", &self.quota.ca_file)?,
                 })
             }
         };
@@ -420,6 +431,7 @@ impl GatewayConfig {
             });
         }
 
+        let deliver_ca_file = checked_ca_file("gateway.deliver_ca_file", &self.deliver_ca_file)?;
         Ok(Plan {
             inbound: self.inbound.clone(),
             poll: Duration::from_millis(self.poll_ms.get()),
@@ -432,6 +444,7 @@ impl GatewayConfig {
             partial_names: self.partial_names.clone(),
             incomplete_grace: Duration::from_millis(self.incomplete_grace_ms),
             remote,
+            deliver_ca_file,
             on_unavailable: self.quota.on_unavailable,
             partners,
             routes,
@@ -443,6 +456,17 @@ impl GatewayConfig {
 /// `n` days.
 fn days(n: NonZeroU32) -> Duration {
     Duration::from_secs(u64::from(n.get()) * 86_400)
+}
+
+/// A `ca_file` key's path, once it reads as PEM certificates (an error points at the key).
+fn checked_ca_file(
+    key: &str,
+    file: &Option<Spanned<PathBuf>>,
+) -> Result<Option<PathBuf>, ConfigError> {
+    let Some(file) = file else { return Ok(None) };
+    crate::trust::ca_certificates(key, file.get_ref())
+        .map_err(|e| ConfigError::at(file.span(), e))?;
+    Ok(Some(file.get_ref().clone()))
 }
 
 #[cfg(test)]

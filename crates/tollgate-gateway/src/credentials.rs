@@ -10,6 +10,7 @@ use axum::http::{HeaderMap, StatusCode, header::AUTHORIZATION};
 use tollgate_server::admin::AdminGuard;
 use tollgate_server::client::{API_KEY_HEADER, Client, ClientKeys};
 use tollgate_server::problem::Problem;
+use tollgate_server::tls::PeerCertificate;
 
 /// The upload access rule: the server's admin guard and client keys.
 #[derive(Debug, Clone)]
@@ -33,10 +34,16 @@ impl UploadGuard {
         Self { admin, clients }
     }
 
-    /// Who sent the request, or the 401/403 to answer.
-    pub fn authorize(&self, headers: &HeaderMap) -> Result<Uploader<'_>, Problem> {
-        if self.clients.enabled() && headers.contains_key(API_KEY_HEADER) {
-            return self.clients.authenticate(headers).map(|c| match c {
+    /// Who sent the request, or the 401/403 to answer. A verified client certificate
+    /// (`peer`, under mTLS) whose subject a `[[client]]` names counts as that client when no
+    /// key is sent.
+    pub fn authorize(
+        &self,
+        headers: &HeaderMap,
+        peer: Option<&PeerCertificate>,
+    ) -> Result<Uploader<'_>, Problem> {
+        if self.clients.enabled() && (headers.contains_key(API_KEY_HEADER) || peer.is_some()) {
+            return self.clients.authenticate_with(headers, peer).map(|c| match c {
                 Some(c) => Uploader::Client(c),
                 None => Uploader::Unscoped,
             });

@@ -95,7 +95,9 @@ pub struct Deliverer {
 
 impl Deliverer {
     /// One semaphore per distinct target (routes sharing a target share the smallest cap).
-    pub fn new(routes: &[Route]) -> Result<Self, reqwest::Error> {
+    /// HTTPS targets are verified against `ca_file` when given, else the system roots (see
+    /// [`crate::trust`]).
+    pub fn new(routes: &[Route], ca_file: Option<&std::path::Path>) -> Result<Self, String> {
         let mut caps: HashMap<Target, usize> = HashMap::new();
         for r in routes {
             let c = caps.entry(r.target.clone()).or_insert(r.max_concurrency);
@@ -103,7 +105,10 @@ impl Deliverer {
         }
         let dir_syncs = caps.keys().map(|t| (t.clone(), DirSync::default())).collect();
         let limits = caps.into_iter().map(|(t, c)| (t, Arc::new(Semaphore::new(c)))).collect();
-        let client = reqwest::Client::builder().timeout(HTTP_TIMEOUT).build()?;
+        let client = crate::trust::client_builder("gateway.deliver_ca_file", ca_file)?
+            .timeout(HTTP_TIMEOUT)
+            .build()
+            .map_err(|e| format!("http client: {e}"))?;
         Ok(Self { client, limits, dir_syncs })
     }
 
@@ -165,7 +170,7 @@ impl Deliverer {
                 }
             }
             Err(e) if e.is_timeout() => Attempt::Retry(format!("{url} timed out: {e}")),
-            Err(e) => Attempt::Retry(format!("{url}: {e}")),
+            Err(e) => Attempt::Retry(format!("{url}: {}", crate::trust::describe(&e))),
         }
     }
 }
@@ -200,7 +205,7 @@ mod tests {
     async fn dir_delivery_is_atomic_and_named_by_id() {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("out");
-        let d = Deliverer::new(&[]).unwrap();
+        let d = Deliverer::new(&[], None).unwrap();
         let p = Parcel {
             id: "a-1".into(),
             partner: "P".into(),

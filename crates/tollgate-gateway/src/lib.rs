@@ -37,6 +37,7 @@ mod spool;
 mod statedb;
 mod taken;
 mod telemetry;
+mod trust;
 mod upload;
 
 /// The internals the benches drive (the per-file preparation of the pipeline, the store key
@@ -85,6 +86,9 @@ pub enum GatewayError {
     /// The HTTP client could not be built.
     #[error("http client: {0}")]
     Http(#[from] reqwest::Error),
+    /// A `ca_file` could not be read as PEM certificates (the key, the file and why).
+    #[error("{0}")]
+    CaFile(String),
 }
 
 /// A running gateway.
@@ -135,10 +139,11 @@ impl Gateway {
             .map_err(|e| spool::SpoolError::Db(e.to_string()))??;
         let spool = Arc::new(spool);
         let meter = match &plan.remote {
-            Some(remote) => meter::Meter::remote(remote)?,
+            Some(remote) => meter::Meter::remote(remote).map_err(GatewayError::CaFile)?,
             None => meter::Meter::embedded(store.clone()),
         };
-        let deliverer = delivery::Deliverer::new(&plan.routes)?;
+        let deliverer = delivery::Deliverer::new(&plan.routes, plan.deliver_ca_file.as_deref())
+            .map_err(GatewayError::CaFile)?;
         let (events, rx) = mpsc::unbounded_channel();
         let (stop, stop_rx) = watch::channel(false);
         let parts = Arc::new(pipeline::Parts {

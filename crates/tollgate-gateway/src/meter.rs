@@ -72,12 +72,15 @@ impl Meter {
         Self::with(Backend::Embedded(store))
     }
 
-    /// Meters against a remote quota service.
-    pub fn remote(remote: &RemoteQuota) -> Result<Self, reqwest::Error> {
-        let client = reqwest::Client::builder()
-            .timeout(remote.timeout)
-            .connect_timeout(remote.timeout)
-            .build()?;
+    /// Meters against a remote quota service, verifying its certificate against
+    /// `remote.ca_file` or the system roots (see [`crate::trust`]).
+    pub fn remote(remote: &RemoteQuota) -> Result<Self, String> {
+        let client =
+            crate::trust::client_builder("gateway.quota.ca_file", remote.ca_file.as_deref())?
+                .timeout(remote.timeout)
+                .connect_timeout(remote.timeout)
+                .build()
+                .map_err(|e| format!("http client: {e}"))?;
         Ok(Self::with(Backend::Remote {
             client,
             url: remote.url.to_string(),
@@ -197,7 +200,16 @@ async fn remote_check(
         Err(e) if e.is_timeout() => {
             return Verdict::Unavailable { reason: format!("quota service timed out: {e}") };
         }
-        Err(e) => return Verdict::Unavailable { reason: format!("quota service: {e}") },
+        // A refused certificate is not an outage: failing open on it would let whoever
+        // answers with the wrong certificate wave items through unmetered. Held instead.
+        Err(e) if let Some(reason) = crate::trust::certificate_refused(&e) => {
+            return Verdict::Misconfigured { reason: format!("quota service: {reason}") };
+        }
+        Err(e) => {
+            return Verdict::Unavailable {
+                reason: format!("quota service: {}", crate::trust::describe(&e)),
+            };
+        }
     };
     let status = resp.status();
     if status.is_success() {

@@ -93,8 +93,13 @@ fn budget_spent(budget: &UploadBudget, wanted: u64) -> Response {
 }
 
 /// `POST /v1/interchanges`: authorise, reserve memory, read, check senders, spool, answer 202.
-pub async fn upload(State(up): State<Upload>, headers: HeaderMap, body: Body) -> Response {
-    let uploader = match up.guard.authorize(&headers) {
+pub async fn upload(
+    State(up): State<Upload>,
+    peer: Option<axum::Extension<tollgate_server::tls::PeerCertificate>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let uploader = match up.guard.authorize(&headers, peer.as_ref().map(|p| &p.0)) {
         Ok(u) => u,
         Err(p) => return p.into_response(),
     };

@@ -183,7 +183,8 @@ async fn a_landing_file_over_max_file_bytes_is_moved_aside_with_the_reason() {
 
 fn key(key: &str, name: &str, partners: Option<&[&str]>) -> ClientKey {
     ClientKey {
-        key: tollgate_server::config::ClientSecret::new(key).unwrap(),
+        key: Some(tollgate_server::config::ClientSecret::new(key).unwrap()),
+        subject: None,
         name: name.into(),
         allow: None,
         partners: partners.map(|p| p.iter().map(|s| s.to_string()).collect()),

@@ -9,12 +9,20 @@
 //! The same keys authenticate gateway uploads; a client's `partners` list limits the senders
 //! it may upload for. Keys are checked once, at load: an empty key (which an empty
 //! `x-api-key` would match) and a key given to two clients are refused.
+//!
+//! Under mTLS (`[server] tls_client_ca`) a client may be named by its certificate instead:
+//! `subject = "CN=…"`. A request without `x-api-key` whose connection presented a verified
+//! certificate with exactly that subject (RFC 4514 text, see [`crate::tls::subject`]) counts
+//! as that client on `/v1/quota`; a certificate whose subject no client names gets 401
+//! naming the subject received. An `x-api-key`, when sent, decides. A subject given to two
+//! clients, or a client with neither key nor subject, is refused at load.
 
 use axum::http::{HeaderMap, StatusCode};
 use tollgate_quota::MeteringId;
 
 use crate::config::{ClientKey, ClientSecret, GlobPattern};
 use crate::problem::Problem;
+use crate::tls::PeerCertificate;
 
 /// The header that carries a client key.
 pub const API_KEY_HEADER: &str = "x-api-key";
@@ -23,7 +31,8 @@ pub const API_KEY_HEADER: &str = "x-api-key";
 /// ([`ClientKeys::new`] keeps that).
 #[derive(Clone)]
 pub struct Client {
-    key: ClientSecret,
+    key: Option<ClientSecret>,
+    subject: Option<String>,
     name: String,
     allow: Option<Vec<GlobPattern>>,
     /// Partner names and normalised `QUAL:ID` sender ids; `None` means every sender.
@@ -35,6 +44,7 @@ impl std::fmt::Debug for Client {
         f.debug_struct("Client")
             .field("key", &"<secret>")
             .field("name", &self.name)
+            .field("subject", &self.subject)
             .field("allow", &self.allow)
             .field("partners", &self.partners)
             .finish()
@@ -116,17 +126,38 @@ impl ClientKeys {
         for (i, k) in keys.iter().enumerate() {
             let err =
                 |message: String| ClientKeyError { position: i + 1, name: k.name.clone(), message };
-            if let Some(j) = clients.iter().position(|c| c.key == k.key) {
+            if k.key.is_none() && k.subject.is_none() {
+                return Err(err("needs key (sent as x-api-key) or subject (of a client \
+                                certificate), or both"
+                    .into()));
+            }
+            if let Some(key) = &k.key
+                && let Some(j) = clients.iter().position(|c| c.key.as_ref() == Some(key))
+            {
                 return Err(err(format!(
                     "key ({} bytes, not shown) is the same as the key of [[client]] #{} \
                      (name {:?}); every client needs its own key",
-                    k.key.len(),
+                    key.len(),
                     j + 1,
                     clients[j].name
                 )));
             }
+            if let Some(subject) = &k.subject {
+                if subject.trim().is_empty() {
+                    return Err(err("subject = \"\": must name a certificate subject".into()));
+                }
+                if let Some(j) = clients.iter().position(|c| c.subject.as_ref() == Some(subject)) {
+                    return Err(err(format!(
+                        "subject = {subject:?} is already the subject of [[client]] #{} \
+                         (name {:?}); every client needs its own",
+                        j + 1,
+                        clients[j].name
+                    )));
+                }
+            }
             clients.push(Client {
                 key: k.key.clone(),
+                subject: k.subject.clone(),
                 name: k.name.clone(),
                 allow: k.allow.clone(),
                 partners: k
@@ -146,8 +177,37 @@ impl ClientKeys {
     /// The client presenting `x-api-key`: `Ok(None)` when no keys are configured, 401 when
     /// the key is missing or unknown.
     pub fn authenticate(&self, headers: &HeaderMap) -> Result<Option<&Client>, Problem> {
+        self.authenticate_with(headers, None)
+    }
+
+    /// The client presenting `x-api-key`, or else the client whose `subject` is that of the
+    /// connection's verified certificate `peer`: `Ok(None)` when no clients are configured,
+    /// 401 when neither names a client.
+    pub fn authenticate_with(
+        &self,
+        headers: &HeaderMap,
+        peer: Option<&PeerCertificate>,
+    ) -> Result<Option<&Client>, Problem> {
         if self.clients.is_empty() {
             return Ok(None);
+        }
+        if !headers.contains_key(API_KEY_HEADER)
+            && let Some(peer) = peer
+        {
+            return match self.clients.iter().find(|c| c.subject.as_ref() == Some(&peer.subject)) {
+                Some(c) => Ok(Some(c)),
+                None => Err(Problem::new(
+                    StatusCode::UNAUTHORIZED,
+                    "unknown-certificate-subject",
+                    "Client certificate not configured",
+                )
+                .detail(format!(
+                    "the client certificate's subject {:?} is not the subject of any \
+                     [[client]], and no x-api-key was sent",
+                    peer.subject
+                ))
+                .with("subject", peer.subject.as_str())),
+            };
         }
         let Some(presented) = headers.get(API_KEY_HEADER) else {
             return Err(Problem::new(
@@ -163,7 +223,8 @@ impl ClientKeys {
         // prefix matched.
         let mut found = None;
         for c in &self.clients {
-            if constant_time_eq(c.key.as_bytes(), presented) && found.is_none() {
+            let Some(key) = &c.key else { continue };
+            if constant_time_eq(key.as_bytes(), presented) && found.is_none() {
                 found = Some(c);
             }
         }
@@ -198,7 +259,8 @@ mod tests {
 
     fn key(key: &str, name: &str) -> ClientKey {
         ClientKey {
-            key: ClientSecret::new(key).unwrap(),
+            key: Some(ClientSecret::new(key).unwrap()),
+            subject: None,
             name: name.into(),
             allow: None,
             partners: None,
@@ -265,6 +327,31 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert(API_KEY_HEADER, HeaderValue::from_str(k).unwrap());
         h
+    }
+
+    #[test]
+    fn a_certificate_subject_names_a_client_when_no_key_is_sent() {
+        let partner = ClientKey {
+            key: None,
+            subject: Some("CN=partner-a".into()),
+            ..key("unused", "partner-a")
+        };
+        let k = ClientKeys::new(&[partner.clone(), key("k2", "ops")]).unwrap();
+        let peer = |s: &str| PeerCertificate { subject: s.into() };
+        let c = k.authenticate_with(&HeaderMap::new(), Some(&peer("CN=partner-a"))).unwrap();
+        assert_eq!(c.unwrap().name(), "partner-a");
+        let e = k.authenticate_with(&HeaderMap::new(), Some(&peer("CN=b"))).unwrap_err();
+        assert_eq!(e.slug(), "unknown-certificate-subject");
+        let c = k.authenticate_with(&with_key("k2"), Some(&peer("CN=partner-a"))).unwrap();
+        assert_eq!(c.unwrap().name(), "ops", "a key decides when one is sent");
+        // A subject is no key: without a certificate, a missing key is still 401.
+        assert!(k.authenticate_with(&HeaderMap::new(), None).is_err());
+        // Load errors: neither key nor subject, a subject used twice.
+        let neither = ClientKey { key: None, ..key("x", "n") };
+        let e = ClientKeys::new(&[neither]).unwrap_err().to_string();
+        assert!(e.contains("needs key") && e.contains("subject"), "{e}");
+        let e = ClientKeys::new(&[partner.clone(), partner]).unwrap_err().to_string();
+        assert!(e.contains("subject = \"CN=partner-a\" is already"), "{e}");
     }
 
     #[test]

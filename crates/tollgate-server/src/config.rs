@@ -155,14 +155,21 @@ impl TryFrom<PolicyFields> for PolicyRule {
     }
 }
 
-/// `[[client]]`: an API key allowed to call `/v1/quota` (sent as `x-api-key`), for ids
-/// matching `allow` (every id when `allow` is absent), and to upload interchanges to the
-/// gateway for the senders in `partners` (every sender when `partners` is absent).
+/// `[[client]]`: an API key (sent as `x-api-key`) or a client certificate subject (under
+/// mTLS) allowed to call `/v1/quota`, for ids matching `allow` (every id when `allow` is
+/// absent), and to upload interchanges to the gateway for the senders in `partners` (every
+/// sender when `partners` is absent). At least one of `key` and `subject` is set.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClientKey {
     /// The secret the client sends in `x-api-key`.
-    pub key: ClientSecret,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<ClientSecret>,
+    /// The subject of the client certificate that identifies this client, as RFC 4514 text
+    /// (`CN=edi.acme.example,O=Acme`: most specific first, as `openssl x509 -noout -subject
+    /// -nameopt RFC2253` prints it); needs `[server] tls_client_ca`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
     /// A name for logs.
     pub name: String,
     /// Globs over `metering-id`; absent means every id.

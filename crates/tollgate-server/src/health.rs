@@ -8,6 +8,11 @@
 //! enforced and `store_unavailable` decides the answers, and pulling every instance out of a
 //! load balancer over a config typo or a Redis blip would stop the pipeline it protects.
 //! `restart_needed` lists accepted config changes that only a restart applies.
+//!
+//! Over HTTPS, `tls` shows the certificate file, how many pairs were taken into use and
+//! `last_error`: a rotated pair that was refused (unreadable, bad PEM, key not matching).
+//! That too is `"degraded"` with 200, not 503: the previous certificate is still served, so
+//! the instance works; the error stays until a good pair is in place.
 
 use axum::Json;
 use axum::extract::State;
@@ -43,9 +48,11 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
         StoreHealth::Ok => None,
         StoreHealth::Degraded(reason) => Some(reason),
     };
+    let tls = state.tls().map(|t| (t.files().cert.display().to_string(), t.status()));
+    let tls_error = tls.as_ref().is_some_and(|(_, s)| s.last_error.is_some());
     let overall = if failing {
         "not-ready"
-    } else if status.last_error.is_some() || store_error.is_some() {
+    } else if status.last_error.is_some() || store_error.is_some() || tls_error {
         "degraded"
     } else {
         "ready"
@@ -63,6 +70,11 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
         // Changes in the file that only a restart applies (the policies are live already).
         "restart_needed": status.restart_needed,
         "checks": Value::Object(checks),
+        "tls": tls.map(|(cert, s)| json!({
+            "cert": cert,
+            "generation": s.generation,
+            "last_error": s.last_error,
+        })),
     });
     let code = if failing { StatusCode::SERVICE_UNAVAILABLE } else { StatusCode::OK };
     (code, Json(body)).into_response()

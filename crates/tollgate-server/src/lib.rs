@@ -38,6 +38,7 @@ pub mod quota;
 pub mod reload;
 pub mod serve;
 pub mod state;
+pub mod tls;
 pub mod user;
 
 use axum::Router;
@@ -45,7 +46,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::routing::get;
 
 pub use limits::ConnectionLimits;
-pub use serve::{serve, serve_with};
+pub use serve::{serve, serve_tls, serve_with};
 pub use state::{AppState, AppStateBuilder, ReadinessCheck};
 
 /// The largest request body the service's own routes read (`PUT /v1/policies`); larger

@@ -9,6 +9,8 @@
 //! | `tollgate_policy_reload_errors_total` | counter | policy files refused |
 //! | `tollgate_policy_error` | gauge | 1 while the last policy file was refused |
 //! | `tollgate_store_degraded` | gauge | 1 while the shared store is not answering (sampled) |
+//! | `tollgate_tls_reloads_total` | counter | rotated certificate pairs taken into use |
+//! | `tollgate_tls_reload_errors_total` | counter | changed certificate pairs refused |
 //!
 //! The recorder is installed once per process ([`install`] is idempotent), so several servers
 //! in one test process share it.
@@ -38,6 +40,10 @@ pub const POLICY_RELOAD_ERRORS: &str = "tollgate_policy_reload_errors_total";
 pub const POLICY_ERROR: &str = "tollgate_policy_error";
 /// 1 while the shared store is not answering.
 pub const STORE_DEGRADED: &str = "tollgate_store_degraded";
+/// Rotated certificate pairs taken into use.
+pub const TLS_RELOADS: &str = "tollgate_tls_reloads_total";
+/// Changed certificate pairs refused.
+pub const TLS_RELOAD_ERRORS: &str = "tollgate_tls_reload_errors_total";
 
 /// Why a `/v1/quota` request was answered the way it was (the `outcome` label).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -193,6 +199,16 @@ pub fn policy_error(failing: bool) {
     metrics::gauge!(POLICY_ERROR).set(if failing { 1.0 } else { 0.0 });
 }
 
+/// Counts a rotated certificate pair taken into use.
+pub fn tls_reloaded() {
+    metrics::counter!(TLS_RELOADS).increment(1);
+}
+
+/// Counts a refused certificate pair.
+pub fn tls_reload_failed() {
+    metrics::counter!(TLS_RELOAD_ERRORS).increment(1);
+}
+
 /// `GET /metrics`: the Prometheus text format. Samples the live-counter gauge first.
 pub async fn render(State(state): State<AppState>) -> Response {
     // Counted for stores held in this process; for Redis it would mean a SCAN of the whole
@@ -209,6 +225,10 @@ pub async fn render(State(state): State<AppState>) -> Response {
     metrics::counter!(POLICY_RELOAD_ERRORS).increment(0);
     metrics::counter!(POLICY_RELOADS).increment(0);
     metrics::gauge!(POLICY_ERROR).increment(0.0);
+    if state.tls().is_some() {
+        metrics::counter!(TLS_RELOADS).increment(0);
+        metrics::counter!(TLS_RELOAD_ERRORS).increment(0);
+    }
     let body = state.metrics().render();
     ([(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body).into_response()
 }

@@ -20,6 +20,7 @@
 //! Invariant: the store is called only after every header parsed and the spec resolved, so
 //! a refused request never counts.
 
+use crate::tls::PeerCertificate;
 use std::time::{Duration, Instant};
 
 use axum::extract::{Request, State};
@@ -66,7 +67,8 @@ struct QuotaAnswer<'a> {
 /// `GET /v1/quota`.
 pub async fn check(State(state): State<AppState>, request: Request) -> Response {
     // The whole request rather than a `HeaderMap` extractor, which would clone every header.
-    match decide(&state, request.headers()).await {
+    let peer = request.extensions().get::<PeerCertificate>();
+    match decide(&state, request.headers(), peer).await {
         Ok(r) => r,
         Err((outcome, problem)) => {
             metrics::decision(outcome);
@@ -78,9 +80,12 @@ pub async fn check(State(state): State<AppState>, request: Request) -> Response 
 async fn decide(
     state: &AppState,
     headers: &HeaderMap,
+    peer: Option<&PeerCertificate>,
 ) -> Result<Response, (DecisionOutcome, Problem)> {
-    let client =
-        state.clients().authenticate(headers).map_err(|p| (DecisionOutcome::Unauthorized, p))?;
+    let client = state
+        .clients()
+        .authenticate_with(headers, peer)
+        .map_err(|p| (DecisionOutcome::Unauthorized, p))?;
     let req = QuotaRequest::from_headers(headers).map_err(|p| (DecisionOutcome::BadRequest, p))?;
     if let Some(c) = client
         && !c.permits(&req.id)

@@ -17,6 +17,13 @@
 //! with the same status and headers (e.g. `Allow` on a 405). A request target longer than
 //! [`MAX_URI_BYTES`] gets a 414 problem. Requests the parser itself refuses get
 //! problem+json through [`crate::parse_error::ProblemIo`].
+//!
+//! Over TLS ([`serve_tls`]) all of this holds unchanged: the handshake runs in the
+//! connection's own task, after its slot is taken, and must finish within `header_timeout`
+//! (so a client that opens TCP and sends nothing, or stalls mid-handshake, is freed like one
+//! that never sends a head); the limits and rewrites then apply to the decrypted stream. The
+//! verified client certificate's subject, under mTLS, is put on every request of the
+//! connection as a [`PeerCertificate`] extension.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -41,6 +48,7 @@ use crate::body_timeout::{StallFlag, StallTimeout};
 use crate::limits::ConnectionLimits;
 use crate::parse_error::ProblemIo;
 use crate::problem::{PROBLEM_JSON, Problem};
+use crate::tls::{PeerCertificate, TlsAcceptor};
 
 /// The most bytes of header fields a request may carry (names, values and `": "` + CRLF).
 pub const MAX_HEADER_BYTES: usize = 8 * 1024;
@@ -74,6 +82,20 @@ pub async fn serve_with<F>(
     app: Router,
     shutdown: F,
     limits: ConnectionLimits,
+) -> std::io::Result<()>
+where
+    F: Future<Output = ()> + Send,
+{
+    serve_tls(listener, app, shutdown, limits, None).await
+}
+
+/// Like [`serve_with`], over TLS with `tls`'s current certificate when it is `Some`.
+pub async fn serve_tls<F>(
+    listener: TcpListener,
+    app: Router,
+    shutdown: F,
+    limits: ConnectionLimits,
+    tls: Option<TlsAcceptor>,
 ) -> std::io::Result<()>
 where
     F: Future<Output = ()> + Send,
@@ -113,14 +135,46 @@ where
         }
         let app = app.clone();
         let body_timeout = limits.body_timeout;
-        let service = hyper::service::service_fn(move |req| handle(app.clone(), req, body_timeout));
-        let io = TokioIo::new(ProblemIo::new(stream));
-        let conn = graceful.watch(builder.serve_connection(io, service));
+        let builder = builder.clone();
+        let watcher = graceful.watcher();
+        let tls = tls.clone();
+        let header_timeout = limits.header_timeout;
         tokio::spawn(async move {
-            if let Err(e) = conn.await {
+            // Invariant: the permit lives as long as this task, handshake included.
+            let _permit = permit;
+            let result = match tls {
+                None => {
+                    let service = hyper::service::service_fn(move |req| {
+                        handle(app.clone(), req, body_timeout, None)
+                    });
+                    let io = TokioIo::new(ProblemIo::new(stream));
+                    watcher.watch(builder.serve_connection(io, service)).await
+                }
+                Some(tls) => {
+                    let stream = match tokio::time::timeout(header_timeout, tls.accept(stream))
+                        .await
+                    {
+                        Ok(Ok(s)) => s,
+                        Ok(Err(e)) => {
+                            tracing::debug!(error = %e, "TLS handshake failed");
+                            return;
+                        }
+                        Err(_) => {
+                            tracing::debug!("TLS handshake not finished within the header timeout");
+                            return;
+                        }
+                    };
+                    let peer = TlsAcceptor::peer(&stream);
+                    let service = hyper::service::service_fn(move |req| {
+                        handle(app.clone(), req, body_timeout, peer.clone())
+                    });
+                    let io = TokioIo::new(ProblemIo::new(stream));
+                    watcher.watch(builder.serve_connection(io, service)).await
+                }
+            };
+            if let Err(e) = result {
                 tracing::debug!(error = %e, "connection ended with an error");
             }
-            drop(permit);
         });
     }
     drop(listener);
@@ -133,9 +187,13 @@ where
 
 async fn handle(
     app: Router,
-    req: Request<Incoming>,
+    mut req: Request<Incoming>,
     body_timeout: Duration,
+    peer: Option<PeerCertificate>,
 ) -> Result<Response<Body>, Infallible> {
+    if let Some(peer) = peer {
+        req.extensions_mut().insert(peer);
+    }
     let uri_len = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
     if uri_len > MAX_URI_BYTES {
         return Ok(Problem::new(StatusCode::URI_TOO_LONG, "uri-too-long", "URI Too Long")

@@ -1,5 +1,5 @@
 //! What every handler shares: the store, the policies, the client keys, the admin guard, the
-//! metrics handle and the readiness checks. Cheap to clone (one `Arc`).
+//! metrics handle, the readiness checks and the listener's TLS acceptor. Cheap to clone (one `Arc`).
 
 use std::sync::{Arc, RwLock};
 
@@ -10,6 +10,7 @@ use tollgate_quota::store::OnStoreUnavailable;
 use crate::admin::AdminGuard;
 use crate::client::ClientKeys;
 use crate::policy::Policies;
+use crate::tls::TlsAcceptor;
 
 /// A readiness check registered by another part of the process (e.g. the gateway):
 /// `Err(reason)` makes `/readyz` answer 503.
@@ -23,6 +24,7 @@ struct Inner {
     on_store_unavailable: OnStoreUnavailable,
     metrics: PrometheusHandle,
     readiness: RwLock<Vec<(String, ReadinessCheck)>>,
+    tls: Option<TlsAcceptor>,
 }
 
 /// The shared state of the HTTP service.
@@ -38,9 +40,16 @@ pub struct AppStateBuilder {
     admin: AdminGuard,
     clients: ClientKeys,
     on_store_unavailable: OnStoreUnavailable,
+    tls: Option<TlsAcceptor>,
 }
 
 impl AppStateBuilder {
+    /// The listener's TLS acceptor, so `/readyz` shows the certificate's reload status.
+    pub fn tls(mut self, tls: TlsAcceptor) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
     /// Requires `x-api-key` client keys on `/v1/quota` (none: open).
     pub fn clients(mut self, clients: ClientKeys) -> Self {
         self.clients = clients;
@@ -64,6 +73,7 @@ impl AppStateBuilder {
                 on_store_unavailable: self.on_store_unavailable,
                 metrics: crate::metrics::install(),
                 readiness: RwLock::new(Vec::new()),
+                tls: self.tls,
             }),
         }
     }
@@ -82,7 +92,13 @@ impl AppState {
             admin,
             clients: ClientKeys::default(),
             on_store_unavailable: OnStoreUnavailable::default(),
+            tls: None,
         }
+    }
+
+    /// The listener's TLS acceptor, when it serves HTTPS.
+    pub fn tls(&self) -> Option<&TlsAcceptor> {
+        self.inner.tls.as_ref()
     }
 
     /// The counter store.

@@ -298,7 +298,8 @@ mode = "shadow"
 async fn client_keys_401_and_403() {
     let s = Server::with(Options {
         clients: vec![tollgate_server::config::ClientKey {
-            key: tollgate_server::config::ClientSecret::new("pi-key").unwrap(),
+            key: Some(tollgate_server::config::ClientSecret::new("pi-key").unwrap()),
+            subject: None,
             name: "sap-pi".into(),
             allow: Some(vec!["ShipmentStatus:*".parse().unwrap()]),
             partners: None,

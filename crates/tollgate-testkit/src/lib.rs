@@ -6,12 +6,14 @@
 //! binary the Redis tests say so loudly and return, unless `TOLLGATE_REQUIRE_REDIS=1` (as in
 //! CI), in which case they fail. [`SmallDisk`] mounts a small tmpfs that a test can fill up.
 //! [`Status214`] builds the X12 214 interchanges the gateway's tests and benches send.
+//! [`tls::TestCa`] makes certificates at test time.
 #![forbid(unsafe_code)]
 // Test support: a broken environment should stop the test at once, with the reason.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod disk;
 mod edi;
+pub mod tls;
 
 pub use disk::SmallDisk;
 pub use edi::Status214;
@@ -33,6 +35,9 @@ pub struct RedisServer {
     pub port: u16,
     dir: tempfile::TempDir,
     child: Option<Child>,
+    /// The TLS port, when started with [`RedisServer::start_tls`].
+    pub tls_port: Option<u16>,
+    extra_args: Vec<String>,
 }
 
 fn redis_binary() -> Option<PathBuf> {
@@ -55,10 +60,43 @@ impl RedisServer {
             );
             return None;
         };
-        let mut server =
-            RedisServer { port: free_port(), dir: tempfile::tempdir().unwrap(), child: None };
+        let mut server = RedisServer {
+            port: free_port(),
+            dir: tempfile::tempdir().unwrap(),
+            child: None,
+            tls_port: None,
+            extra_args: Vec::new(),
+        };
         server.spawn(&bin);
         Some(server)
+    }
+
+    /// Like [`RedisServer::start`], also listening with TLS on [`RedisServer::tls_port`] with
+    /// the PEM `cert` and `key` (no client certificates asked for). `None` (after a loud
+    /// message, or a failure under `TOLLGATE_REQUIRE_REDIS=1`) when the binary is missing.
+    pub fn start_tls(cert: &std::path::Path, key: &std::path::Path) -> Option<RedisServer> {
+        let bin = redis_binary();
+        let mut server = RedisServer::start()?;
+        server.kill();
+        let port = free_port();
+        server.tls_port = Some(port);
+        server.extra_args = vec![
+            "--tls-port".into(),
+            port.to_string(),
+            "--tls-cert-file".into(),
+            cert.display().to_string(),
+            "--tls-key-file".into(),
+            key.display().to_string(),
+            "--tls-auth-clients".into(),
+            "no".into(),
+        ];
+        server.spawn(&bin?);
+        Some(server)
+    }
+
+    /// `rediss://localhost:TLS_PORT/0` (`localhost`: a name the test certificates carry).
+    pub fn rediss_url(&self) -> String {
+        format!("rediss://localhost:{}/0", self.tls_port.unwrap_or(0))
     }
 
     fn spawn(&mut self, bin: &PathBuf) {
@@ -67,6 +105,7 @@ impl RedisServer {
             .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
             .arg("--dir")
             .arg(self.dir.path())
+            .args(&self.extra_args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

@@ -42,6 +42,10 @@ pub struct CheckArgs {
     /// Give up after this many milliseconds.
     #[arg(long, default_value_t = 10_000)]
     timeout_ms: u64,
+    /// For an https:// URL: trust only the CA certificates in this PEM file (default: the
+    /// system's roots).
+    #[arg(long, value_name = "FILE")]
+    ca_file: Option<std::path::PathBuf>,
 }
 
 /// Exit code for an allowed check.
@@ -78,7 +82,16 @@ pub fn quota_url(base: &str) -> String {
 }
 
 async fn check(args: &CheckArgs) -> anyhow::Result<u8> {
-    let client = reqwest::Client::builder()
+    let mut builder = reqwest::Client::builder();
+    if let Some(file) = &args.ca_file {
+        let pem = std::fs::read(file)
+            .with_context(|| format!("--ca-file {}: cannot read", file.display()))?;
+        let certs = reqwest::Certificate::from_pem_bundle(&pem)
+            .with_context(|| format!("--ca-file {}: not PEM certificates", file.display()))?;
+        anyhow::ensure!(!certs.is_empty(), "--ca-file {}: no CERTIFICATE block", file.display());
+        builder = builder.tls_certs_only(certs);
+    }
+    let client = builder
         .no_proxy()
         .timeout(Duration::from_millis(args.timeout_ms))
         .build()

@@ -69,6 +69,14 @@ pub struct ServerSection {
     /// `log_format`: `text` (default) or `json` (`--log-format` overrides it).
     #[serde(deserialize_with = "fields::log_format")]
     pub log_format: Option<LogFormat>,
+    /// `tls_cert`: the certificate chain (PEM, leaf first); with `tls_key`, the listener
+    /// speaks HTTPS only. Rotated live when the file changes.
+    pub tls_cert: Option<PathBuf>,
+    /// `tls_key`: the private key of `tls_cert` (PEM).
+    pub tls_key: Option<PathBuf>,
+    /// `tls_client_ca`: clients must present a certificate signed by this CA (PEM); needs
+    /// `tls_cert` and `tls_key`.
+    pub tls_client_ca: Option<PathBuf>,
 }
 
 impl ServerSection {
@@ -149,6 +157,9 @@ pub struct StoreSection {
     pub flush_interval: Duration,
     /// Buffered (default) or strict.
     pub durability: Durability,
+    /// `ca_file`: for a `rediss://` URL, the CA certificates (PEM) Redis' certificate must be
+    /// signed by, instead of the system roots.
+    pub ca_file: Option<PathBuf>,
 }
 
 impl Default for StoreSection {
@@ -160,6 +171,7 @@ impl Default for StoreSection {
             store_unavailable: OnStoreUnavailable::default(),
             flush_interval: Duration::from_millis(100),
             durability: Durability::default(),
+            ca_file: None,
         }
     }
 }
@@ -179,6 +191,7 @@ struct StoreFields {
     #[serde(deserialize_with = "fields::flush_interval")]
     flush_interval_ms: Duration,
     durability: Durability,
+    ca_file: Option<PathBuf>,
 }
 
 impl Default for StoreFields {
@@ -192,6 +205,7 @@ impl Default for StoreFields {
             store_unavailable: d.store_unavailable,
             flush_interval_ms: d.flush_interval,
             durability: d.durability,
+            ca_file: None,
         }
     }
 }
@@ -235,6 +249,7 @@ impl TryFrom<StoreFields> for StoreSection {
             store_unavailable: f.store_unavailable,
             flush_interval: f.flush_interval_ms,
             durability: f.durability,
+            ca_file: f.ca_file,
         })
     }
 }
@@ -340,6 +355,9 @@ impl ConfigFile {
             ("body_timeout_ms", a.body_timeout != b.body_timeout),
             ("max_connections", a.max_connections != b.max_connections),
             ("log_format", a.log_format != b.log_format),
+            ("tls_cert", a.tls_cert != b.tls_cert),
+            ("tls_key", a.tls_key != b.tls_key),
+            ("tls_client_ca", a.tls_client_ca != b.tls_client_ca),
         ];
         let mut changes: Vec<String> = server
             .into_iter()

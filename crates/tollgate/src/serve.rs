@@ -1,9 +1,10 @@
 //! `tollgate serve`: runs the quota service (and, when configured, the EDI gateway).
 //!
 //! Start-up: read the config file (exit 2 with `FILE:LINE:COL: message` when it is bad),
-//! resolve each setting (flag, then file, then default), open the store, bind, and print
-//! `listening on http://ADDR` once requests can be served (and `READY=1` to systemd, see
-//! `crate::notify`). SIGTERM or SIGINT stop accepting,
+//! resolve each setting (flag, then file, then default), load the TLS pair when one is set
+//! (exit 2 with the file and why when it is broken), open the store, bind, and print
+//! `listening on http://ADDR` (`https://` with TLS) once requests can be served (and
+//! `READY=1` to systemd, see `crate::notify`). SIGTERM or SIGINT stop accepting,
 //! let in-flight requests finish, then flush the store, so a graceful stop loses nothing.
 
 use std::net::SocketAddr;
@@ -21,6 +22,7 @@ use tollgate_quota::{AnyStore, Store, StoreHealth};
 use tollgate_server::admin::AdminGuard;
 use tollgate_server::client::ClientKeys;
 use tollgate_server::policy::{Policies, PolicySet};
+use tollgate_server::tls::{TlsAcceptor, TlsFiles};
 use tollgate_server::{AppState, router};
 
 use crate::config::{ConfigFile, StoreKind, StoreSection, embedded_file};
@@ -30,7 +32,8 @@ use crate::logging::LogFormat;
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 /// The data directory used when neither a flag nor the file gives one.
 pub const DEFAULT_DATA: &str = "./tollgate-data";
-/// How often the policy file is polled in case file-system events are missed.
+/// How often the policy file (and the TLS pair) is polled in case file-system events are
+/// missed.
 const POLICY_POLL: Duration = Duration::from_secs(2);
 
 /// Arguments of `tollgate serve`.
@@ -56,6 +59,12 @@ pub struct ServeArgs {
     /// Log records as `text` lines or one `json` object per line [default: text].
     #[arg(long, value_name = "FORMAT", value_parser = LogFormat::from_str)]
     log_format: Option<LogFormat>,
+    /// Certificate chain (PEM); with --tls-key the listener speaks HTTPS only.
+    #[arg(long, value_name = "FILE")]
+    tls_cert: Option<PathBuf>,
+    /// Private key of the certificate (PEM).
+    #[arg(long, value_name = "FILE")]
+    tls_key: Option<PathBuf>,
 }
 
 impl ServeArgs {
@@ -78,6 +87,12 @@ impl ServeArgs {
         }
         if self.log_format.is_some() {
             keys.push("log_format");
+        }
+        if self.tls_cert.is_some() {
+            keys.push("tls_cert");
+        }
+        if self.tls_key.is_some() {
+            keys.push("tls_key");
         }
         keys
     }
@@ -119,6 +134,28 @@ impl Settings {
     }
 }
 
+/// The TLS files from the flags, then the file; `None` without a certificate. Half a pair
+/// is an error naming what is missing.
+fn tls_files(args: &ServeArgs, file: &ConfigFile) -> Result<Option<TlsFiles>, String> {
+    let cert = args.tls_cert.clone().or_else(|| file.server.tls_cert.clone());
+    let key = args.tls_key.clone().or_else(|| file.server.tls_key.clone());
+    let client_ca = file.server.tls_client_ca.clone();
+    match (cert, key) {
+        (Some(cert), Some(key)) => Ok(Some(TlsFiles { cert, key, client_ca })),
+        (Some(_), None) => Err("a TLS certificate is set but no key (--tls-key or [server] \
+                                tls_key)"
+            .into()),
+        (None, Some(_)) => Err("a TLS key is set but no certificate (--tls-cert or [server] \
+                                tls_cert)"
+            .into()),
+        (None, None) if client_ca.is_some() => Err("[server] tls_client_ca needs a TLS \
+                                                     certificate and key (client certificates \
+                                                     are asked for in the TLS handshake)"
+            .into()),
+        (None, None) => Ok(None),
+    }
+}
+
 /// Runs `tollgate serve` to completion and returns the process exit code.
 pub fn run(args: ServeArgs) -> ExitCode {
     let file = match &args.config {
@@ -132,6 +169,16 @@ pub fn run(args: ServeArgs) -> ExitCode {
         None => ConfigFile::default(),
     };
     crate::logging::init(args.log_format.or(file.server.log_format).unwrap_or_default());
+    // A broken pair is a start-up error, like a bad config value: the file and why.
+    let tls = match tls_files(&args, &file).and_then(|files| {
+        files.map(|f| TlsAcceptor::load(f).map_err(|e| format!("[server] {e}"))).transpose()
+    }) {
+        Ok(tls) => tls,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
@@ -139,7 +186,7 @@ pub fn run(args: ServeArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match runtime.block_on(serve(args, file)) {
+    match runtime.block_on(serve(args, file, tls)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -148,7 +195,7 @@ pub fn run(args: ServeArgs) -> ExitCode {
     }
 }
 
-async fn serve(args: ServeArgs, file: ConfigFile) -> anyhow::Result<()> {
+async fn serve(args: ServeArgs, file: ConfigFile, tls: Option<TlsAcceptor>) -> anyhow::Result<()> {
     let settings = Settings::resolve(&args, &file)?;
     let store = Arc::new(open_store(&settings).await?);
 
@@ -174,10 +221,14 @@ async fn serve(args: ServeArgs, file: ConfigFile) -> anyhow::Result<()> {
         tracing::warn!("no admin token configured: the admin API is refused on {addr}");
     }
     let clients = ClientKeys::new(&file.client).context("[[client]]")?;
-    let state = AppState::builder(Arc::clone(&store), policies, admin.clone())
+    let mut state = AppState::builder(Arc::clone(&store), policies, admin.clone())
         .clients(clients.clone())
-        .on_store_unavailable(settings.store_section.store_unavailable)
-        .build();
+        .on_store_unavailable(settings.store_section.store_unavailable);
+    if let Some(tls) = &tls {
+        state = state.tls(tls.clone());
+    }
+    let state = state.build();
+    let _tls_watcher = tls.as_ref().map(|t| t.watch(POLICY_POLL));
     if let AnyStore::Embedded(_) = store.as_ref() {
         // A counters file that cannot be written (a full disk, say) is not ready: /readyz
         // answers 503 until a commit succeeds again (checks meanwhile get store_unavailable).
@@ -231,7 +282,8 @@ async fn serve(args: ServeArgs, file: ConfigFile) -> anyhow::Result<()> {
 
     let shutdown = shutdown_signal()?;
     tracing::info!(%addr, store = store.kind(), "tollgate serving");
-    println!("listening on http://{addr}");
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    println!("listening on {scheme}://{addr}");
     use std::io::Write;
     let _ = std::io::stdout().flush();
     crate::notify::ready();
@@ -242,7 +294,9 @@ async fn serve(args: ServeArgs, file: ConfigFile) -> anyhow::Result<()> {
         shutdown.await;
         crate::notify::stopping();
     };
-    tollgate_server::serve_with(listener, app, shutdown, limits).await.context("serving HTTP")?;
+    tollgate_server::serve_tls(listener, app, shutdown, limits, tls)
+        .await
+        .context("serving HTTP")?;
 
     if let Some(gw) = gateway {
         tracing::info!("shutting down: stopping the gateway");
@@ -282,6 +336,7 @@ async fn open_store(s: &Settings) -> anyhow::Result<AnyStore> {
                 opts.timeout = timeout;
             }
             opts.on_unavailable = s.store_section.store_unavailable;
+            opts.ca_file = s.store_section.ca_file.clone();
             // Fails only for a malformed URL; an unreachable Redis is handled per request.
             let store = RedisStore::connect(opts)
                 .await
@@ -330,7 +385,29 @@ mod tests {
             store: store.map(|s| s.parse().unwrap()),
             move_aside_corrupt: false,
             log_format: None,
+            tls_cert: None,
+            tls_key: None,
         }
+    }
+
+    #[test]
+    fn tls_files_come_from_flags_then_file_and_half_a_pair_is_an_error() {
+        let file = ConfigFile::parse(
+            Path::new("t.toml"),
+            "[server]\ntls_cert = \"f.crt\"\ntls_key = \"f.key\"\ntls_client_ca = \"ca.crt\"\n",
+        )
+        .unwrap();
+        let t = tls_files(&args(None, None), &file).unwrap().unwrap();
+        assert_eq!((t.cert, t.key), (PathBuf::from("f.crt"), PathBuf::from("f.key")));
+        assert_eq!(t.client_ca, Some(PathBuf::from("ca.crt")));
+        let mut a = args(None, None);
+        a.tls_cert = Some("flag.crt".into());
+        assert_eq!(tls_files(&a, &file).unwrap().unwrap().cert, PathBuf::from("flag.crt"));
+        assert!(tls_files(&a, &ConfigFile::default()).unwrap_err().contains("no key"));
+        assert!(tls_files(&args(None, None), &ConfigFile::default()).unwrap().is_none());
+        let ca_only = ConfigFile::parse(Path::new("t.toml"), "[server]\ntls_client_ca = \"c\"\n");
+        let e = tls_files(&args(None, None), &ca_only.unwrap()).unwrap_err();
+        assert!(e.contains("tls_client_ca needs"), "{e}");
     }
 
     #[test]

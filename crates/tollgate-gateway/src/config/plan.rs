@@ -99,6 +99,8 @@ pub struct RemoteQuota {
     pub timeout: Duration,
     /// The `x-api-key` header value, marked sensitive (never logged).
     pub api_key: Option<ApiKey>,
+    /// `ca_file`: the only CAs trusted for the service's certificate (system roots if none).
+    pub ca_file: Option<PathBuf>,
 }
 
 /// The validated gateway configuration.
@@ -126,6 +128,9 @@ pub struct Plan {
     pub incomplete_grace: Duration,
     /// `None` for embedded metering.
     pub remote: Option<RemoteQuota>,
+    /// `deliver_ca_file`: the only CAs trusted for HTTPS delivery targets (system roots if
+    /// none).
+    pub deliver_ca_file: Option<PathBuf>,
     /// Fail-open or hold while the remote quota service is down.
     pub on_unavailable: OnQuotaUnavailable,
     /// `QUAL:ID` → partner name.

@@ -40,7 +40,9 @@ use crate::store::memory::MemoryStore;
 use crate::store::{CounterInfo, Seen, Store, StoreError};
 use crate::window::{self, RollingLayout};
 
+mod client;
 mod key;
+use client::open_client;
 
 /// The decision script.
 const DECIDE_LUA: &str = include_str!("decide.lua");
@@ -84,6 +86,10 @@ pub struct RedisOptions {
     pub timeout: Duration,
     /// What a check does when Redis does not answer within `timeout`.
     pub on_unavailable: OnStoreUnavailable,
+    /// For `rediss://`: the CA certificates (PEM) the server's certificate must be signed by,
+    /// instead of the system roots. The certificate is always verified: a URL asking to skip
+    /// that (`#insecure`) is refused.
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 impl RedisOptions {
@@ -94,6 +100,7 @@ impl RedisOptions {
             key_prefix: "tollgate:".into(),
             timeout: Duration::from_millis(50),
             on_unavailable: OnStoreUnavailable::Local,
+            ca_file: None,
         }
     }
 }
@@ -134,8 +141,7 @@ impl RedisStore {
                 "the redis store must be started inside a tokio runtime".into(),
             ));
         }
-        let client = redis::Client::open(opts.url.as_str())
-            .map_err(|e| StoreError::Unavailable(format!("invalid redis url: {e}")))?;
+        let client = open_client(&opts)?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(opts.timeout.max(Duration::from_millis(10))))
             .set_response_timeout(None)

@@ -19,7 +19,7 @@ pub use tollgate_testkit::{RedisServer, Status214, free_port};
 /// when dropped.
 pub struct Server {
     child: Child,
-    /// `http://ADDR`, as printed by the server.
+    /// `http://ADDR` (`https://ADDR` with TLS), as printed by the server.
     pub url: String,
     /// `ADDR` (`host:port`) without the scheme.
     pub addr: String,
@@ -64,7 +64,11 @@ impl Server {
             }
         });
         let url = rx.recv_timeout(Duration::from_secs(20)).expect("no `listening on` line");
-        let addr = url.strip_prefix("http://").unwrap_or(&url).to_owned();
+        let addr = url
+            .strip_prefix("http://")
+            .or_else(|| url.strip_prefix("https://"))
+            .unwrap_or(&url)
+            .to_owned();
         Server { child, url, addr }
     }
 
