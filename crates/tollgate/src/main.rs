@@ -13,6 +13,7 @@ mod counters;
 mod edi;
 mod fd_limit;
 mod queue;
+mod rls;
 mod serve;
 
 use std::process::ExitCode;
