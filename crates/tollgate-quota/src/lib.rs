@@ -31,6 +31,7 @@
 pub mod clock;
 pub mod counter;
 pub mod decision;
+pub mod rate_headers;
 pub mod spec;
 pub mod store;
 pub mod window;

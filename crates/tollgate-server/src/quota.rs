@@ -21,7 +21,7 @@
 //! a refused request never counts.
 
 use crate::tls::PeerCertificate;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use axum::extract::{Request, State};
 use axum::http::header::{CONTENT_TYPE, HeaderName, HeaderValue, RETRY_AFTER};
@@ -30,7 +30,7 @@ use axum::response::{IntoResponse, Response};
 use jiff::Timestamp;
 use serde::Serialize;
 use tollgate_quota::store::OnStoreUnavailable;
-use tollgate_quota::{Decision, Outcome, QuotaSpec, Store, StoreError};
+use tollgate_quota::{Decision, Outcome, QuotaSpec, Store, StoreError, rate_headers};
 
 use crate::client;
 use crate::config::PolicyMode;
@@ -111,14 +111,8 @@ async fn decide(
 fn answer(d: &Decision, spec: &QuotaSpec, shadow: bool) -> Response {
     let would_reject = d.outcome != Outcome::Allowed;
     let mut extra: Vec<(HeaderName, HeaderValue)> = Vec::with_capacity(4);
-    extra.push((
-        RATELIMIT_POLICY.clone(),
-        value(format!("\"q\";q={};w={}", d.limit, window_seconds(d, spec))),
-    ));
-    extra.push((
-        RATELIMIT.clone(),
-        value(format!("\"q\";r={};t={}", d.available, ceil_secs(d.reset_after))),
-    ));
+    extra.push((RATELIMIT_POLICY.clone(), value(rate_headers::ratelimit_policy(d, spec))));
+    extra.push((RATELIMIT.clone(), value(rate_headers::ratelimit(d))));
     if d.degraded {
         extra.push((TOLLGATE_DEGRADED.clone(), HeaderValue::from_static("local")));
     }
@@ -135,9 +129,11 @@ fn answer(d: &Decision, spec: &QuotaSpec, shadow: bool) -> Response {
             }
             Outcome::Exceeded => {
                 metrics::decision(DecisionOutcome::Exceeded);
-                let wait = ceil_secs(d.retry_after.unwrap_or(d.reset_after)).max(1);
-                extra.push((RETRY_AFTER, value(wait.to_string())));
-                (StatusCode::TOO_MANY_REQUESTS, Some(wait))
+                let wait = rate_headers::retry_after_secs(d);
+                if let Some(wait) = wait {
+                    extra.push((RETRY_AFTER, value(wait.to_string())));
+                }
+                (StatusCode::TOO_MANY_REQUESTS, wait)
             }
             Outcome::WeightExceedsLimit => {
                 metrics::decision(DecisionOutcome::WeightExceedsLimit);
@@ -241,28 +237,10 @@ fn value(s: String) -> HeaderValue {
     HeaderValue::try_from(s).unwrap_or_else(|_| HeaderValue::from_static("0"))
 }
 
-/// Whole seconds, rounded up (a caller waiting this long never comes back too early).
-fn ceil_secs(d: Duration) -> u64 {
-    d.as_secs() + u64::from(d.subsec_nanos() > 0)
-}
-
-/// The window length for `w=`: the actual window for calendar and flexi windows (months vary),
-/// `interval × unit` for rolling ones (a month counted as 30 days).
-fn window_seconds(d: &Decision, spec: &QuotaSpec) -> u64 {
-    let secs = match (d.window_start, d.window_end) {
-        (Some(s), Some(e)) => e.as_second().saturating_sub(s.as_second()),
-        _ => spec
-            .unit
-            .fixed_seconds()
-            .unwrap_or(30 * 86_400)
-            .saturating_mul(i64::from(spec.interval)),
-    };
-    u64::try_from(secs).unwrap_or(0).max(1)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
     use tollgate_quota::{MeteringId, TimeUnit};
 
     fn decision(outcome: Outcome) -> Decision {
@@ -320,16 +298,6 @@ mod tests {
         d.degraded = true;
         let r = answer(&d, &spec(), false);
         assert_eq!(r.headers()["tollgate-degraded"], "local");
-    }
-
-    #[test]
-    fn rolling_window_length_comes_from_the_spec() {
-        let mut d = decision(Outcome::Allowed);
-        d.window_start = None;
-        d.window_end = None;
-        assert_eq!(window_seconds(&d, &spec()), 86_400);
-        let month = QuotaSpec::new(1, 1, TimeUnit::Month).unwrap();
-        assert_eq!(window_seconds(&d, &month), 30 * 86_400);
     }
 
     fn request() -> QuotaRequest {

@@ -42,6 +42,8 @@ pub struct ConfigFile {
     pub user: Vec<tollgate_server::user::User>,
     /// `[gateway]`: the EDI gateway (started when present).
     pub gateway: Option<tollgate_gateway::GatewayConfig>,
+    /// `[[rls.rule]]`: descriptor rules of the gRPC rate limit service.
+    pub rls: tollgate_rls::RlsSection,
 }
 
 /// `[server]`: where to listen and who may administer. Absent values fall back to the command
@@ -51,6 +53,8 @@ pub struct ConfigFile {
 pub struct ServerSection {
     /// Listen address, e.g. `127.0.0.1:8080`.
     pub listen: Option<SocketAddr>,
+    /// gRPC listen address (Envoy's rate limit service); gRPC is off when absent.
+    pub grpc_listen: Option<SocketAddr>,
     /// Data directory (the embedded store's file lives inside it).
     pub data: Option<PathBuf>,
     /// Bearer token for the admin API (`TOLLGATE_ADMIN_TOKEN` overrides it).
@@ -324,7 +328,13 @@ impl ConfigFile {
         if let Some(gateway) = &self.gateway {
             gateway.plan()?;
         }
+        self.rls_rules()?;
         Ok(())
+    }
+
+    /// The checked `[[rls.rule]]` tables; a refusal points at the offending value.
+    pub fn rls_rules(&self) -> Result<tollgate_rls::RuleSet, ConfigError> {
+        tollgate_rls::RuleSet::new(&self.rls).map_err(|e| ConfigError::at(e.span, e.message))
     }
 }
 
@@ -349,6 +359,7 @@ impl ConfigFile {
         let (a, b) = (&self.server, &next.server);
         let server = [
             ("listen", a.listen != b.listen),
+            ("grpc_listen", a.grpc_listen != b.grpc_listen),
             ("data", a.data != b.data),
             ("admin_token", a.admin_token != b.admin_token),
             ("header_timeout_ms", a.header_timeout != b.header_timeout),
@@ -375,6 +386,9 @@ impl ConfigFile {
         }
         if self.gateway != next.gateway {
             changes.push("[gateway] changed: restart to apply".into());
+        }
+        if self.rls != next.rls {
+            changes.push("[[rls.rule]] changed: restart to apply".into());
         }
         changes
     }

@@ -16,6 +16,7 @@ mod fd_limit;
 mod logging;
 mod notify;
 mod queue;
+mod rls;
 mod serve;
 
 use std::process::ExitCode;

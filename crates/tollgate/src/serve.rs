@@ -280,7 +280,37 @@ async fn serve(args: ServeArgs, file: ConfigFile, tls: Option<TlsAcceptor>) -> a
     app =
         app.route("/v1/admin/backup", axum::routing::post(crate::backup::route).with_state(backup));
 
-    let shutdown = shutdown_signal()?;
+    // One signal stops both listeners.
+    let signal = shutdown_signal()?;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        signal.await;
+        let _ = stop_tx.send(true);
+    });
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+
+    // Envoy's rate limit service, when `[server] grpc_listen` is set: same store, same policies.
+    let grpc = match file.server.grpc_listen {
+        Some(grpc_addr) => {
+            let (listener, limiter) = crate::rls::bind(
+                grpc_addr,
+                Arc::clone(&store),
+                file.rls_rules()?,
+                Arc::clone(state.policies()),
+                settings.store_section.store_unavailable,
+            )
+            .await?;
+            let bound = listener.local_addr().context("grpc listener address")?;
+            println!("grpc listening on {bound}");
+            let stop = stopped(stop_rx.clone());
+            Some(tokio::spawn(tollgate_rls::serve(listener, limiter, stop)))
+        }
+        None => None,
+    };
+
+    let shutdown = stopped(stop_rx);
     tracing::info!(%addr, store = store.kind(), "tollgate serving");
     let scheme = if tls.is_some() { "https" } else { "http" };
     println!("listening on {scheme}://{addr}");
@@ -297,6 +327,9 @@ async fn serve(args: ServeArgs, file: ConfigFile, tls: Option<TlsAcceptor>) -> a
     tollgate_server::serve_tls(listener, app, shutdown, limits, tls)
         .await
         .context("serving HTTP")?;
+    if let Some(grpc) = grpc {
+        grpc.await.context("the gRPC server task")?.context("serving gRPC")?;
+    }
 
     if let Some(gw) = gateway {
         tracing::info!("shutting down: stopping the gateway");

@@ -1,0 +1,104 @@
+//! The values of the rate limit headers a [`Decision`] is announced with, as text:
+//! `RateLimit-Policy`, `RateLimit` (draft-ietf-httpapi-ratelimit-headers, List form) and
+//! `Retry-After` (delay-seconds).
+//!
+//! Both faces of the quota service use these functions, so an answer over HTTP
+//! (`GET /v1/quota`) and one over gRPC (Envoy's rate limit service) carry the same values for
+//! the same decision. Only the text is built here; header names and transports belong to the
+//! callers, as this crate knows nothing of HTTP.
+
+use std::time::Duration;
+
+use crate::{Decision, Outcome, QuotaSpec};
+
+/// `RateLimit-Policy`: `"q";q=<limit>;w=<window seconds>`.
+pub fn ratelimit_policy(d: &Decision, spec: &QuotaSpec) -> String {
+    format!("\"q\";q={};w={}", d.limit, window_seconds(d, spec))
+}
+
+/// `RateLimit`: `"q";r=<available>;t=<seconds until the window resets>`.
+pub fn ratelimit(d: &Decision) -> String {
+    format!("\"q\";r={};t={}", d.available, ceil_secs(d.reset_after))
+}
+
+/// `Retry-After` in whole seconds (at least 1) for an exceeded decision: until this weight
+/// fits, else until the window resets. `None` when allowed, and when the weight can never fit
+/// (so that no caller retries it forever).
+pub fn retry_after_secs(d: &Decision) -> Option<u64> {
+    match d.outcome {
+        Outcome::Exceeded => Some(ceil_secs(d.retry_after.unwrap_or(d.reset_after)).max(1)),
+        Outcome::Allowed | Outcome::WeightExceedsLimit => None,
+    }
+}
+
+/// Whole seconds, rounded up (a caller waiting this long never comes back too early).
+pub fn ceil_secs(d: Duration) -> u64 {
+    d.as_secs() + u64::from(d.subsec_nanos() > 0)
+}
+
+/// The window length for `w=`: the actual window for calendar and flexi windows (months vary),
+/// `interval × unit` for rolling ones (a month counted as 30 days). At least 1.
+pub fn window_seconds(d: &Decision, spec: &QuotaSpec) -> u64 {
+    let secs = match (d.window_start, d.window_end) {
+        (Some(s), Some(e)) => e.as_second().saturating_sub(s.as_second()),
+        _ => spec
+            .unit
+            .fixed_seconds()
+            .unwrap_or(30 * 86_400)
+            .saturating_mul(i64::from(spec.interval)),
+    };
+    u64::try_from(secs).unwrap_or(0).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{MeteringId, TimeUnit};
+
+    fn decision(outcome: Outcome) -> Decision {
+        Decision {
+            outcome,
+            identifier: MeteringId::new("S:C").unwrap(),
+            limit: 1000,
+            used: 950,
+            available: 50,
+            weight: 50,
+            exceed_count: 0,
+            total_exceed_count: 0,
+            window_start: Some("2026-01-01T00:00:00Z".parse().unwrap()),
+            window_end: Some("2026-01-02T00:00:00Z".parse().unwrap()),
+            retry_after: Some(Duration::from_millis(3_599_001)),
+            reset_after: Duration::from_secs(3600),
+            degraded: false,
+        }
+    }
+
+    #[test]
+    fn values_follow_the_draft() {
+        let spec = QuotaSpec::new(1000, 24, TimeUnit::Hour).unwrap();
+        let d = decision(Outcome::Allowed);
+        assert_eq!(ratelimit_policy(&d, &spec), "\"q\";q=1000;w=86400");
+        assert_eq!(ratelimit(&d), "\"q\";r=50;t=3600");
+        assert_eq!(retry_after_secs(&d), None);
+    }
+
+    #[test]
+    fn retry_after_rounds_up_and_is_absent_when_the_weight_never_fits() {
+        assert_eq!(retry_after_secs(&decision(Outcome::Exceeded)), Some(3600));
+        assert_eq!(retry_after_secs(&decision(Outcome::WeightExceedsLimit)), None);
+        let mut d = decision(Outcome::Exceeded);
+        d.retry_after = Some(Duration::ZERO);
+        assert_eq!(retry_after_secs(&d), Some(1));
+    }
+
+    #[test]
+    fn rolling_window_length_comes_from_the_spec() {
+        let mut d = decision(Outcome::Allowed);
+        d.window_start = None;
+        d.window_end = None;
+        let spec = QuotaSpec::new(1000, 24, TimeUnit::Hour).unwrap();
+        assert_eq!(window_seconds(&d, &spec), 86_400);
+        let month = QuotaSpec::new(1, 1, TimeUnit::Month).unwrap();
+        assert_eq!(window_seconds(&d, &month), 30 * 86_400);
+    }
+}

@@ -1,0 +1,12 @@
+//! Compiles `proto/` into the gRPC messages, server and client, with protox (a protobuf
+//! compiler in Rust), so no system `protoc` is needed.
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let protos = ["proto/envoy/service/ratelimit/v3/rls.proto"];
+    for dir in ["proto/envoy/service", "proto/envoy/extensions", "proto/envoy/config"] {
+        println!("cargo:rerun-if-changed={dir}");
+    }
+    let fds = protox::compile(protos, ["proto"])?;
+    tonic_prost_build::configure().build_server(true).build_client(true).compile_fds(fds)?;
+    Ok(())
+}

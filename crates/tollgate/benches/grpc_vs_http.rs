@@ -1,0 +1,170 @@
+//! Load run: Envoy's `ShouldRateLimit` over gRPC against `GET /v1/quota` over HTTP/1.1, side
+//! by side, on one in-process memory store, with the same clients count and calls.
+//!
+//! Each protocol gets its own listener on loopback; `CLIENTS` workers each hold one
+//! connection and send `CALLS` checks one after another on distinct ids (limit high enough
+//! that every check is admitted, so both sides do the same store work). It prints throughput,
+//! p50 and p99 of the call latency seen by the client. Bounded in count; stops by itself.
+//!
+//! `cargo bench -p tollgate --bench grpc_vs_http` (env `CLIENTS`, `CALLS` override the size).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tollgate_quota::AnyStore;
+use tollgate_quota::store::{MemoryStore, OnStoreUnavailable};
+use tollgate_rls::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+use tollgate_rls::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
+use tollgate_rls::rls::RateLimitRequest;
+use tollgate_rls::rls::rate_limit_service_client::RateLimitServiceClient;
+use tollgate_rls::{RateLimiter, RlsSection, RuleSet, RulesOnly};
+use tollgate_server::admin::AdminGuard;
+use tollgate_server::policy::{Policies, PolicySet};
+use tollgate_server::{AppState, router};
+
+const RULES: &str = r#"
+[[rls.rule]]
+domain = "bench"
+descriptor = ["id"]
+metering_id = "Bench:{id}"
+limit = 1000000000
+unit = "hour"
+"#;
+
+fn env(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+struct Figures {
+    calls: usize,
+    elapsed: Duration,
+    latencies: Vec<Duration>,
+}
+
+impl Figures {
+    fn print(&mut self, name: &str) {
+        self.latencies.sort();
+        let at = |q: f64| {
+            let i = ((self.latencies.len() as f64 - 1.0) * q).round() as usize;
+            self.latencies[i].as_secs_f64() * 1e6
+        };
+        println!(
+            "{name:<28} {:>9.0} calls/s   p50 {:>7.1} µs   p99 {:>7.1} µs   ({} calls in {:.2} s)",
+            self.calls as f64 / self.elapsed.as_secs_f64(),
+            at(0.50),
+            at(0.99),
+            self.calls,
+            self.elapsed.as_secs_f64()
+        );
+    }
+}
+
+async fn grpc_run(addr: String, clients: usize, calls: usize) -> Figures {
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for w in 0..clients {
+        let addr = addr.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut c = RateLimitServiceClient::connect(addr).await.expect("grpc connect");
+            let mut lat = Vec::with_capacity(calls);
+            for i in 0..calls {
+                let req = RateLimitRequest {
+                    domain: "bench".into(),
+                    descriptors: vec![RateLimitDescriptor {
+                        entries: vec![Entry {
+                            key: "id".into(),
+                            value: format!("g{w}-{}", i % 64),
+                        }],
+                        hits_addend: None,
+                    }],
+                    hits_addend: 1,
+                };
+                let t = Instant::now();
+                let r = c.should_rate_limit(req).await.expect("grpc call").into_inner();
+                lat.push(t.elapsed());
+                assert_eq!(r.overall_code, 1, "every bench check is admitted");
+            }
+            lat
+        }));
+    }
+    let mut latencies = Vec::with_capacity(clients * calls);
+    for t in tasks {
+        latencies.extend(t.await.expect("grpc worker"));
+    }
+    Figures { calls: clients * calls, elapsed: start.elapsed(), latencies }
+}
+
+async fn http_run(addr: String, clients: usize, calls: usize) -> Figures {
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for w in 0..clients {
+        let url = format!("{addr}/v1/quota");
+        tasks.push(tokio::spawn(async move {
+            // One client per worker, one kept-alive connection each.
+            let c = reqwest::Client::builder().pool_max_idle_per_host(1).build().expect("client");
+            let mut lat = Vec::with_capacity(calls);
+            for i in 0..calls {
+                let t = Instant::now();
+                let r = c
+                    .get(&url)
+                    .header("metering-id", format!("Bench:h{w}-{}", i % 64))
+                    .header("quota-limit", "1000000000")
+                    .header("quota-timeunit", "hour")
+                    .send()
+                    .await
+                    .expect("http call");
+                let status = r.status();
+                let _ = r.bytes().await.expect("http body");
+                lat.push(t.elapsed());
+                assert_eq!(status, 200, "every bench check is admitted");
+            }
+            lat
+        }));
+    }
+    let mut latencies = Vec::with_capacity(clients * calls);
+    for t in tasks {
+        latencies.extend(t.await.expect("http worker"));
+    }
+    Figures { calls: clients * calls, elapsed: start.elapsed(), latencies }
+}
+
+fn main() {
+    let clients = env("CLIENTS", 16);
+    let calls = env("CALLS", 5_000);
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    rt.block_on(async {
+        let store = Arc::new(AnyStore::Memory(MemoryStore::new()));
+        let state = AppState::builder(
+            Arc::clone(&store),
+            Policies::fixed(PolicySet::default()),
+            AdminGuard::new(None, true),
+        )
+        .build();
+        let http = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind http");
+        let http_addr = format!("http://{}", http.local_addr().expect("addr"));
+        tokio::spawn(tollgate_server::serve(http, router(state), std::future::pending()));
+
+        let section: RlsSection = toml::from_str::<Doc>(RULES).expect("rules").rls;
+        let rules = RuleSet::new(&section).expect("rules");
+        let limiter =
+            RateLimiter::new(store, rules, Arc::new(RulesOnly), OnStoreUnavailable::Local);
+        let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind grpc");
+        let grpc_addr = format!("http://{}", grpc.local_addr().expect("addr"));
+        tokio::spawn(tollgate_rls::serve(grpc, limiter, std::future::pending()));
+
+        println!("{clients} clients × {calls} calls each, one connection per client, memory store");
+        // A short warm-up of each, then the measured runs, alternated.
+        http_run(http_addr.clone(), clients, calls / 10).await;
+        grpc_run(grpc_addr.clone(), clients, calls / 10).await;
+        for round in 1..=2 {
+            println!("round {round}");
+            http_run(http_addr.clone(), clients, calls).await.print("GET /v1/quota (HTTP/1.1)");
+            grpc_run(grpc_addr.clone(), clients, calls).await.print("ShouldRateLimit (gRPC)");
+        }
+    });
+}
+
+#[derive(serde::Deserialize)]
+struct Doc {
+    rls: RlsSection,
+}
