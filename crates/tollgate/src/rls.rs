@@ -1,18 +1,28 @@
 //! The gRPC face of `tollgate serve`: Envoy's rate limit service on `[server] grpc_listen`,
 //! answered by `tollgate-rls` from the same store as `/v1/quota`, with specs completed by the
-//! same live `[[policy]]` set (so a policy edit applies to both at once).
+//! same live `[[policy]]` set (so a policy edit applies to both at once). With TLS configured,
+//! gRPC is served over TLS too ([`tls_incoming`]), with the listener's rotating certificate
+//! offered as `h2`.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use std::io;
+use std::pin::Pin;
+use std::task::{Context as TaskContext, Poll};
+use std::time::Duration;
+
 use anyhow::Context;
-use tokio::net::TcpListener;
+use futures_util::Stream;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
 use tollgate_quota::store::OnStoreUnavailable;
 use tollgate_quota::{AnyStore, MeteringId};
 use tollgate_rls::{Asked, RateLimiter, ResolvedSpec, RuleSet, SpecSource};
 use tollgate_server::config::PolicyMode;
 use tollgate_server::headers::QuotaRequest;
 use tollgate_server::policy::Policies;
+use tollgate_server::tls::TlsAcceptor;
 
 /// Completes a rule's spec as `/v1/quota` completes one from its headers: the rule's values
 /// play the headers' part, the first `[[policy]]` matching the id fills the gaps (or wins,
@@ -52,4 +62,74 @@ pub async fn bind(
     let limiter =
         RateLimiter::new(store, rules, Arc::new(PolicySpecs(policies)), on_store_unavailable);
     Ok((listener, limiter))
+}
+
+/// One gRPC connection over TLS.
+pub struct TlsConn(tokio_rustls::server::TlsStream<TcpStream>);
+
+impl tonic::transport::server::Connected for TlsConn {
+    type ConnectInfo = ();
+    fn connect_info(&self) -> Self::ConnectInfo {}
+}
+
+impl AsyncRead for TlsConn {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().0).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for TlsConn {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().0).poll_write(cx, buf)
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().0).poll_flush(cx)
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().0).poll_shutdown(cx)
+    }
+}
+
+/// The gRPC listener's connections, each after a TLS handshake with `tls` (offering `h2`)
+/// that must finish within `handshake` (a silent client is dropped, as on the HTTP
+/// listener). A failed handshake is logged at debug and costs nothing else.
+pub fn tls_incoming(
+    listener: TcpListener,
+    tls: &TlsAcceptor,
+    handshake: Duration,
+) -> impl Stream<Item = Result<TlsConn, io::Error>> + Send + 'static {
+    let tls = tls.with_alpn(vec![b"h2".to_vec()]);
+    let (tx, rx) = tokio::sync::mpsc::channel(64);
+    tokio::spawn(async move {
+        while !tx.is_closed() {
+            let tcp = match listener.accept().await {
+                Ok((tcp, _)) => tcp,
+                Err(e) => {
+                    // Out of descriptors, say: wait instead of spinning.
+                    tracing::debug!(error = %e, "grpc accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let (tls, tx) = (tls.clone(), tx.clone());
+            tokio::spawn(async move {
+                match tokio::time::timeout(handshake, tls.accept(tcp)).await {
+                    Ok(Ok(stream)) => {
+                        let _ = tx.send(Ok(TlsConn(stream))).await;
+                    }
+                    Ok(Err(e)) => tracing::debug!(error = %e, "grpc TLS handshake failed"),
+                    Err(_) => tracing::debug!("grpc TLS handshake timed out"),
+                }
+            });
+        }
+    });
+    futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|c| (c, rx)) })
 }

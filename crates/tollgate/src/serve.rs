@@ -305,7 +305,14 @@ async fn serve(args: ServeArgs, file: ConfigFile, tls: Option<TlsAcceptor>) -> a
             let bound = listener.local_addr().context("grpc listener address")?;
             println!("grpc listening on {bound}");
             let stop = stopped(stop_rx.clone());
-            Some(tokio::spawn(tollgate_rls::serve(listener, limiter, stop)))
+            Some(match &tls {
+                Some(tls) => {
+                    let handshake = file.server.limits().header_timeout;
+                    let incoming = crate::rls::tls_incoming(listener, tls, handshake);
+                    tokio::spawn(tollgate_rls::serve_incoming(incoming, limiter, stop))
+                }
+                None => tokio::spawn(tollgate_rls::serve(listener, limiter, stop)),
+            })
         }
         None => None,
     };
