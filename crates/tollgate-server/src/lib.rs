@@ -27,6 +27,7 @@ pub mod body_timeout;
 pub mod client;
 pub mod config;
 pub mod config_file;
+mod file_watch;
 pub mod headers;
 pub mod health;
 pub mod limits;
