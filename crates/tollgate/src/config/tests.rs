@@ -1,0 +1,126 @@
+//! Reading the whole config file: every section, the errors with their positions, and what a reload reports.
+use super::*;
+
+#[test]
+fn empty_file_is_all_defaults() {
+    let c = ConfigFile::parse(Path::new("t.toml"), "").unwrap();
+    assert!(c.policy.is_empty());
+    assert_eq!(c.store.flush_interval, Duration::from_millis(100));
+    assert!(c.gateway.is_none());
+}
+
+#[test]
+fn example_file_is_valid() {
+    let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/tollgate.toml"));
+    let c = ConfigFile::load(path).unwrap();
+    assert!(!c.policy.is_empty());
+}
+
+#[test]
+fn errors_carry_file_line_and_column() {
+    let src = "[server]\nlisten = \"127.0.0.1:8080\"\nlisten_typo = 1\n";
+    let e = ConfigFile::parse(Path::new("conf/t.toml"), src).unwrap_err().to_string();
+    assert!(e.starts_with("conf/t.toml:3:1: "), "{e}");
+    assert!(e.contains("listen_typo"), "{e}");
+    let src = "[server]\nlisten = \"not an address\"\n";
+    let e = ConfigFile::parse(Path::new("t.toml"), src).unwrap_err().to_string();
+    assert!(e.starts_with("t.toml:2:10: "), "{e}");
+}
+
+#[test]
+fn acme_example_starts_a_gateway() {
+    let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/acme.toml"));
+    let c = ConfigFile::load(path).unwrap();
+    let g = c.gateway.unwrap();
+    assert_eq!(g.route.len(), 1);
+    assert_eq!(g.partner.len(), 3);
+}
+
+#[test]
+fn gateway_errors_name_the_key() {
+    let src = "[gateway]\n[[gateway.route]]\nname = \"S\"\ndocuments = [\"214\"]\nlimit = 1\nunit = \"fortnight\"\ndeliver = \"dir:x\"\n";
+    let e = ConfigFile::parse(Path::new("t.toml"), src).unwrap_err().to_string();
+    assert!(e.starts_with("t.toml:6:8: unit = \"fortnight\": "), "{e}");
+    // A rule over several keys points at the offending key too.
+    let src = "[gateway]\nmax_upload_bytes = 10\nupload_budget_bytes = 9\n";
+    let e = ConfigFile::parse(Path::new("t.toml"), src).unwrap_err().to_string();
+    assert!(e.starts_with("t.toml:3:23: gateway.upload_budget_bytes = 9: "), "{e}");
+}
+
+#[test]
+fn listener_limits_are_read_and_zero_is_refused() {
+    let src = "[server]\nheader_timeout_ms = 5000\nbody_timeout_ms = 7000\nmax_connections = 10\n";
+    let l = ConfigFile::parse(Path::new("t.toml"), src).unwrap().server.limits();
+    assert_eq!(l.header_timeout.as_millis(), 5000);
+    assert_eq!(l.body_timeout.as_millis(), 7000);
+    assert_eq!(l.max_connections.get(), 10);
+    let d = ConfigFile::default().server.limits();
+    assert!(d.header_timeout.as_secs() <= 30);
+    assert!(d.max_connections.get() >= 1000);
+    for (src, at, key) in [
+        ("[server]\nheader_timeout_ms = 0\n", "2:21", "header_timeout_ms = 0: "),
+        ("[server]\nbody_timeout_ms = 0\n", "2:19", "body_timeout_ms = 0: "),
+        ("[server]\nbody_timeout_ms = 99999999999\n", "2:19", "body_timeout_ms = 99999999999"),
+        ("[server]\nmax_connections = 0\n", "2:19", "max_connections = 0: "),
+        ("[server]\nlog_format = \"yaml\"\n", "2:14", "log_format = \"yaml\": expected"),
+    ] {
+        let e = ConfigFile::parse(Path::new("t.toml"), src).unwrap_err().to_string();
+        assert!(e.starts_with(&format!("t.toml:{at}: {key}")), "{e}");
+    }
+    let e = ConfigFile::parse(Path::new("t.toml"), "[server]\nmax_connections = -1\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("t.toml:2:"), "{e}");
+}
+
+#[test]
+fn redis_needs_a_url() {
+    let e = ConfigFile::parse(Path::new("t.toml"), "[store]\nkind = \"redis\"\n").unwrap_err();
+    let e = e.to_string();
+    assert!(e.starts_with("t.toml:1:") && e.contains("needs url"), "{e}");
+    let src = "[store]\nkind = \"redis\"\nurl = \"redis://h:6379/\"\n";
+    let c = ConfigFile::parse(Path::new("t.toml"), src).unwrap();
+    assert_eq!(c.store.kind, Some("redis://h:6379/".parse().unwrap()));
+}
+
+#[test]
+fn store_keys_are_located_and_name_key_and_value() {
+    for (src, at, needle) in [
+        ("[store]\nstore_unavailable = \"maybe\"\n", "2:21", "maybe"),
+        ("[store]\nkind = \"postgres\"\n", "2:8", "kind = \"postgres\": "),
+        ("[store]\nkind = \"redis\"\nurl = \"http://h\"\n", "3:7", "url = \"http://h\": "),
+        ("[store]\nflush_interval_ms = 0\n", "2:21", "flush_interval_ms = 0: "),
+        ("[store]\ntimeout_ms = 0\n", "2:14", "timeout_ms = 0: "),
+        ("[store]\nflush_interval_ms = -5\n", "2:21", "-5"),
+    ] {
+        let e = ConfigFile::parse(Path::new("t.toml"), src).unwrap_err().to_string();
+        assert!(e.starts_with(&format!("t.toml:{at}: ")), "{src}: {e}");
+        assert!(e.contains(needle), "{src}: {e}");
+    }
+    let src = "[store]\nflush_interval_ms = 5\ntimeout_ms = 7\nstore_unavailable = \"deny\"\n";
+    let s = ConfigFile::parse(Path::new("t.toml"), src).unwrap().store;
+    assert_eq!(s.flush_interval, Duration::from_millis(5));
+    assert_eq!(s.timeout, Some(Duration::from_millis(7)));
+    assert_eq!(s.store_unavailable, OnStoreUnavailable::Deny);
+}
+
+#[test]
+fn client_rules_over_several_tables_name_the_file() {
+    let src = "[[client]]\nkey = \"k\"\nname = \"a\"\n[[client]]\nkey = \"k\"\nname = \"b\"\n";
+    let e = ConfigFile::parse(Path::new("t.toml"), src).unwrap_err().to_string();
+    assert!(e.starts_with("t.toml: [[client]] #2"), "{e}");
+    assert!(!e.contains("\"k\""), "the key is not shown: {e}");
+}
+
+#[test]
+fn the_store_flag_and_the_file_give_one_type() {
+    assert_eq!("memory".parse(), Ok(StoreKind::Memory));
+    assert_eq!("embedded".parse(), Ok(StoreKind::Embedded));
+    let redis: StoreKind = "rediss://h:6380/".parse().unwrap();
+    assert_eq!(redis, StoreKind::Redis("rediss://h:6380/".parse().unwrap()));
+    assert!("postgres://x".parse::<StoreKind>().is_err());
+    assert!("redis".parse::<StoreKind>().is_err());
+    let src = "[store]\nkind = \"memory\"\n";
+    let c = ConfigFile::parse(Path::new("t.toml"), src).unwrap();
+    assert_eq!(c.store.kind, Some(StoreKind::Memory));
+}
