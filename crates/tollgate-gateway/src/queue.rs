@@ -144,16 +144,38 @@ pub async fn purge(
 }
 
 async fn operate(api: QueueApi, headers: HeaderMap, id: String, op: AdminOp) -> Response {
-    if let Err(p) = api.guard.allow(&headers, Permission::Queue) {
-        return p.into_response();
-    }
+    let who = match api.guard.allow(&headers, Permission::Queue) {
+        Ok(who) => who,
+        Err(p) => return p.into_response(),
+    };
+    // The item as stored before the operation, for the audit log.
+    let (spool, key) = (api.spool.clone(), id.clone());
+    let before = match tokio::task::spawn_blocking(move || spool.item(&key)).await {
+        Ok(Ok(Some(item))) => row(&item),
+        _ => serde_json::Value::Null,
+    };
     let (tx, rx) = oneshot::channel();
     if api.events.send(Event::Admin { id: id.clone(), op, reply: tx }).is_err() {
         return unavailable("the gateway is shutting down".into());
     }
+    let action = match op {
+        AdminOp::Retry => "queue.retry",
+        AdminOp::Release => "queue.release",
+        AdminOp::Purge => "queue.purge",
+    };
+    let record = |after: serde_json::Value| {
+        let (guard, id, who) = (api.guard.clone(), id.clone(), who.clone());
+        tokio::task::spawn_blocking(move || guard.record(&who, action, &id, before, after))
+    };
     match rx.await {
-        Ok(Ok(Some(item))) => Json(row(&item)).into_response(),
-        Ok(Ok(None)) => StatusCode::NO_CONTENT.into_response(),
+        Ok(Ok(Some(item))) => {
+            let _ = record(row(&item)).await;
+            Json(row(&item)).into_response()
+        }
+        Ok(Ok(None)) => {
+            let _ = record(serde_json::Value::Null).await;
+            StatusCode::NO_CONTENT.into_response()
+        }
         Ok(Err(AdminError::NotFound)) => {
             Problem::new(StatusCode::NOT_FOUND, "queue-item-not-found", "No such queue item")
                 .detail(format!("no queue item {id}"))

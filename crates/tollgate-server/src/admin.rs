@@ -28,6 +28,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tollgate_quota::{CounterInfo, MeteringId, Store};
 
+use crate::audit::AuditLog;
 use crate::client::constant_time_eq;
 use crate::config::PolicyRule;
 use crate::policy::PolicySet;
@@ -41,6 +42,7 @@ pub struct AdminGuard {
     token: Option<Arc<str>>,
     users: Arc<Users>,
     loopback: bool,
+    audit: Option<AuditLog>,
 }
 
 impl std::fmt::Debug for AdminGuard {
@@ -57,7 +59,26 @@ impl AdminGuard {
     /// bound to a loopback address.
     pub fn new(token: Option<&str>, loopback: bool) -> Self {
         let token = token.filter(|t| !t.is_empty()).map(Arc::from);
-        Self { token, users: Arc::default(), loopback }
+        Self { token, users: Arc::default(), loopback, audit: None }
+    }
+
+    /// This guard, recording every change made through it in `log`.
+    pub fn with_audit(mut self, log: AuditLog) -> Self {
+        self.audit = Some(log);
+        self
+    }
+
+    /// The audit log, when one is kept.
+    pub fn audit(&self) -> Option<&AuditLog> {
+        self.audit.as_ref()
+    }
+
+    /// Records a change made by `who` in the audit log, when one is kept (blocking: call it
+    /// off the runtime or accept one fsync; admin changes are rare).
+    pub fn record(&self, who: &Actor, action: &str, target: &str, before: Value, after: Value) {
+        if let Some(log) = &self.audit {
+            log.record(who, action, target, before, after);
+        }
     }
 
     /// This guard, also letting the `[[user]]`s in by their tokens and roles.
@@ -195,14 +216,19 @@ pub async fn reset_counter(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Result<Response, Problem> {
-    state.admin().allow(&headers, Permission::Limits)?;
+    let who = state.admin().allow(&headers, Permission::Limits)?;
     let id = MeteringId::new(&id).map_err(|e| {
         Problem::new(StatusCode::BAD_REQUEST, "invalid-metering-id", "Invalid metering id")
             .detail(e.to_string())
             .with("value", id.clone())
     })?;
+    let before = state.store().counters(id.as_str()).await.map_err(|e| store_problem(&e))?;
+    let before: Vec<Value> =
+        before.iter().filter(|c| c.identifier == id).map(counter_json).collect();
     let removed = state.store().reset(&id).await.map_err(|e| store_problem(&e))?;
     tracing::info!(identifier = %id, removed, "counter reset via the API");
+    let after = json!({ "removed": removed });
+    state.admin().record(&who, "counter.reset", id.as_str(), Value::Array(before), after);
     Ok(Json(json!({ "identifier": id.as_str(), "removed": removed })).into_response())
 }
 
@@ -238,7 +264,7 @@ pub async fn put_policies(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Problem> {
-    state.admin().allow(&headers, Permission::Limits)?;
+    let who = state.admin().allow(&headers, Permission::Limits)?;
     let body = body.map_err(|e| {
         let status = e.status();
         if status == StatusCode::PAYLOAD_TOO_LARGE {
@@ -251,11 +277,14 @@ pub async fn put_policies(
         Problem::new(StatusCode::BAD_REQUEST, "invalid-policies", "Invalid policies")
             .detail(format!("line {} column {}: {e}", e.line(), e.column()))
     })?;
+    let before = json!(state.policies().current().rules());
     let set = PolicySet::new(parsed.policies);
     state.policies().replace(set).map_err(|e| {
         Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "policy-write-failed", "Policies not saved")
             .detail(e)
     })?;
+    let after = json!(state.policies().current().rules());
+    state.admin().record(&who, "policies.replace", "policies", before, after);
     Ok(Json(policies_json(&state)).into_response())
 }
 

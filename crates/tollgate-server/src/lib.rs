@@ -23,6 +23,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod admin;
+pub mod audit;
 pub mod body_timeout;
 pub mod client;
 pub mod config;
@@ -63,6 +64,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/counters", get(admin::list_counters))
         .route("/v1/counters/{*id}", axum::routing::delete(admin::reset_counter))
         .route("/v1/policies", get(admin::get_policies).put(admin::put_policies))
+        .route("/v1/audit", get(audit::list))
         .route("/metrics", get(metrics::render))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))

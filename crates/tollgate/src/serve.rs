@@ -215,8 +215,9 @@ async fn serve(args: ServeArgs, file: ConfigFile, tls: Option<TlsAcceptor>) -> a
     let users = tollgate_server::user::Users::new(file.user.clone())
         .map_err(anyhow::Error::msg)
         .context("[[user]]")?;
-    let admin =
-        AdminGuard::new(settings.admin_token.as_deref(), addr.ip().is_loopback()).with_users(users);
+    let admin = AdminGuard::new(settings.admin_token.as_deref(), addr.ip().is_loopback())
+        .with_users(users)
+        .with_audit(tollgate_server::audit::AuditLog::new(&settings.data));
     if !admin.has_token() && !addr.ip().is_loopback() {
         tracing::warn!("no admin token configured: the admin API is refused on {addr}");
     }

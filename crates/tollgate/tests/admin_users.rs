@@ -1,6 +1,7 @@
 //! `[[user]]`s of the admin API through the real `tollgate serve`: each role may do what it is
 //! for and gets 403 (naming the role) for the rest, the admin token still does everything, a
-//! wrong token is 401, and a bad `token_sha256` stops the start with `FILE:LINE:COL`.
+//! wrong token is 401, every change lands in the audit log (durable across a restart), and a
+//! bad `token_sha256` stops the start with `FILE:LINE:COL`.
 
 mod common;
 
@@ -97,6 +98,35 @@ fn each_role_does_what_it_is_for_and_no_more() {
     assert_eq!(call(&server, "DELETE", "/v1/counters/X:1", Some("lena-token"), "").0, 200);
     assert_eq!(call(&server, "GET", "/v1/counters", Some("root-token"), "").0, 200);
     assert!(std::fs::read_to_string(&cfg).unwrap().contains("match = \"X:*\""));
+
+    // Every change is in the audit log, newest first, with who, what, before and after; the
+    // refused calls are not. It survives a restart.
+    let audit = |server: &Server| {
+        let (status, body) = call(server, "GET", "/v1/audit", Some("vera-token"), "");
+        assert_eq!(status, 200, "{body}");
+        serde_json::from_str::<Vec<serde_json::Value>>(&body).unwrap()
+    };
+    let check = |records: &[serde_json::Value]| {
+        let seen: Vec<(&str, &str)> = records
+            .iter()
+            .map(|r| (r["action"].as_str().unwrap(), r["who"].as_str().unwrap()))
+            .collect();
+        assert_eq!(
+            seen,
+            [("counter.reset", "lena"), ("policies.replace", "lena"), ("queue.release", "otto")]
+        );
+        assert_eq!(records[2]["target"], id.as_str());
+        assert_eq!(records[2]["before"]["state"], "held");
+        assert_eq!(records[2]["after"]["state"], "admitted");
+        assert_eq!(records[1]["after"][0]["match"], "X:*");
+        assert!(records.iter().all(|r| r["at"].as_str().is_some_and(|t| t.ends_with('Z'))));
+    };
+    check(&audit(&server));
+    assert_eq!(call(&server, "GET", "/v1/audit?limit=0", Some("vera-token"), "").0, 400);
+    server.sigterm();
+    let server = Server::start(&["--config", cfg.to_str().unwrap()]);
+    check(&audit(&server));
+    assert_eq!(call(&server, "GET", "/v1/audit", None, "").0, 401);
 }
 
 #[test]
