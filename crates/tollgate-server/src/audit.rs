@@ -85,6 +85,22 @@ impl AuditLog {
         }
     }
 
+    /// Copies the log's files into `dir` (for a backup); no record is half-written in the
+    /// copy, since appends wait meanwhile. Returns the names copied.
+    pub fn copy_to(&self, dir: &Path) -> std::io::Result<Vec<String>> {
+        let inner = self.lock();
+        let mut copied = Vec::new();
+        for name in ["audit.jsonl", "audit.1.jsonl"] {
+            let from = inner.path.with_file_name(name);
+            match std::fs::copy(&from, dir.join(name)) {
+                Ok(_) => copied.push(name.to_owned()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(copied)
+    }
+
     /// The newest `limit` records, newest first, from this file and the one before it.
     pub fn newest(&self, limit: usize) -> std::io::Result<Vec<Value>> {
         let path = self.lock().path.clone();
@@ -205,6 +221,9 @@ mod tests {
             (Some("lena"), Some("limits"))
         );
         assert_eq!(log.newest(1).unwrap().len(), 1);
+        let copy = tempfile::tempdir().unwrap();
+        assert_eq!(log.copy_to(copy.path()).unwrap(), ["audit.jsonl"]);
+        assert_eq!(AuditLog::new(copy.path()).newest(10).unwrap(), all);
     }
 
     #[test]

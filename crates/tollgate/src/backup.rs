@@ -4,7 +4,7 @@
 //! A running server's redb files are locked by it and not consistent to copy byte by byte, so
 //! the server writes the backup itself: `counters.redb` from a snapshot taken after a flush
 //! (every answered check is in it), `gateway.redb` from a snapshot and the spool files that
-//! snapshot needs (`spool/`). `DIR` is a new directory on the server's host; a restore is
+//! snapshot needs (`spool/`), and the audit log (`audit.jsonl`, appended to only). `DIR` is a new directory on the server's host; a restore is
 //! copying its contents into an empty data directory and starting `tollgate serve` on it.
 
 use std::path::{Path, PathBuf};
@@ -126,8 +126,17 @@ async fn write(api: &BackupApi, dir: &Path) -> anyhow::Result<Value> {
         }
         None => Value::Null,
     };
+    let audit = match api.guard.audit().cloned() {
+        Some(log) => {
+            let to = dir.to_path_buf();
+            let copied = tokio::task::spawn_blocking(move || log.copy_to(&to)).await??;
+            json!(copied)
+        }
+        None => json!([]),
+    };
     let report = json!({
         "to": dir.display().to_string(),
+        "audit": audit,
         "version": env!("CARGO_PKG_VERSION"),
         "created_at": jiff::Timestamp::now().to_string(),
         "counters": counters,

@@ -98,9 +98,13 @@ impl AsyncWrite for TlsConn {
     }
 }
 
+/// TLS handshakes the gRPC listener runs at once.
+pub const MAX_HANDSHAKES: usize = 1024;
+
 /// The gRPC listener's connections, each after a TLS handshake with `tls` (offering `h2`)
 /// that must finish within `handshake` (a silent client is dropped, as on the HTTP
-/// listener). A failed handshake is logged at debug and costs nothing else.
+/// listener); at most [`MAX_HANDSHAKES`] run at once. A failed handshake is logged at debug
+/// and costs nothing else.
 pub fn tls_incoming(
     listener: TcpListener,
     tls: &TlsAcceptor,
@@ -108,8 +112,11 @@ pub fn tls_incoming(
 ) -> impl Stream<Item = Result<TlsConn, io::Error>> + Send + 'static {
     let tls = tls.with_alpn(vec![b"h2".to_vec()]);
     let (tx, rx) = tokio::sync::mpsc::channel(64);
+    // Handshakes in progress at once; further clients wait in the accept queue.
+    let handshakes = Arc::new(tokio::sync::Semaphore::new(MAX_HANDSHAKES));
     tokio::spawn(async move {
         while !tx.is_closed() {
+            let Ok(permit) = Arc::clone(&handshakes).acquire_owned().await else { break };
             let tcp = match listener.accept().await {
                 Ok((tcp, _)) => tcp,
                 Err(e) => {
@@ -121,6 +128,7 @@ pub fn tls_incoming(
             };
             let (tls, tx) = (tls.clone(), tx.clone());
             tokio::spawn(async move {
+                let _permit = permit;
                 match tokio::time::timeout(handshake, tls.accept(tcp)).await {
                     Ok(Ok(stream)) => {
                         let _ = tx.send(Ok(TlsConn(stream))).await;

@@ -89,6 +89,13 @@ fn a_restored_backup_has_the_counters_and_the_queue() {
     wait_until("the second interchange held", || held(&s).len() == 1);
     let held_before = held(&s);
 
+    // An audited change before the backup: its record is in the backup too.
+    let o = common::exit_within(
+        &["counters", "reset", "Audit:gone", "--url", &s.url],
+        Duration::from_secs(20),
+    );
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+
     let to = dir.path().join("backups").join("b1");
     std::fs::create_dir_all(to.parent().unwrap()).unwrap();
     let o = backup(&s, &to);
@@ -96,6 +103,7 @@ fn a_restored_backup_has_the_counters_and_the_queue() {
     let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(report["counters"], "counters.redb", "{report}");
     assert_eq!(report["gateway"]["spool_files"], 1, "only the held item's file: {report}");
+    assert_eq!(report["audit"], serde_json::json!(["audit.jsonl"]), "{report}");
     for f in ["counters.redb", "gateway.redb", "backup.json"] {
         assert!(to.join(f).is_file(), "{f} missing from the backup");
     }
@@ -129,6 +137,12 @@ fn a_restored_backup_has_the_counters_and_the_queue() {
     wait_until("the released item delivered", || {
         std::fs::read_dir(&out).map(|d| d.count() == 2).unwrap_or(false)
     });
+    // The audit log came back, and goes on.
+    let audit = s.get("/v1/audit");
+    let body = audit.split("\r\n\r\n").nth(1).unwrap_or_default();
+    let records: Vec<serde_json::Value> = serde_json::from_str(body).unwrap();
+    let actions: Vec<&str> = records.iter().filter_map(|r| r["action"].as_str()).collect();
+    assert_eq!(actions, ["queue.release", "counter.reset"], "{body}");
 }
 
 #[test]
