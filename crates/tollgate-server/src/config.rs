@@ -8,12 +8,15 @@
 
 use std::fmt::{self, Display};
 use std::num::NonZeroU32;
-use std::ops::Range;
-use std::path::Path;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 use tollgate_quota::{TimeUnit, WindowKind};
+
+mod error;
+pub mod key;
+
+pub use error::{ConfigError, line_col, located};
 
 /// Enforce (answer 429) or shadow (count and report, always answer 200).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
@@ -267,186 +270,10 @@ mod text {
     }
 }
 
-/// A refused config value: why (naming the key and the value received), and where it is in
-/// the file's text when known. `Display` is the message, prefixed by `FILE:LINE:COL: ` (or
-/// `FILE: ` without a position) once [`ConfigError::locate`] has placed it in a file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError {
-    message: String,
-    span: Option<Range<usize>>,
-    place: Option<String>,
-}
-
-impl ConfigError {
-    /// An error with no position (a rule over the whole file).
-    pub fn new(message: impl Into<String>) -> Self {
-        Self { message: message.into(), span: None, place: None }
-    }
-
-    /// An error about the value at byte `span` of the source. An empty span (a default, not
-    /// written in the file) has no position.
-    pub fn at(span: Range<usize>, message: impl Into<String>) -> Self {
-        let span = (!span.is_empty()).then_some(span);
-        Self { message: message.into(), span, place: None }
-    }
-
-    /// The parser's error, with its position.
-    pub fn from_toml(err: &toml::de::Error) -> Self {
-        Self { message: err.message().trim_end().to_owned(), span: err.span(), place: None }
-    }
-
-    /// What is wrong, without the position.
-    pub fn message(&self) -> &str {
-        &self.message
-    }
-
-    /// The byte range of the offending value in the source, when known.
-    pub fn span(&self) -> Option<Range<usize>> {
-        self.span.clone()
-    }
-
-    /// Places the error in `file`, whose text is `source`: `Display` becomes
-    /// `FILE:LINE:COL: message` (1-based line and column, the column counted in characters).
-    pub fn locate(mut self, file: &Path, source: &str) -> Self {
-        self.place = Some(match &self.span {
-            Some(span) => {
-                let (line, col) = line_col(source, span.start);
-                format!("{}:{line}:{col}", file.display())
-            }
-            None => file.display().to_string(),
-        });
-        self
-    }
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.place {
-            Some(place) => write!(f, "{place}: {}", self.message),
-            None => f.write_str(&self.message),
-        }
-    }
-}
-
-impl std::error::Error for ConfigError {}
-
-impl From<toml::de::Error> for ConfigError {
-    fn from(err: toml::de::Error) -> Self {
-        Self::from_toml(&err)
-    }
-}
-
-/// Formats a TOML error as `FILE:LINE:COL: message` (see [`ConfigError::locate`]).
-pub fn located(file: &Path, source: &str, err: &toml::de::Error) -> String {
-    ConfigError::from_toml(err).locate(file, source).to_string()
-}
-
-/// Serde helpers that read one key and, when its value is refused, say so as
-/// `KEY = VALUE: why`; the parser adds the value's position.
-pub mod key {
-    use std::fmt::Display;
-    use std::str::FromStr;
-
-    use serde::de::Error as _;
-    use serde::{Deserialize, Deserializer};
-    use toml::Spanned;
-
-    /// A string parsed with `T`'s `FromStr`.
-    pub fn parsed<'de, D, T>(d: D, key: &str) -> Result<T, D::Error>
-    where
-        D: Deserializer<'de>,
-        T: FromStr,
-        T::Err: Display,
-    {
-        let s = String::deserialize(d)?;
-        s.parse().map_err(|e| D::Error::custom(format!("{key} = {s:?}: {e}")))
-    }
-
-    /// An integer in `min..=max`, converted to `T`.
-    pub fn bounded<'de, D, T>(d: D, key: &str, min: u64, max: u64, why: &str) -> Result<T, D::Error>
-    where
-        D: Deserializer<'de>,
-        T: FromU64,
-    {
-        let v = u64::deserialize(d)?;
-        (min..=max)
-            .contains(&v)
-            .then_some(v)
-            .and_then(|v| T::from_u64(v))
-            .ok_or_else(|| D::Error::custom(format!("{key} = {v}: {why}")))
-    }
-
-    /// [`bounded`] keeping the value's position, for rules checked later with other keys.
-    pub fn bounded_spanned<'de, D, T>(
-        d: D,
-        key: &str,
-        min: u64,
-        max: u64,
-        why: &str,
-    ) -> Result<Spanned<T>, D::Error>
-    where
-        D: Deserializer<'de>,
-        T: FromU64,
-    {
-        let v = Spanned::<u64>::deserialize(d)?;
-        let span = v.span();
-        let v = *v.get_ref();
-        (min..=max)
-            .contains(&v)
-            .then_some(v)
-            .and_then(|v| T::from_u64(v))
-            .map(|t| Spanned::new(span, t))
-            .ok_or_else(|| D::Error::custom(format!("{key} = {v}: {why}")))
-    }
-
-    /// The integer types a key can be read into.
-    pub trait FromU64: Sized {
-        /// `v` as `Self`, if it fits.
-        fn from_u64(v: u64) -> Option<Self>;
-    }
-
-    macro_rules! from_u64 {
-        ($($t:ty => $conv:expr),* $(,)?) => {
-            $(impl FromU64 for $t {
-                fn from_u64(v: u64) -> Option<Self> {
-                    $conv(v)
-                }
-            })*
-        };
-    }
-
-    from_u64! {
-        u64 => Some,
-        u32 => |v| u32::try_from(v).ok(),
-        usize => |v| usize::try_from(v).ok(),
-        std::num::NonZeroU64 => std::num::NonZeroU64::new,
-        std::num::NonZeroU32 => |v| u32::try_from(v).ok().and_then(std::num::NonZeroU32::new),
-        std::num::NonZeroUsize => |v| usize::try_from(v).ok().and_then(std::num::NonZeroUsize::new),
-    }
-
-    /// An integer of at least 1.
-    pub fn at_least_one<'de, D, T>(d: D, key: &str) -> Result<T, D::Error>
-    where
-        D: Deserializer<'de>,
-        T: FromU64,
-    {
-        bounded(d, key, 1, u64::MAX, "must be at least 1")
-    }
-}
-
-/// 1-based line and column of byte `offset` in `source`.
-pub fn line_col(source: &str, offset: usize) -> (usize, usize) {
-    let offset = offset.min(source.len());
-    let before = source.get(..offset).unwrap_or(source);
-    let line = before.bytes().filter(|&b| b == b'\n').count() + 1;
-    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-    let col = before.get(line_start..).map_or(1, |s| s.chars().count() + 1);
-    (line, col)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     #[derive(Debug, Deserialize)]
     struct Doc {

@@ -37,11 +37,12 @@ use crate::counter::Tally;
 use crate::decision::{Decision, Outcome};
 use crate::spec::{MeteringId, QuotaSpec, TimeUnit, WindowKind};
 use crate::store::memory::MemoryStore;
-use crate::store::{CounterInfo, Seen, Store, StoreError};
+use crate::store::{CounterInfo, Store, StoreError};
 use crate::window::{self, RollingLayout};
 
 mod client;
 mod key;
+mod seen;
 use client::open_client;
 
 /// The decision script.
@@ -408,76 +409,6 @@ impl RedisStore {
 fn bad_reply(field: &str, value: i64) -> StoreError {
     StoreError::Unavailable(format!("redis: unexpected {field} {value} in the script reply"))
 }
-
-impl Seen for RedisStore {
-    async fn seen(&self, keys: &[&str], owner: &str) -> Result<Vec<bool>, StoreError> {
-        if keys.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut pipe = redis::pipe();
-        for k in keys {
-            pipe.get(key::seen_key(&self.opts.key_prefix, k));
-        }
-        let mut conn = self.conn.clone();
-        let owners = self.bounded(pipe.query_async::<Vec<Option<String>>>(&mut conn)).await?;
-        Ok(owners.iter().map(|who| who.as_deref().is_some_and(|w| w != owner)).collect())
-    }
-
-    async fn claim(
-        &self,
-        keys: &[&str],
-        owner: &str,
-        ttl: Duration,
-    ) -> Result<Vec<bool>, StoreError> {
-        if keys.is_empty() {
-            return Ok(Vec::new());
-        }
-        let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
-        // One script run per key (each key is its own hash tag, so this also holds on a
-        // cluster): of two instances claiming one key at once, exactly one gets 1.
-        let answers = self.each_key(CLAIM_SCRIPT, keys, owner, Some(ttl_ms)).await?;
-        Ok(answers.iter().map(|&a| a == 1).collect())
-    }
-
-    async fn release(&self, keys: &[&str], owner: &str) -> Result<(), StoreError> {
-        if keys.is_empty() {
-            return Ok(());
-        }
-        self.each_key(RELEASE_SCRIPT, keys, owner, None).await.map(drop)
-    }
-}
-
-impl RedisStore {
-    /// Runs `script` once per key (as `KEYS[1]`, with `ARGV` the owner and `extra`), pipelined
-    /// in one round trip; the scripts' integer answers in key order.
-    async fn each_key(
-        &self,
-        script: &str,
-        keys: &[&str],
-        owner: &str,
-        extra: Option<u64>,
-    ) -> Result<Vec<i64>, StoreError> {
-        let mut pipe = redis::pipe();
-        for k in keys {
-            let call = pipe.cmd("EVAL").arg(script).arg(1);
-            call.arg(key::seen_key(&self.opts.key_prefix, k)).arg(owner);
-            if let Some(x) = extra {
-                call.arg(x);
-            }
-        }
-        let mut conn = self.conn.clone();
-        self.bounded(pipe.query_async::<Vec<i64>>(&mut conn)).await
-    }
-}
-
-/// Claims `KEYS[1]` for the owner `ARGV[1]` for `ARGV[2]` ms unless another owner holds it.
-const CLAIM_SCRIPT: &str = "local v = redis.call('GET', KEYS[1]) \
-if (not v) or v == ARGV[1] then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end \
-return 0";
-
-/// Deletes `KEYS[1]` if the owner `ARGV[1]` holds it.
-const RELEASE_SCRIPT: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then \
-return redis.call('DEL', KEYS[1]) end return 0";
 
 impl Store for RedisStore {
     async fn check(
