@@ -179,7 +179,12 @@ fn flags_beat_the_file_and_policies_come_from_it() {
 
 #[test]
 fn counters_list_and_reset_with_token() {
-    let s = Server::start_with_env(&["--store", "memory"], &[("TOLLGATE_ADMIN_TOKEN", "t0ken")]);
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let s = Server::start_with_env(
+        &["--store", "memory", "--data", data.to_str().unwrap()],
+        &[("TOLLGATE_ADMIN_TOKEN", "t0ken")],
+    );
     for id in ["Cnt:a", "Cnt:b", "Other:c"] {
         let o = tollgate(&["check", "--url", &s.url, "--id", id, "--limit", "1", "--unit", "hour"]);
         assert_eq!(code(&o), 0);
@@ -210,6 +215,10 @@ fn counters_list_and_reset_with_token() {
     let o =
         tollgate(&["check", "--url", &s.url, "--id", "Cnt:a", "--limit", "1", "--unit", "hour"]);
     assert_eq!(code(&o), 0, "the reset counter admits again");
+    // The reset is in the audit log, in the data directory (the memory store writes nothing
+    // else there).
+    let audit = std::fs::read_to_string(data.join("audit.jsonl")).unwrap();
+    assert!(audit.contains("\"counter.reset\"") && audit.contains("Cnt:a"), "{audit}");
 }
 
 #[test]
