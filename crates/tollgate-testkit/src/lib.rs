@@ -4,17 +4,20 @@
 //! [`RedisServer`] starts a real `redis-server` on a free loopback port with its files in a
 //! temp dir and kills it when dropped, so a failing test leaves nothing running. Without the
 //! binary the Redis tests say so loudly and return, unless `TOLLGATE_REQUIRE_REDIS=1` (as in
-//! CI), in which case they fail. [`SmallDisk`] mounts a small tmpfs that a test can fill up.
+//! CI), in which case they fail. [`RedisCluster`] does the same for a Redis Cluster of several
+//! masters and their replicas. [`SmallDisk`] mounts a small tmpfs that a test can fill up.
 //! [`Status214`] builds the X12 214 interchanges the gateway's tests and benches send.
 //! [`tls::TestCa`] makes certificates at test time.
 #![forbid(unsafe_code)]
 // Test support: a broken environment should stop the test at once, with the reason.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod cluster;
 mod disk;
 mod edi;
 pub mod tls;
 
+pub use cluster::RedisCluster;
 pub use disk::SmallDisk;
 pub use edi::Status214;
 

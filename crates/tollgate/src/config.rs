@@ -164,6 +164,8 @@ pub struct StoreSection {
     /// `ca_file`: for a `rediss://` URL, the CA certificates (PEM) Redis' certificate must be
     /// signed by, instead of the system roots.
     pub ca_file: Option<PathBuf>,
+    /// `cluster = true`: `url` names one node of a Redis Cluster (only with `kind = "redis"`).
+    pub cluster: bool,
 }
 
 impl Default for StoreSection {
@@ -176,6 +178,7 @@ impl Default for StoreSection {
             flush_interval: Duration::from_millis(100),
             durability: Durability::default(),
             ca_file: None,
+            cluster: false,
         }
     }
 }
@@ -196,6 +199,8 @@ struct StoreFields {
     flush_interval_ms: Duration,
     durability: Durability,
     ca_file: Option<PathBuf>,
+    #[serde(deserialize_with = "fields::cluster")]
+    cluster: bool,
 }
 
 impl Default for StoreFields {
@@ -210,6 +215,7 @@ impl Default for StoreFields {
             flush_interval_ms: d.flush_interval,
             durability: d.durability,
             ca_file: None,
+            cluster: false,
         }
     }
 }
@@ -246,6 +252,9 @@ impl TryFrom<StoreFields> for StoreSection {
                 return Err("[store] kind = \"redis\" needs url = \"redis://…\"".into());
             }
         };
+        if f.cluster && !matches!(kind, Some(StoreKind::Redis(_))) {
+            return Err("[store] cluster = true needs kind = \"redis\" and a url".into());
+        }
         Ok(Self {
             kind,
             key_prefix: f.key_prefix,
@@ -254,6 +263,7 @@ impl TryFrom<StoreFields> for StoreSection {
             flush_interval: f.flush_interval_ms,
             durability: f.durability,
             ca_file: f.ca_file,
+            cluster: f.cluster,
         })
     }
 }
@@ -300,6 +310,13 @@ mod fields {
     }
     pub fn flush_interval<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         millis(d, "flush_interval_ms", u64::MAX)
+    }
+    pub fn cluster<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+        use serde::de::Error as _;
+        match toml::Value::deserialize(d)? {
+            toml::Value::Boolean(b) => Ok(b),
+            other => Err(D::Error::custom(format!("cluster = {other}: expected true or false"))),
+        }
     }
 }
 

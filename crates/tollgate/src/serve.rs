@@ -51,6 +51,9 @@ pub struct ServeArgs {
     /// Counter store: memory, embedded or a redis:// URL [default: embedded].
     #[arg(long, value_name = "STORE", value_parser = StoreKind::from_str)]
     store: Option<StoreKind>,
+    /// The Redis URL (of `--store`, else of `[store] url`) names one node of a Redis Cluster.
+    #[arg(long)]
+    store_cluster: bool,
     /// A state file that cannot be read (counters.redb, gateway.redb) is renamed to
     /// `<name>.corrupt-<time>` and replaced by an empty one, instead of refusing to start
     /// (the gateway's spooled files then go to `<data>/orphaned/`).
@@ -119,6 +122,21 @@ impl Settings {
             args.data.clone().or_else(|| file.server.data.clone()).unwrap_or(DEFAULT_DATA.into());
         let store =
             args.store.clone().or_else(|| file.store.kind.clone()).unwrap_or(StoreKind::Embedded);
+        // `cluster` goes with the URL it was written beside: the flag with `--store`, the
+        // file's key with the file's url.
+        let cluster = args.store_cluster || (args.store.is_none() && file.store.cluster);
+        let plain = match store {
+            StoreKind::Memory => Some("memory"),
+            StoreKind::Embedded => Some("embedded"),
+            StoreKind::Redis(_) => None,
+        };
+        if let (true, Some(plain)) = (cluster, plain) {
+            anyhow::bail!(
+                "--store-cluster needs a redis:// or rediss:// store (--store or [store] url); \
+                 the store is {plain}"
+            );
+        }
+        let store_section = StoreSection { cluster, ..file.store.clone() };
         let admin_token = std::env::var("TOLLGATE_ADMIN_TOKEN")
             .ok()
             .filter(|t| !t.is_empty())
@@ -127,7 +145,7 @@ impl Settings {
             listen,
             data,
             store,
-            store_section: file.store.clone(),
+            store_section,
             admin_token,
             on_corrupt: args.on_corrupt(),
         })
@@ -378,6 +396,7 @@ async fn open_store(s: &Settings) -> anyhow::Result<AnyStore> {
             }
             opts.on_unavailable = s.store_section.store_unavailable;
             opts.ca_file = s.store_section.ca_file.clone();
+            opts.cluster = s.store_section.cluster;
             // Fails only for a malformed URL; an unreachable Redis is handled per request.
             let store = RedisStore::connect(opts)
                 .await

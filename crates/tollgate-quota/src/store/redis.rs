@@ -30,8 +30,6 @@ use std::str::FromStr;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-
 use crate::clock::Clock;
 use crate::counter::Tally;
 use crate::decision::{Decision, Outcome};
@@ -41,9 +39,10 @@ use crate::store::{CounterInfo, Store, StoreError};
 use crate::window::{self, RollingLayout};
 
 mod client;
+mod conn;
 mod key;
 mod seen;
-use client::open_client;
+use conn::{Conn, Target};
 
 /// The decision script.
 const DECIDE_LUA: &str = include_str!("decide.lua");
@@ -91,6 +90,9 @@ pub struct RedisOptions {
     /// instead of the system roots. The certificate is always verified: a URL asking to skip
     /// that (`#insecure`) is refused.
     pub ca_file: Option<std::path::PathBuf>,
+    /// `url` names one node of a Redis Cluster: the other nodes and the slot map are learnt
+    /// from it, and each decision goes to the master of its id's slot.
+    pub cluster: bool,
 }
 
 impl RedisOptions {
@@ -102,6 +104,7 @@ impl RedisOptions {
             timeout: Duration::from_millis(50),
             on_unavailable: OnStoreUnavailable::Local,
             ca_file: None,
+            cluster: false,
         }
     }
 }
@@ -115,9 +118,10 @@ pub enum StoreHealth {
     Degraded(String),
 }
 
-/// Counters in Redis. Cheap to share behind an `Arc`; the connection is multiplexed.
+/// Counters in Redis (one server or a cluster). Cheap to share behind an `Arc`; the connection
+/// is multiplexed.
 pub struct RedisStore {
-    conn: ConnectionManager,
+    conn: Conn,
     script: redis::Script,
     opts: RedisOptions,
     /// When set, the script uses this clock instead of Redis' `TIME` (tests only).
@@ -142,15 +146,7 @@ impl RedisStore {
                 "the redis store must be started inside a tokio runtime".into(),
             ));
         }
-        let client = open_client(&opts)?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(opts.timeout.max(Duration::from_millis(10))))
-            .set_response_timeout(None)
-            .set_number_of_retries(1)
-            .set_min_delay(Duration::from_millis(10))
-            .set_max_delay(Duration::from_millis(500));
-        let conn = ConnectionManager::new_lazy_with_config(client, config)
-            .map_err(|e| StoreError::Unavailable(format!("redis: {e}")))?;
+        let conn = client::open_conn(&opts)?;
         let health = Arc::new(Mutex::new(Some("not connected yet".to_owned())));
         let probe = {
             let mut conn = conn.clone();
@@ -277,26 +273,30 @@ impl RedisStore {
         Ok(verdict.decision(id, spec, weight, now))
     }
 
-    /// Keys of this store matching `pattern`, by SCAN (never KEYS), bounded in time overall.
-    async fn scan(&self, pattern: &str) -> Result<Vec<String>, StoreError> {
+    /// Keys of this store matching `pattern`, by SCAN (never KEYS) on each of `targets` (the
+    /// server, or every master of a cluster), bounded in time overall.
+    async fn scan(&self, pattern: &str, targets: &[Target]) -> Result<Vec<String>, StoreError> {
         let mut conn = self.conn.clone();
-        let mut cursor: u64 = 0;
         let mut keys = Vec::new();
         let deadline = tokio::time::Instant::now() + self.opts.timeout.max(Duration::from_secs(2));
-        loop {
-            let mut cmd = redis::cmd("SCAN");
-            cmd.arg(cursor).arg("MATCH").arg(pattern).arg("COUNT").arg(1000);
-            let step = cmd.query_async::<(u64, Vec<String>)>(&mut conn);
-            let (next, mut batch) = match tokio::time::timeout_at(deadline, step).await {
-                Ok(r) => r.map_err(|e| StoreError::Unavailable(format!("redis: {e}")))?,
-                Err(_) => return Err(StoreError::Timeout(self.opts.timeout)),
-            };
-            keys.append(&mut batch);
-            if next == 0 {
-                return Ok(keys);
+        for &target in targets {
+            let mut cursor: u64 = 0;
+            loop {
+                let mut cmd = redis::cmd("SCAN");
+                cmd.arg(cursor).arg("MATCH").arg(pattern).arg("COUNT").arg(1000);
+                let step = conn.query_on::<(u64, Vec<String>)>(&cmd, target);
+                let (next, mut batch) = match tokio::time::timeout_at(deadline, step).await {
+                    Ok(r) => r.map_err(|e| StoreError::Unavailable(format!("redis: {e}")))?,
+                    Err(_) => return Err(StoreError::Timeout(self.opts.timeout)),
+                };
+                keys.append(&mut batch);
+                if next == 0 {
+                    break;
+                }
+                cursor = next;
             }
-            cursor = next;
         }
+        Ok(keys)
     }
 
     /// Redis' clock (or the test clock).
@@ -312,10 +312,12 @@ impl RedisStore {
     }
 
     async fn counters_shared(&self, prefix: &str) -> Result<Vec<CounterInfo>, StoreError> {
-        let keys = self.scan(&key::id_prefix_pattern(&self.opts.key_prefix, prefix)).await?;
+        let mut conn = self.conn.clone();
+        let targets = self.bounded(conn.scan_targets()).await?;
+        let keys =
+            self.scan(&key::id_prefix_pattern(&self.opts.key_prefix, prefix), &targets).await?;
         let now = self.redis_now().await?;
         let mut out = Vec::new();
-        let mut conn = self.conn.clone();
         for key in keys {
             let Some((id, shape, window_start)) = key::parse_key(&self.opts.key_prefix, &key)
             else {
@@ -388,7 +390,9 @@ impl RedisStore {
     }
 
     async fn reset_shared(&self, id: &MeteringId) -> Result<u64, StoreError> {
-        let mut keys = self.scan(&key::id_pattern(&self.opts.key_prefix, id)).await?;
+        // Every key of one id is on the slot of its hash tag: one node holds them all.
+        let target = self.conn.target_of(&key::tag_key(&self.opts.key_prefix, id));
+        let mut keys = self.scan(&key::id_pattern(&self.opts.key_prefix, id), &[target]).await?;
         // The pattern already matches this id's keys only (see `key`); checking each key's id
         // again means no other id's counter is ever deleted, whatever the pattern matched.
         keys.retain(|k| key::id_of(&self.opts.key_prefix, k).is_some_and(|(kid, _)| kid == *id));

@@ -67,6 +67,11 @@ pub(super) fn base_key(prefix: &str, id: &MeteringId, shape: &CounterShape) -> S
     )
 }
 
+/// A key with the hash tag of `id`'s keys, so on the same cluster slot as all of them.
+pub(super) fn tag_key(prefix: &str, id: &MeteringId) -> String {
+    format!("{prefix}{{{}}}", encode_id(id.as_str()))
+}
+
 /// SCAN pattern for every key of exactly `id`.
 pub(super) fn id_pattern(prefix: &str, id: &MeteringId) -> String {
     format!("{}{{{}}}:*", glob_escape(prefix), glob_escape(&encode_id(id.as_str())))

@@ -1,6 +1,7 @@
 //! The Redis store's keys seen: each key is `<prefix>seen:{<key>}` (its own hash tag) holding
 //! its owner, with a `PX` expiry; claims and releases are one script run per key, pipelined in
-//! one round trip (see `store::seen` for the contract).
+//! one round trip (see `store::seen` for the contract). On a cluster the keys of one call lie
+//! on different slots, so each key's command is sent on its own, all at once.
 
 use std::time::Duration;
 
@@ -13,12 +14,12 @@ impl Seen for RedisStore {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        let mut pipe = redis::pipe();
-        for k in keys {
-            pipe.get(key::seen_key(&self.opts.key_prefix, k));
-        }
-        let mut conn = self.conn.clone();
-        let owners = self.bounded(pipe.query_async::<Vec<Option<String>>>(&mut conn)).await?;
+        let gets = keys.iter().map(|k| {
+            let mut get = redis::cmd("GET");
+            get.arg(key::seen_key(&self.opts.key_prefix, k));
+            get
+        });
+        let owners = self.per_key::<Option<String>>(gets.collect()).await?;
         Ok(owners.iter().map(|who| who.as_deref().is_some_and(|w| w != owner)).collect())
     }
 
@@ -47,8 +48,8 @@ impl Seen for RedisStore {
 }
 
 impl RedisStore {
-    /// Runs `script` once per key (as `KEYS[1]`, with `ARGV` the owner and `extra`), pipelined
-    /// in one round trip; the scripts' integer answers in key order.
+    /// Runs `script` once per key (as `KEYS[1]`, with `ARGV` the owner and `extra`), in one
+    /// round trip (see [`RedisStore::per_key`]); the scripts' integer answers in key order.
     async fn each_key(
         &self,
         script: &str,
@@ -56,16 +57,37 @@ impl RedisStore {
         owner: &str,
         extra: Option<u64>,
     ) -> Result<Vec<i64>, StoreError> {
-        let mut pipe = redis::pipe();
-        for k in keys {
-            let call = pipe.cmd("EVAL").arg(script).arg(1);
-            call.arg(key::seen_key(&self.opts.key_prefix, k)).arg(owner);
+        let calls = keys.iter().map(|k| {
+            let mut call = redis::cmd("EVAL");
+            call.arg(script).arg(1).arg(key::seen_key(&self.opts.key_prefix, k)).arg(owner);
             if let Some(x) = extra {
                 call.arg(x);
             }
+            call
+        });
+        self.per_key::<i64>(calls.collect()).await
+    }
+
+    /// Runs commands of one key each and returns their answers in order: pipelined in one
+    /// round trip on one server; on a cluster (where a pipeline must stay on one slot) sent
+    /// each to its key's master, all at once. Bounded by the timeout either way.
+    async fn per_key<T: redis::FromRedisValue>(
+        &self,
+        cmds: Vec<redis::Cmd>,
+    ) -> Result<Vec<T>, StoreError> {
+        if !self.conn.is_cluster() {
+            let mut pipe = redis::pipe();
+            for c in cmds {
+                pipe.add_command(c);
+            }
+            let mut conn = self.conn.clone();
+            return self.bounded(pipe.query_async::<Vec<T>>(&mut conn)).await;
         }
-        let mut conn = self.conn.clone();
-        self.bounded(pipe.query_async::<Vec<i64>>(&mut conn)).await
+        let calls = cmds.iter().map(|c| {
+            let mut conn = self.conn.clone();
+            async move { c.query_async::<T>(&mut conn).await }
+        });
+        self.bounded(futures_util::future::try_join_all(calls)).await
     }
 }
 
