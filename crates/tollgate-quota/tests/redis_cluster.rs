@@ -298,9 +298,9 @@ async fn a_master_killed_and_its_replica_promoted() {
 
     // The clients find the promoted replica; then exact counting again over three instances.
     let deadline = Instant::now() + Duration::from_secs(15);
-    while deny.check(&id("Failover:probe"), &spec, 0).await.is_err()
-        || allow.check(&id("Failover:probe"), &spec, 0).await.is_err()
-        || local.check(&id("Failover:probe"), &spec, 0).await.unwrap().degraded
+    while deny.check(&id(key), &spec, 0).await.is_err()
+        || allow.check(&id(key), &spec, 0).await.is_err()
+        || local.check(&id(key), &spec, 0).await.unwrap().degraded
     {
         assert!(Instant::now() < deadline, "the store did not follow the failover");
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -309,7 +309,7 @@ async fn a_master_killed_and_its_replica_promoted() {
     // after it, with a timeout a loaded debug build keeps under 1,800 concurrent checks), on
     // the killed master's id (reset first: what the old master counted may or may not have
     // reached its replica) and on an id of another master.
-    deny.reset(&id(key)).await.unwrap();
+    assert_eq!(deny.reset(&id(key)).await.unwrap(), 1, "the counter, found on the new master");
     let mut fresh = Vec::new();
     for _ in 0..3 {
         fresh.push(Arc::new(store(&cluster, OnStoreUnavailable::Deny, 5_000).await));

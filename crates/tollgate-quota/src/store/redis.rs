@@ -279,7 +279,7 @@ impl RedisStore {
         let mut conn = self.conn.clone();
         let mut keys = Vec::new();
         let deadline = tokio::time::Instant::now() + self.opts.timeout.max(Duration::from_secs(2));
-        for &target in targets {
+        for target in targets {
             let mut cursor: u64 = 0;
             loop {
                 let mut cmd = redis::cmd("SCAN");
@@ -391,7 +391,9 @@ impl RedisStore {
 
     async fn reset_shared(&self, id: &MeteringId) -> Result<u64, StoreError> {
         // Every key of one id is on the slot of its hash tag: one node holds them all.
-        let target = self.conn.target_of(&key::tag_key(&self.opts.key_prefix, id));
+        let mut conn = self.conn.clone();
+        let tag = key::tag_key(&self.opts.key_prefix, id);
+        let target = self.bounded(conn.target_of(&tag)).await?;
         let mut keys = self.scan(&key::id_pattern(&self.opts.key_prefix, id), &[target]).await?;
         // The pattern already matches this id's keys only (see `key`); checking each key's id
         // again means no other id's counter is ever deleted, whatever the pattern matched.

@@ -124,3 +124,19 @@ fn the_store_flag_and_the_file_give_one_type() {
     let c = ConfigFile::parse(Path::new("t.toml"), src).unwrap();
     assert_eq!(c.store.kind, Some(StoreKind::Memory));
 }
+
+#[test]
+fn cluster_goes_with_a_redis_url_and_takes_true_or_false() {
+    let src = "[store]\nkind = \"redis\"\nurl = \"redis://h:7000/\"\ncluster = true\n";
+    let c = ConfigFile::parse(Path::new("t.toml"), src).unwrap();
+    assert!(c.store.cluster);
+    let src = "[store]\nkind = \"redis\"\nurl = \"redis://h:7000/\"\ncluster = \"yes\"\n";
+    let e = ConfigFile::parse(Path::new("t.toml"), src).unwrap_err().to_string();
+    assert!(e.starts_with("t.toml:4:11: cluster = \"yes\": expected true or false"), "{e}");
+    let e = ConfigFile::parse(Path::new("t.toml"), "[store]\nkind = \"memory\"\ncluster = true\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("t.toml:1:") && e.contains("cluster = true needs kind"), "{e}");
+    let c = ConfigFile::parse(Path::new("t.toml"), "[store]\n").unwrap();
+    assert!(!c.store.cluster);
+}

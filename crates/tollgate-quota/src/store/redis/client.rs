@@ -35,11 +35,14 @@ pub(super) fn open_conn(opts: &RedisOptions) -> Result<Conn, StoreError> {
     }
     let mut builder = ClusterClientBuilder::new([opts.url.as_str()])
         .connection_timeout(connect_timeout)
-        // Few, short retries: a request is bounded by `opts.timeout` anyway, and a retry
-        // after a failover finds the promoted replica through the refreshed slot map.
-        .retries(2)
-        .min_retry_wait(10)
-        .max_retry_wait(100);
+        // Each attempt, and all of them together, within the store's timeout. One retry: it
+        // follows a MOVED or ASK redirection (the slot map is refreshed on the way, which is
+        // how requests find a promoted replica) and nothing is retried after the caller was
+        // answered (a script Redis ran before the timeout still counted: see `RedisStore`).
+        .response_timeout(opts.timeout)
+        .retries(1)
+        .min_retry_wait(5)
+        .max_retry_wait(opts.timeout.as_millis().try_into().unwrap_or(u64::MAX).max(5));
     if let Some(certs) = ca_certificates(opts)? {
         builder = builder.certs(certs);
     }
