@@ -1,14 +1,15 @@
 //! Resent transactions through the real `tollgate serve` (`dedup = "transaction"`): a copy sent
 //! after a `kill -9` and a restart is still a duplicate (the embedded store's fingerprints are
-//! durable), counted in `/metrics`; and two instances on one real `redis-server`, fed copies of
-//! the same transactions at once, deliver each transaction once between them.
+//! durable), counted in `/metrics`; and two instances on one real `redis-server`, or on a real
+//! three-master Redis Cluster, fed copies of the same transactions at once, deliver each
+//! transaction once between them.
 
 mod common;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{RedisServer, Server, Status214, gateway_toml};
+use common::{RedisCluster, RedisServer, Server, Status214, gateway_toml};
 
 /// A 214 from CARRIERA reporting `shipment`, under ISA13/GS06 `control` and ST02 `control`.
 fn update(control: u32, shipment: u32) -> Vec<u8> {
@@ -93,11 +94,25 @@ fn a_copy_sent_after_a_kill_and_a_restart_is_still_a_duplicate() {
 #[test]
 fn two_instances_on_one_redis_deliver_each_transaction_once() {
     let Some(redis) = RedisServer::start() else { return };
-    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let store = format!("[store]\nkind = \"redis\"\nurl = \"{}\"\n", redis.url());
+    two_instances_deliver_each_transaction_once(&store);
+}
+
+/// The same on a Redis Cluster: a transaction's fingerprints lie on several masters.
+#[test]
+fn two_instances_on_a_redis_cluster_deliver_each_transaction_once() {
+    let Some(cluster) = RedisCluster::start(3, 0) else { return };
+    let store =
+        format!("[store]\nkind = \"redis\"\nurl = \"{}\"\ncluster = true\n", cluster.url());
+    two_instances_deliver_each_transaction_once(&store);
+}
+
+/// Two instances sharing the store of the `[store]` table `store`.
+fn two_instances_deliver_each_transaction_once(store: &str) {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let servers: Vec<Server> = [&a, &b]
         .iter()
-        .map(|d| Server::start(&["--config", config(d.path(), &store).to_str().unwrap()]))
+        .map(|d| Server::start(&["--config", config(d.path(), store).to_str().unwrap()]))
         .collect();
     // Each of 20 updates is sent to both instances, in fresh envelopes, at about the same time.
     for shipment in 0..20 {

@@ -1,4 +1,5 @@
-//! Counters in Redis, shared exactly by every instance that points at the same server.
+//! Counters in Redis, shared exactly by every instance that points at the same server, or at
+//! the same Redis Cluster (`RedisOptions::cluster`; see `conn`).
 //!
 //! One decision is one round trip: `EVALSHA` of `decide.lua` (re-loaded on `NOSCRIPT`), which
 //! reads Redis' own `TIME`, applies the admission rule and updates the counter atomically. The
@@ -9,7 +10,8 @@
 //! * **Exactness across instances** comes from Redis running each script alone: no two
 //!   decisions on one counter interleave, whichever instance sent them.
 //! * **Every key of one identifier shares the hash tag `{id}`**, and the script is routed by its
-//!   one declared key, so all keys it touches live in one Redis Cluster slot. The id is encoded
+//!   one declared key, so all keys it touches live in one Redis Cluster slot: on a cluster a
+//!   decision is still one `EVALSHA`, on the master of that slot. The id is encoded
 //!   in the tag so that it never holds `}` (see `key`): no id's SCAN pattern matches another
 //!   id's keys, so a reset deletes that id's counters only.
 //! * **No request waits longer than the timeout.** Every call to Redis is bounded by

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 pub const BIN: &str = env!("CARGO_BIN_EXE_tollgate");
 
 #[allow(unused_imports)] // not every test binary uses both
-pub use tollgate_testkit::{RedisServer, Status214, free_port};
+pub use tollgate_testkit::{RedisCluster, RedisServer, Status214, free_port};
 
 /// A running `tollgate serve`, found through its `listening on http://ADDR` line; killed (SIGKILL)
 /// when dropped.
