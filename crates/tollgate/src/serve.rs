@@ -443,6 +443,7 @@ mod tests {
             listen: listen.map(|l| l.parse().unwrap()),
             data: None,
             store: store.map(|s| s.parse().unwrap()),
+            store_cluster: false,
             move_aside_corrupt: false,
             log_format: None,
             tls_cert: None,
@@ -488,5 +489,24 @@ mod tests {
         assert_eq!(s.listen.to_string(), DEFAULT_LISTEN);
         assert_eq!(s.data, PathBuf::from(DEFAULT_DATA));
         assert_eq!(s.store, StoreKind::Embedded);
+    }
+
+    #[test]
+    fn cluster_goes_with_the_url_it_was_given_beside() {
+        let src = "[store]\nkind = \"redis\"\nurl = \"redis://f:7000/0\"\ncluster = true\n";
+        let file = ConfigFile::parse(Path::new("t.toml"), src).unwrap();
+        // The file's url with the file's `cluster`.
+        assert!(Settings::resolve(&args(None, None), &file).unwrap().store_section.cluster);
+        // A --store URL without --store-cluster is one server, whatever the file says.
+        let one = Settings::resolve(&args(None, Some("redis://g:6379/0")), &file).unwrap();
+        assert!(!one.store_section.cluster);
+        let mut flagged = args(None, Some("redis://g:7000/0"));
+        flagged.store_cluster = true;
+        let s = Settings::resolve(&flagged, &ConfigFile::default()).unwrap();
+        assert_eq!((s.store, s.store_section.cluster), ("redis://g:7000/0".parse().unwrap(), true));
+        let mut memory = args(None, Some("memory"));
+        memory.store_cluster = true;
+        let e = Settings::resolve(&memory, &file).unwrap_err().to_string();
+        assert!(e.contains("--store-cluster needs a redis://") && e.ends_with("memory"), "{e}");
     }
 }
