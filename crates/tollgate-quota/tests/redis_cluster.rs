@@ -209,8 +209,10 @@ async fn keys_seen_are_shared_on_the_cluster() {
     let ttl = Duration::from_secs(3600);
     let keys: Vec<String> = (0..30).map(|i| format!("fp:{i}")).collect();
     let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-    let masters: BTreeSet<u16> =
-        keys.iter().map(|k| cluster.master_of_slot(cluster.keyslot(&format!("t:seen:{{{k}}}")))).collect();
+    let masters: BTreeSet<u16> = keys
+        .iter()
+        .map(|k| cluster.master_of_slot(cluster.keyslot(&format!("t:seen:{{{k}}}"))))
+        .collect();
     assert_eq!(masters.len(), 3, "the keys of one call span every master");
 
     assert_eq!(a.claim(&refs, "item-1", ttl).await.unwrap(), vec![true; 30]);

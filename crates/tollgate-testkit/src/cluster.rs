@@ -66,7 +66,9 @@ fn read_reply(r: &mut impl BufRead) -> Option<Reply> {
         "-" => Reply::Error(rest.to_owned()),
         ":" => Reply::Int(rest.parse().ok()?),
         "$" => {
-            let Ok(len) = usize::try_from(rest.parse::<i64>().ok()?) else { return Some(Reply::Nil) };
+            let Ok(len) = usize::try_from(rest.parse::<i64>().ok()?) else {
+                return Some(Reply::Nil);
+            };
             let mut buf = vec![0; len + 2];
             r.read_exact(&mut buf).ok()?;
             buf.truncate(len);
@@ -228,14 +230,12 @@ impl RedisCluster {
     /// master is up.
     pub fn is_ok(&self) -> bool {
         self.alive().all(|port| {
-                let info = query(port, &["CLUSTER", "INFO"]);
-                let state_ok =
-                    info.as_ref().is_some_and(|r| r.text().contains("cluster_state:ok"));
-                let repl = query(port, &["INFO", "replication"]);
-                let repl = repl.as_ref().map_or("", Reply::text);
-                let synced =
-                    !repl.contains("role:slave") || repl.contains("master_link_status:up");
-                state_ok && synced
+            let info = query(port, &["CLUSTER", "INFO"]);
+            let state_ok = info.as_ref().is_some_and(|r| r.text().contains("cluster_state:ok"));
+            let repl = query(port, &["INFO", "replication"]);
+            let repl = repl.as_ref().map_or("", Reply::text);
+            let synced = !repl.contains("role:slave") || repl.contains("master_link_status:up");
+            state_ok && synced
         })
     }
 

@@ -141,14 +141,7 @@ impl Settings {
             .ok()
             .filter(|t| !t.is_empty())
             .or_else(|| file.server.admin_token.clone());
-        Ok(Self {
-            listen,
-            data,
-            store,
-            store_section,
-            admin_token,
-            on_corrupt: args.on_corrupt(),
-        })
+        Ok(Self { listen, data, store, store_section, admin_token, on_corrupt: args.on_corrupt() })
     }
 }
 

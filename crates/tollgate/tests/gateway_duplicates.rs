@@ -102,8 +102,7 @@ fn two_instances_on_one_redis_deliver_each_transaction_once() {
 #[test]
 fn two_instances_on_a_redis_cluster_deliver_each_transaction_once() {
     let Some(cluster) = RedisCluster::start(3, 0) else { return };
-    let store =
-        format!("[store]\nkind = \"redis\"\nurl = \"{}\"\ncluster = true\n", cluster.url());
+    let store = format!("[store]\nkind = \"redis\"\nurl = \"{}\"\ncluster = true\n", cluster.url());
     two_instances_deliver_each_transaction_once(&store);
 }
 

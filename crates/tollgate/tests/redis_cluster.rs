@@ -79,7 +79,8 @@ async fn three_instances_on_a_cluster_admit_exactly_the_limit() {
 
 #[test]
 fn store_cluster_needs_a_redis_store() {
-    let out = exit_within(&["serve", "--store", "memory", "--store-cluster"], Duration::from_secs(10));
+    let out =
+        exit_within(&["serve", "--store", "memory", "--store-cluster"], Duration::from_secs(10));
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("--store-cluster needs a redis:// or rediss:// store"), "{stderr}");
