@@ -58,8 +58,9 @@ fn redis(c: &mut Criterion) {
         let mut next = 0usize;
         group.bench_function(BenchmarkId::new(name, IN_FLIGHT), |b| {
             b.iter(|| {
+                let first = next;
                 let batch = (0..IN_FLIGHT).map(|i| {
-                    let id = &ids[(next + i) % IDS];
+                    let id = &ids[(first + i) % IDS];
                     let store = &store;
                     let spec = &spec;
                     async move { store.check(id, spec, 1).await.expect("decision") }
