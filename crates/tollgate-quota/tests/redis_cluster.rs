@@ -126,10 +126,12 @@ async fn race(stores: &[Arc<RedisStore>], ids: &[String], weight: u64, limit: u6
 async fn counters_on_three_masters() {
     let Some(cluster) = RedisCluster::start(3, 0) else { return };
     assert_eq!(cluster.masters().len(), 3);
+    // `deny` with a timeout a loaded debug build keeps under 1,800 concurrent checks: an
+    // unanswered check fails the test instead of being decided locally.
     let stores: Vec<_> = {
         let mut v = Vec::new();
         for _ in 0..3 {
-            v.push(Arc::new(store(&cluster, OnStoreUnavailable::Deny, 2_000).await));
+            v.push(Arc::new(store(&cluster, OnStoreUnavailable::Deny, 5_000).await));
         }
         v
     };
@@ -168,7 +170,7 @@ async fn counters_on_three_masters() {
     let key = "Slot:Carrier{XYZ}%";
     let tight = QuotaSpec::new(1, 1, TimeUnit::Hour).unwrap();
     for window in [WindowKind::Calendar, WindowKind::Flexi, WindowKind::Rolling] {
-        let spec = tight.clone().with_window(window);
+        let spec = tight.with_window(window);
         stores[0].check(&id(key), &spec, 1).await.unwrap();
         stores[1].check(&id(key), &spec, 1).await.unwrap();
     }
