@@ -103,7 +103,8 @@ pub struct NodeInfo {
 pub struct RedisCluster {
     ports: Vec<u16>,
     children: Vec<Option<Child>>,
-    _dir: tempfile::TempDir,
+    /// Each node's files, in `<dir>/<port>/`; removed when dropped.
+    dir: tempfile::TempDir,
 }
 
 fn binary(name: &str) -> Option<PathBuf> {
@@ -131,9 +132,9 @@ impl RedisCluster {
         let dir = tempfile::tempdir().unwrap();
         let count = masters * (1 + replicas);
         let ports: Vec<u16> = (0..count).map(|_| free_port()).collect();
-        let mut cluster = RedisCluster { ports: ports.clone(), children: Vec::new(), _dir: dir };
+        let mut cluster = RedisCluster { ports: ports.clone(), children: Vec::new(), dir };
         for &port in &ports {
-            let node_dir = cluster._dir.path().join(port.to_string());
+            let node_dir = cluster.dir.path().join(port.to_string());
             std::fs::create_dir(&node_dir).unwrap();
             let child = Command::new(&server)
                 .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
