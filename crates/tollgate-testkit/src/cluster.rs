@@ -266,6 +266,31 @@ impl RedisCluster {
             .map(|n| n.port)
     }
 
+    /// Waits until every replica of the master on `port` has acknowledged all its writes
+    /// (each `slaveN:…offset=` equals `master_repl_offset` in its `INFO replication`).
+    pub fn wait_replicated(&self, port: u16, within: Duration) {
+        let deadline = Instant::now() + within;
+        loop {
+            let info = self.info(port, "replication");
+            let field = |line: &str, key: &str| -> Option<i64> {
+                line.split([',', ':']).find_map(|kv| kv.strip_prefix(key)?.trim().parse().ok())
+            };
+            let master: Option<i64> = info
+                .lines()
+                .find_map(|l| l.strip_prefix("master_repl_offset:")?.trim().parse().ok());
+            let replicas: Vec<Option<i64>> = info
+                .lines()
+                .filter(|l| l.starts_with("slave") && l.contains("offset="))
+                .map(|l| field(l, "offset="))
+                .collect();
+            if master.is_some() && !replicas.is_empty() && replicas.iter().all(|r| *r == master) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "the replicas of {port} did not catch up: {info}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// The full `INFO section` of the node on `port`.
     pub fn info(&self, port: u16, section: &str) -> String {
         query(port, &["INFO", section]).map(|r| r.text().to_owned()).unwrap_or_default()
