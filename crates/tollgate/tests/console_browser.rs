@@ -1,0 +1,643 @@
+//! The console in a real browser: Debian's `chromium`, driven over WebDriver (`chromedriver`)
+//! against the real `tollgate serve`, with a real gateway moving real files.
+//!
+//! Each test starts its own chromedriver (in its own process group, killed with its browser
+//! when the test ends, pass or fail) on a free port; the tests take turns, so two browsers
+//! never share the machine's two cores. Without chromium or chromedriver the tests fail when
+//! `CI` is set, and otherwise print a notice and pass without running.
+//!
+//! A screenshot of each page lands in `target/console-screenshots/`.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use common::{Server, Status214, free_port, gateway_toml};
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{Value, json};
+
+/// One browser at a time.
+static TURN: Mutex<()> = Mutex::new(());
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+
+/// `printf %s TOKEN | sha256sum`.
+fn sha256(token: &str) -> String {
+    let mut c = Command::new("sha256sum")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("sha256sum (coreutils) runs");
+    c.stdin.take().unwrap().write_all(token.as_bytes()).unwrap();
+    let out = c.wait_with_output().unwrap();
+    String::from_utf8(out.stdout).unwrap().split_whitespace().next().unwrap().to_owned()
+}
+
+/// The `[server]` section and the users: `root-token` (admin), `vera-token` (viewer),
+/// `otto-token` (operator), `lena-token` (limits).
+fn server_section(data: &Path) -> String {
+    let user = |name: &str, role: &str| {
+        format!(
+            "[[user]]\nname = \"{name}\"\ntoken_sha256 = \"{}\"\nrole = \"{role}\"\n\n",
+            sha256(&format!("{name}-token"))
+        )
+    };
+    format!(
+        "[server]\nadmin_token = \"root-token\"\ndata = \"{}\"\n\n{}{}{}",
+        data.display(),
+        user("vera", "viewer"),
+        user("otto", "operator"),
+        user("lena", "limits"),
+    )
+}
+
+/// A server with a gateway whose ShipmentStatus route admits `limit` units a day; its
+/// landing and outbound directories; `policies` is appended to the config file.
+struct Setup {
+    dir: tempfile::TempDir,
+    cfg: PathBuf,
+    landing: PathBuf,
+    out: PathBuf,
+    server: Server,
+}
+
+fn setup(limit: u64, policies: &str) -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let landing = dir.path().join("in");
+    let out = dir.path().join("out");
+    std::fs::create_dir_all(&landing).unwrap();
+    std::fs::create_dir_all(&out).unwrap();
+    let text = gateway_toml(&landing, &out, "", &server_section(&dir.path().join("data")))
+        .replace("limit = 1000", &format!("limit = {limit}"));
+    let cfg = dir.path().join("tollgate.toml");
+    std::fs::write(&cfg, format!("{text}\n{policies}")).unwrap();
+    let server = Server::start(&["--config", cfg.to_str().unwrap()]);
+    Setup { dir, cfg, landing, out, server }
+}
+
+/// A chromedriver and the browser session it drives; both die with this value.
+struct Browser {
+    driver: Child,
+    client: Option<Client>,
+}
+
+impl Browser {
+    fn c(&self) -> &Client {
+        self.client.as_ref().unwrap()
+    }
+
+    async fn close(mut self) {
+        if let Some(c) = self.client.take() {
+            let _ = c.close().await;
+        }
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        // The driver leads its own process group: the browser it started goes with it.
+        use rustix::process::{Pid, Signal, kill_process_group};
+        let _ = kill_process_group(Pid::from_child(&self.driver), Signal::KILL);
+        let _ = self.driver.wait();
+    }
+}
+
+/// A headless chromium at 1280×800, or `None` (with a notice) when it is not installed and
+/// `CI` is not set.
+async fn browser() -> Option<Browser> {
+    let missing: Vec<&str> =
+        [CHROMIUM, CHROMEDRIVER].into_iter().filter(|p| !Path::new(p).exists()).collect();
+    if !missing.is_empty() {
+        let msg = format!(
+            "the console's browser tests need {missing:?} (apt-get install chromium \
+             chromium-driver)"
+        );
+        if std::env::var_os("CI").is_some() {
+            panic!("{msg}");
+        }
+        eprintln!("\n!!!!!!!! NOTICE: {msg}; NOT RUN !!!!!!!!\n");
+        return None;
+    }
+    let port = free_port();
+    let driver = {
+        use std::os::unix::process::CommandExt;
+        Command::new(CHROMEDRIVER)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .expect("chromedriver starts")
+    };
+    let mut b = Browser { driver, client: None };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "chromedriver did not listen on {port}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        json!({
+            "binary": CHROMIUM,
+            "args": ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
+                     "--window-size=1280,800", "--disable-gpu"],
+        }),
+    );
+    let client = ClientBuilder::rustls()
+        .unwrap()
+        .capabilities(caps)
+        .connect(&format!("http://127.0.0.1:{port}"))
+        .await
+        .expect("a chromium session");
+    b.client = Some(client);
+    Some(b)
+}
+
+/// Runs `script` (a function body returning a value) in the page.
+async fn js(c: &Client, script: &str) -> Value {
+    c.execute(script, vec![]).await.unwrap_or_else(|e| panic!("{script}: {e}"))
+}
+
+/// Polls `script` until it returns `true`; fails naming `what` (and the page's status line).
+async fn wait_js(c: &Client, what: &str, script: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if js(c, script).await == json!(true) {
+            return;
+        }
+        if Instant::now() > deadline {
+            let status = js(c, "return (document.getElementById('status')||{}).textContent").await;
+            let url = c.current_url().await.map(|u| u.to_string()).unwrap_or_default();
+            panic!("timed out waiting for {what} (at {url}, status {status})");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The answer of an in-page `fetch` with the session's CSRF token: status and body.
+async fn fetch(c: &Client, method: &str, path: &str, body: Option<&str>) -> (u16, String) {
+    let script = r#"
+        const [method, path, body, done] = arguments;
+        fetch('/ui/api/session').then(r => r.json()).then(s => fetch(path, {
+            method, body, headers: {'X-CSRF-Token': s.csrf, 'Content-Type': 'application/json'}
+        })).then(async r => done([r.status, await r.text()])).catch(e => done([0, String(e)]));
+    "#;
+    let args = vec![json!(method), json!(path), json!(body)];
+    let v = c.execute_async(script, args).await.unwrap();
+    (v[0].as_u64().unwrap() as u16, v[1].as_str().unwrap_or_default().to_owned())
+}
+
+/// Logs in through the login page with `token` and waits for the overview.
+async fn login(c: &Client, base: &str, token: &str) {
+    c.goto(&format!("{base}/ui/")).await.unwrap();
+    let field = c.wait().for_element(Locator::Id("token")).await.unwrap();
+    field.send_keys(token).await.unwrap();
+    c.find(Locator::Id("login-submit")).await.unwrap().click().await.unwrap();
+    wait_js(
+        c,
+        "the overview after login",
+        "return location.pathname === '/ui/' && \
+        document.getElementById('who').textContent.length > 0",
+    )
+    .await;
+}
+
+fn screenshot_dir() -> PathBuf {
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let dir = tmp.parent().unwrap_or(tmp).join("console-screenshots");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+async fn screenshot(c: &Client, name: &str) {
+    let png = c.screenshot().await.unwrap();
+    std::fs::write(screenshot_dir().join(format!("{name}.png")), png).unwrap();
+}
+
+/// A raw HTTP request: status, headers and body.
+fn raw(server: &Server, request: &str) -> (u16, String, String) {
+    let mut s = std::net::TcpStream::connect(&server.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, head.to_owned(), body.to_owned())
+}
+
+fn run(test: impl std::future::Future<Output = ()>) {
+    let _turn = TURN.lock().unwrap_or_else(|p| p.into_inner());
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(test);
+}
+
+#[test]
+fn login_and_logout() {
+    run(async {
+        let s = setup(1000, "");
+        let Some(b) = browser().await else { return };
+        let c = b.c();
+        let base = &s.server.url;
+        c.goto(&format!("{base}/")).await.unwrap();
+        c.wait().for_element(Locator::Id("token")).await.unwrap();
+        assert_eq!(c.current_url().await.unwrap().path(), "/ui/login");
+        screenshot(c, "login").await;
+
+        // A wrong token: an error beside the form, still on the login page.
+        c.find(Locator::Id("token")).await.unwrap().send_keys("nope").await.unwrap();
+        c.find(Locator::Id("login-submit")).await.unwrap().click().await.unwrap();
+        wait_js(
+            c,
+            "the login error",
+            "return document.getElementById('login-error')\
+            .textContent.includes('neither the admin token')",
+        )
+        .await;
+
+        login(c, base, "otto-token").await;
+        let who = js(c, "return document.getElementById('who').textContent").await;
+        assert_eq!(who, "otto (operator)");
+        // The cookie is HttpOnly: the page's script cannot read it.
+        assert_eq!(js(c, "return document.cookie").await, "");
+        let cookies = c.get_all_cookies().await.unwrap();
+        let session = cookies.iter().find(|k| k.name() == "tollgate_session").expect("a cookie");
+        assert_eq!(session.http_only(), Some(true));
+        assert_eq!(format!("{:?}", session.same_site()), "Some(Strict)");
+        let (status, _) = fetch(c, "GET", "/v1/queue", None).await;
+        assert_eq!(status, 200);
+
+        // The same cookie without the CSRF token cannot act (nor read) through the API.
+        let cookie = format!("tollgate_session={}", session.value());
+        let (status, _, body) = raw(
+            &s.server,
+            &format!(
+                "POST /v1/queue/x/release HTTP/1.1\r\nhost: x\r\ncookie: {cookie}\r\n\
+                 content-length: 0\r\nconnection: close\r\n\r\n"
+            ),
+        );
+        assert_eq!(status, 403, "{body}");
+        assert!(body.contains("X-CSRF-Token") || body.contains("x-csrf-token"), "{body}");
+        // The login answer's cookie attributes.
+        let login_body = r#"{"token":"vera-token"}"#;
+        let (status, head, _) = raw(
+            &s.server,
+            &format!(
+                "POST /ui/login HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n\
+                 content-length: {}\r\nconnection: close\r\n\r\n{login_body}",
+                login_body.len()
+            ),
+        );
+        assert_eq!(status, 200, "{head}");
+        let set = head.lines().find(|l| l.to_ascii_lowercase().starts_with("set-cookie:")).unwrap();
+        for part in ["HttpOnly", "SameSite=Strict", "Path=/"] {
+            assert!(set.contains(part), "{set}");
+        }
+        assert!(!set.contains("Secure"), "plain HTTP: {set}");
+
+        c.find(Locator::Id("logout")).await.unwrap().click().await.unwrap();
+        wait_js(c, "the login page after logout", "return location.pathname === '/ui/login'").await;
+        // The old session is gone on the server too.
+        let (status, _, _) = raw(
+            &s.server,
+            &format!(
+                "GET /ui/api/session HTTP/1.1\r\nhost: x\r\ncookie: {cookie}\r\n\
+                 connection: close\r\n\r\n"
+            ),
+        );
+        assert_eq!(status, 401);
+        b.close().await;
+    });
+}
+
+#[test]
+fn the_overview_follows_a_gateway_burst_while_it_happens() {
+    run(async {
+        let s = setup(36, "");
+        let Some(b) = browser().await else { return };
+        let c = b.c();
+        login(c, &s.server.url, "root-token").await;
+        let used = r#"const r = document.querySelector('tr[data-id="ShipmentStatus:ZZ:BURST"]');
+            return r ? Number(r.querySelector('.used .num').textContent.split(' / ')[0]) : 0;"#;
+        // 30 interchanges, one every 100 ms: the page shows the count rising meanwhile.
+        let landing = s.landing.clone();
+        let burst = tokio::task::spawn_blocking(move || {
+            for i in 0..30u32 {
+                let body = Status214::new("BURST", 100 + i).build();
+                let tmp = landing.join(format!(".b{i}.part"));
+                std::fs::write(&tmp, body).unwrap();
+                std::fs::rename(&tmp, landing.join(format!("b{i}.edi"))).unwrap();
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        let mut seen = Vec::new();
+        while !burst.is_finished() {
+            let n = js(c, used).await.as_u64().unwrap_or(0);
+            if seen.last() != Some(&n) {
+                seen.push(n);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        burst.await.unwrap();
+        let between: Vec<&u64> = seen.iter().filter(|n| (1..30).contains(*n)).collect();
+        assert!(between.len() >= 2, "the page showed the burst only as {seen:?}");
+        let all = r#"const r = document.querySelector('tr[data-id="ShipmentStatus:ZZ:BURST"]');
+            return !!r && r.querySelector('.used .num').textContent === '30 / 36';"#;
+        wait_js(c, "all 30 shown", all).await;
+        let row = js(
+            c,
+            r#"const r = document.querySelector('tr[data-id="ShipmentStatus:ZZ:BURST"]');
+            return [r.querySelector('.badge').textContent, r.querySelector('meter').value,
+                    r.cells[1].textContent, r.cells[2].textContent]"#,
+        )
+        .await;
+        assert_eq!(row, json!(["near", 30, "ZZ:BURST", "ShipmentStatus"]));
+        screenshot(c, "overview").await;
+        b.close().await;
+    });
+}
+
+#[test]
+fn a_held_item_released_from_the_queue_page_reaches_the_outbound_directory() {
+    run(async {
+        let s = setup(1, "");
+        std::fs::write(s.landing.join("a.edi"), Status214::new("CARRIERA", 1).build()).unwrap();
+        std::fs::write(
+            s.landing.join("b.edi"),
+            Status214::new("CARRIERA", 2).transactions(3).build(),
+        )
+        .unwrap();
+        let out_files = |dir: &Path| std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0);
+        common::wait_until("one delivered", Duration::from_secs(20), || out_files(&s.out) == 1);
+        let Some(b) = browser().await else { return };
+        let c = b.c();
+        login(c, &s.server.url, "otto-token").await;
+        c.goto(&format!("{}/ui/queue", s.server.url)).await.unwrap();
+        wait_js(
+            c,
+            "the held item",
+            "return document.querySelectorAll('#queue tbody tr').length === 1",
+        )
+        .await;
+        c.find(Locator::Css("#queue tbody input.pick")).await.unwrap().click().await.unwrap();
+        c.find(Locator::Id("q-release")).await.unwrap().click().await.unwrap();
+        wait_js(c, "the confirmation", "return document.getElementById('confirm').open").await;
+        let text = js(c, "return document.getElementById('confirm-text').textContent").await;
+        assert_eq!(text, "Release 1 interchange (3 records) to ShipmentStatus without metering?");
+        screenshot(c, "queue").await;
+        assert_eq!(out_files(&s.out), 1, "nothing is released before the confirmation");
+        c.find(Locator::Id("confirm-ok")).await.unwrap().click().await.unwrap();
+        wait_js(
+            c,
+            "the release reported",
+            "return document.getElementById('status')\
+            .textContent.startsWith('release: 1 of 1 done')",
+        )
+        .await;
+        common::wait_until("the released item delivered", Duration::from_secs(20), || {
+            out_files(&s.out) == 2
+        });
+        let (status, _, body) = raw(
+            &s.server,
+            "GET /v1/audit HTTP/1.1\r\nhost: x\r\nauthorization: Bearer root-token\r\n\
+             connection: close\r\n\r\n",
+        );
+        assert_eq!(status, 200);
+        let records: Vec<Value> = serde_json::from_str(&body).unwrap();
+        assert_eq!(
+            (records[0]["action"].as_str(), records[0]["who"].as_str()),
+            (Some("queue.release"), Some("otto"))
+        );
+        b.close().await;
+    });
+}
+
+const POLICIES: &str = "# Limits agreed with the carriers; ask ops before raising them.\n\
+    [[policy]]\nmatch = \"Carrier:*\" # every carrier\nlimit = 100\nunit = \"day\"\n";
+
+#[test]
+fn limits_invalid_edit_is_refused_beside_the_field_and_a_valid_one_survives_a_restart() {
+    run(async {
+        let s = setup(1000, POLICIES);
+        let before = std::fs::read_to_string(&s.cfg).unwrap();
+        let Some(b) = browser().await else { return };
+        let c = b.c();
+        login(c, &s.server.url, "lena-token").await;
+        c.goto(&format!("{}/ui/limits", s.server.url)).await.unwrap();
+        let limit = c.wait().for_element(Locator::Css("fieldset.rule [data-key=limit]")).await;
+        let limit = limit.unwrap();
+        limit.clear().await.unwrap();
+        limit.send_keys("-5").await.unwrap();
+        c.find(Locator::Id("review")).await.unwrap().click().await.unwrap();
+        wait_js(c, "the diff", "return !document.getElementById('diff-box').hidden").await;
+        let diff = js(c, "return document.getElementById('diff').textContent").await;
+        assert!(diff.as_str().unwrap().contains("+ [[policy]] match = \"Carrier:*\", limit = -5"));
+        c.find(Locator::Id("apply")).await.unwrap().click().await.unwrap();
+        wait_js(
+            c,
+            "the error beside the limit",
+            "const i = document.querySelector(\
+            'fieldset.rule [data-key=limit]'); return i.getAttribute('aria-invalid') === 'true' \
+            && document.getElementById(i.id + '-error').textContent.length > 0",
+        )
+        .await;
+        let err = js(
+            c,
+            "const i = document.querySelector('fieldset.rule [data-key=limit]'); \
+            return document.getElementById(i.id + '-error').textContent",
+        )
+        .await;
+        assert!(err.as_str().unwrap().contains("-5"), "{err}");
+        // The error sits beside its field, and nothing changed anywhere.
+        let beside = js(
+            c,
+            "const i = document.querySelector('fieldset.rule [data-key=limit]'); \
+            return i.parentElement.contains(document.getElementById(i.id + '-error'))",
+        )
+        .await;
+        assert_eq!(beside, true);
+        assert_eq!(std::fs::read_to_string(&s.cfg).unwrap(), before);
+        screenshot(c, "limits").await;
+
+        // A valid limit, tried in shadow first: applied, written with the comments kept.
+        limit.clear().await.unwrap();
+        limit.send_keys("250").await.unwrap();
+        c.find(Locator::Id("shadow-first")).await.unwrap().click().await.unwrap();
+        c.find(Locator::Id("review")).await.unwrap().click().await.unwrap();
+        wait_js(c, "the diff", "return !document.getElementById('diff-box').hidden").await;
+        c.find(Locator::Id("apply")).await.unwrap().click().await.unwrap();
+        wait_js(
+            c,
+            "applied",
+            "return document.getElementById('status').textContent\
+            .startsWith('Applied')",
+        )
+        .await;
+        let after = std::fs::read_to_string(&s.cfg).unwrap();
+        assert!(after.contains("limit = 250") && after.contains("mode = \"shadow\""), "{after}");
+        assert!(after.contains("# Limits agreed with the carriers"), "{after}");
+        assert!(after.contains("[gateway]"), "{after}");
+
+        // A restart: the edit is in force, and the audit log names who made it.
+        let Setup { server, cfg, dir, .. } = s;
+        server.sigterm();
+        let server = Server::start(&["--config", cfg.to_str().unwrap()]);
+        login(c, &server.url, "lena-token").await;
+        c.goto(&format!("{}/ui/limits", server.url)).await.unwrap();
+        wait_js(
+            c,
+            "the limit after the restart",
+            "const i = document.querySelector(\
+            'fieldset.rule [data-key=limit]'); return !!i && i.value === '250'",
+        )
+        .await;
+        let mode =
+            js(c, "return document.querySelector('fieldset.rule [data-key=mode]').value").await;
+        assert_eq!(mode, "shadow");
+        c.goto(&format!("{}/ui/audit", server.url)).await.unwrap();
+        wait_js(
+            c,
+            "the audit record",
+            "const r = document.querySelector('#audit tbody tr'); \
+            return !!r && r.cells[1].textContent === 'lena' && \
+            r.cells[3].textContent === 'policies.replace'",
+        )
+        .await;
+        screenshot(c, "audit").await;
+        c.goto(&format!("{}/ui/health", server.url)).await.unwrap();
+        wait_js(c, "the health facts", "return document.querySelectorAll('#health dt').length > 5")
+            .await;
+        screenshot(c, "health").await;
+        drop(dir);
+        b.close().await;
+    });
+}
+
+#[test]
+fn a_viewer_sees_no_action_buttons_and_gets_403_from_the_api() {
+    run(async {
+        let s = setup(1, POLICIES);
+        std::fs::write(s.landing.join("a.edi"), Status214::new("CARRIERA", 1).build()).unwrap();
+        std::fs::write(s.landing.join("b.edi"), Status214::new("CARRIERA", 2).build()).unwrap();
+        let Some(b) = browser().await else { return };
+        let c = b.c();
+        login(c, &s.server.url, "vera-token").await;
+        c.goto(&format!("{}/ui/queue", s.server.url)).await.unwrap();
+        wait_js(
+            c,
+            "the held item",
+            "return document.querySelectorAll('#queue tbody tr').length === 1",
+        )
+        .await;
+        let visible = js(
+            c,
+            "return [...document.querySelectorAll('button')]\
+            .filter(b => b.offsetParent !== null).map(b => b.id)",
+        )
+        .await;
+        assert_eq!(visible, json!(["logout", "q-first", "q-next"]), "only paging and logout");
+        let id = js(c, "return document.querySelector('#queue tbody tr').dataset.id").await;
+        let (status, body) =
+            fetch(c, "POST", &format!("/v1/queue/{}/release", id.as_str().unwrap()), None).await;
+        assert_eq!(status, 403, "{body}");
+        assert!(body.contains("viewer"), "{body}");
+
+        c.goto(&format!("{}/ui/limits", s.server.url)).await.unwrap();
+        wait_js(
+            c,
+            "the policies",
+            "return document.querySelectorAll('fieldset.rule').length === 1",
+        )
+        .await;
+        let editable = js(
+            c,
+            "return [...document.querySelectorAll('#rules input, #rules select')]\
+            .filter(i => !i.disabled).length + [...document.querySelectorAll('button')]\
+            .filter(b => b.offsetParent !== null && b.id !== 'logout').length",
+        )
+        .await;
+        assert_eq!(editable, 0);
+        let put = r#"{"policies":[]}"#;
+        let (status, body) = fetch(c, "PUT", "/v1/policies", Some(put)).await;
+        assert_eq!(status, 403, "{body}");
+        assert!(std::fs::read_to_string(&s.cfg).unwrap().contains("limit = 100"));
+        b.close().await;
+    });
+}
+
+#[test]
+fn a_sender_id_with_markup_is_shown_as_text_and_never_runs() {
+    run(async {
+        let s = setup(1000, "");
+        let sender = "<script>";
+        std::fs::write(s.landing.join("x.edi"), Status214::new(sender, 7).build()).unwrap();
+        // A metering id with an event handler, through the quota API.
+        let evil = "Quota:<img/src=x/onerror=window.pwned=1>";
+        let (status, _, _) = raw(
+            &s.server,
+            &format!(
+                "GET /v1/quota HTTP/1.1\r\nhost: x\r\nauthorization: Bearer root-token\r\n\
+                 metering-id: {evil}\r\nquota-limit: 5\r\nquota-timeunit: day\r\n\
+                 connection: close\r\n\r\n"
+            ),
+        );
+        assert_eq!(status, 200);
+        let Some(b) = browser().await else { return };
+        let c = b.c();
+        login(c, &s.server.url, "root-token").await;
+        wait_js(
+            c,
+            "both rows",
+            "return document.querySelectorAll('#overview tbody tr').length === 2",
+        )
+        .await;
+        let ids = js(
+            c,
+            "return [...document.querySelectorAll('#overview td.id')]\
+            .map(t => t.textContent)",
+        )
+        .await;
+        assert_eq!(ids, json!([evil, "ShipmentStatus:ZZ:<script>"]));
+        let injected = "return [document.scripts.length, document.querySelectorAll('main img').length, \
+            window.pwned === undefined]";
+        assert_eq!(js(c, injected).await, json!([1, 0, true]));
+        c.goto(&format!("{}/ui/queue", s.server.url)).await.unwrap();
+        c.find(Locator::Id("q-state")).await.unwrap().select_by_value("").await.unwrap();
+        wait_js(
+            c,
+            "the item's sender",
+            "return [...document.querySelectorAll('#queue td')]\
+            .some(t => t.textContent === 'ZZ:<script>')",
+        )
+        .await;
+        assert_eq!(js(c, injected).await, json!([1, 0, true]));
+        c.goto(&format!("{}/ui/partner?name={}", s.server.url, "ZZ%3A%3Cscript%3E")).await.unwrap();
+        wait_js(
+            c,
+            "the partner's interchange",
+            "return document.querySelectorAll('#recent tbody tr')\
+            .length === 1",
+        )
+        .await;
+        let title = js(c, "return document.getElementById('title').textContent").await;
+        assert_eq!(title, "Partner ZZ:<script>");
+        assert_eq!(js(c, injected).await, json!([1, 0, true]));
+        screenshot(c, "partner").await;
+        // The page's policy forbids inline script, whatever reaches the page.
+        let (_, head, _) =
+            raw(&s.server, "GET /ui/ HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
+        let csp = head
+            .lines()
+            .find(|l| l.to_ascii_lowercase().starts_with("content-security-policy:"))
+            .unwrap();
+        assert!(csp.contains("script-src 'self'") && !csp.contains("unsafe-inline"), "{csp}");
+        assert!(csp.contains("frame-ancestors 'none'"), "{csp}");
+        assert!(head.to_ascii_lowercase().contains("x-content-type-options: nosniff"));
+        b.close().await;
+    });
+}
