@@ -362,6 +362,7 @@ async function initPartner() {
 // ---- queue ---------------------------------------------------------------------------------
 
 async function initQueue() {
+  let busy = false;
   let cursorUrl = null;
   let nextUrl = null;
   let items = [];
@@ -373,8 +374,10 @@ async function initQueue() {
   };
   const selected = () => [...document.querySelectorAll("#queue tbody input:checked")]
     .map((c) => items.find((i) => i.id === c.value)).filter(Boolean);
-  const load = async (url) => {
+  let onFirst = true;
+  const load = async (url, later) => {
     cursorUrl = url;
+    onFirst = !later;
     const res = await api("GET", url);
     if (!res.ok) {
       status(await problemText(res), true);
@@ -384,10 +387,11 @@ async function initQueue() {
     const m = /<([^>]+)>;\s*rel="next"/.exec(res.headers.get("Link") || "");
     nextUrl = m ? m[1] : null;
     const needle = $("q-partner").value.toLowerCase();
+    const checked = new Set(selected().map((i) => i.id));
     items = all.filter((i) => !needle || String(i.partner).toLowerCase().includes(needle));
-    $("q-all").checked = false;
+    if (!items.some((i) => checked.has(i.id))) $("q-all").checked = false;
     $("queue").tBodies[0].replaceChildren(...items.map((it) => el("tr", { "data-id": it.id },
-      el("td", {}, el("input", { type: "checkbox", value: it.id,
+      el("td", {}, el("input", { type: "checkbox", value: it.id, checked: checked.has(it.id),
         "aria-label": "Select " + it.id, class: "pick" })),
       el("td", { class: "id" }, it.id), el("td", {}, it.state), el("td", {}, it.partner),
       el("td", {}, it.sender || ""), el("td", {}, it.receiver || ""),
@@ -395,17 +399,26 @@ async function initQueue() {
       el("td", {}, it.route || ""), el("td", { class: "num" }, String(it.weight)),
       el("td", {}, when(it.received_at)), el("td", { class: "reason" }, it.reason || ""))));
     $("q-next").disabled = !nextUrl;
-    status(items.length ? `${items.length} items on this page` : "No items.");
+    $("q-count").textContent = items.length ? `${items.length} items on this page` : "No items.";
   };
   $("q-actions").hidden = !session.may.queue;
   $("qfilters").addEventListener("input", () => load(first()));
   $("qfilters").addEventListener("submit", (e) => e.preventDefault());
   $("q-first").addEventListener("click", () => load(first()));
-  $("q-next").addEventListener("click", () => nextUrl && load(nextUrl));
+  $("q-next").addEventListener("click", () => nextUrl && load(nextUrl, true));
   $("q-all").addEventListener("change", () => {
     for (const c of document.querySelectorAll("#queue tbody input.pick")) c.checked = $("q-all").checked;
   });
   const act = async (op) => {
+    if (busy) return;
+    busy = true;
+    try {
+      await perform(op);
+    } finally {
+      busy = false;
+    }
+  };
+  const perform = async (op) => {
     const picked = selected();
     if (!picked.length) {
       status("Select items first.", true);
@@ -440,7 +453,7 @@ async function initQueue() {
       if (res.ok) done++;
       else errors.push(it.id + ": " + await problemText(res));
     }
-    await load(cursorUrl);
+    await load(cursorUrl, !onFirst);
     status(`${op}: ${done} of ${picked.length} done` + (errors.length ? "; " + errors.join("; ") : ""),
       errors.length > 0);
   };
@@ -448,6 +461,17 @@ async function initQueue() {
   $("q-release").addEventListener("click", () => act("release"));
   $("q-purge").addEventListener("click", () => act("purge"));
   await load(first());
+  // The page follows the queue: the current page is read again every 2 s (selections kept),
+  // except while a confirmation is open or an action runs.
+  const poll = async () => {
+    if (!busy && !$("confirm").open) {
+      // On the first page, the filters are read again (a change shows even without an event).
+      const url = onFirst ? first() : cursorUrl;
+      try { await load(url, !onFirst); } catch (_) { /* shown on the next try */ }
+    }
+    setTimeout(poll, 2000);
+  };
+  setTimeout(poll, 2000);
 }
 
 // ---- limits --------------------------------------------------------------------------------

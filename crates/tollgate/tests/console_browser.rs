@@ -365,8 +365,12 @@ fn the_overview_follows_a_gateway_burst_while_it_happens() {
 #[test]
 fn a_held_item_released_from_the_queue_page_reaches_the_outbound_directory() {
     run(async {
-        let s = setup(1, "");
-        std::fs::write(s.landing.join("a.edi"), Status214::new("CARRIERA", 1).build()).unwrap();
+        let s = setup(3, "");
+        std::fs::write(
+            s.landing.join("a.edi"),
+            Status214::new("CARRIERA", 1).transactions(3).build(),
+        )
+        .unwrap();
         std::fs::write(
             s.landing.join("b.edi"),
             Status214::new("CARRIERA", 2).transactions(3).build(),
