@@ -399,7 +399,8 @@ async function initQueue() {
       el("td", {}, it.route || ""), el("td", { class: "num" }, String(it.weight)),
       el("td", {}, when(it.received_at)), el("td", { class: "reason" }, it.reason || ""))));
     $("q-next").disabled = !nextUrl;
-    $("q-count").textContent = items.length ? `${items.length} items on this page` : "No items.";
+    $("q-count").textContent = items.length
+      ? `${items.length} item${items.length === 1 ? "" : "s"} on this page` : "No items.";
   };
   $("q-actions").hidden = !session.may.queue;
   $("qfilters").addEventListener("input", () => load(first()));

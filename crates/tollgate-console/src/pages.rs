@@ -93,7 +93,7 @@ pub fn page_weights() -> Vec<(&'static str, usize)> {
             .iter()
             .map(|p| (p.name, render(p).len() + SCRIPT.len() + STYLE.len()))
             .collect();
-    w.sort_by(|a, b| b.1.cmp(&a.1));
+    w.sort_by_key(|p| std::cmp::Reverse(p.1));
     w
 }
 
