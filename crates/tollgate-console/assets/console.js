@@ -353,10 +353,29 @@ async function initPartner() {
     url = m ? m[1] : null;
   }
   found.reverse();
+  const payload = (it) => {
+    if (!session.may.payload) return el("td", {}, "—");
+    const pre = el("pre", { class: "payload" });
+    const box = el("details", {}, el("summary", {}, "Show"), pre);
+    box.addEventListener("toggle", async () => {
+      if (!box.open || pre.dataset.loaded) return;
+      const res = await api("GET", "/v1/queue/" + encodeURIComponent(it.id) + "/payload");
+      if (!res.ok) {
+        pre.textContent = await problemText(res);
+        return;
+      }
+      pre.dataset.loaded = "1";
+      const more = res.headers.get("Tollgate-Payload-Truncated") === "true";
+      pre.textContent = (await res.text()) + (more ? "\n… (cut at 64 KiB of " +
+        res.headers.get("Tollgate-Payload-Bytes") + " bytes)" : "");
+    });
+    return el("td", {}, box);
+  };
   $("recent").tBodies[0].replaceChildren(...found.slice(0, 50).map((it) => el("tr", {},
     el("td", {}, when(it.received_at)), el("td", {}, it.state), el("td", {}, it.reason || ""),
     el("td", {}, String(it.weight)), el("td", {}, it.sender || ""), el("td", {}, it.receiver || ""),
-    el("td", {}, it.control_number || ""), el("td", {}, it.document), el("td", {}, it.route || ""))));
+    el("td", {}, it.control_number || ""), el("td", {}, it.document), el("td", {}, it.route || ""),
+    payload(it))));
 }
 
 // ---- queue ---------------------------------------------------------------------------------

@@ -550,6 +550,9 @@ fn a_viewer_sees_no_action_buttons_and_gets_403_from_the_api() {
             fetch(c, "POST", &format!("/v1/queue/{}/release", id.as_str().unwrap()), None).await;
         assert_eq!(status, 403, "{body}");
         assert!(body.contains("viewer"), "{body}");
+        let payload = format!("/v1/queue/{}/payload", id.as_str().unwrap());
+        let (status, body) = fetch(c, "GET", &payload, None).await;
+        assert_eq!(status, 403, "a viewer does not see partner payloads: {body}");
 
         c.goto(&format!("{}/ui/limits", s.server.url)).await.unwrap();
         wait_js(
@@ -577,9 +580,11 @@ fn a_viewer_sees_no_action_buttons_and_gets_403_from_the_api() {
 #[test]
 fn a_sender_id_with_markup_is_shown_as_text_and_never_runs() {
     run(async {
-        let s = setup(1000, "");
+        // One a day: the first is delivered, the second held (its bytes stay in the spool).
+        let s = setup(1, "");
         let sender = "<script>";
         std::fs::write(s.landing.join("x.edi"), Status214::new(sender, 7).build()).unwrap();
+        std::fs::write(s.landing.join("y.edi"), Status214::new(sender, 8).build()).unwrap();
         // A metering id with an event handler, through the quota API.
         let evil = "Quota:<img/src=x/onerror=window.pwned=1>";
         let (status, _, _) = raw(
@@ -620,12 +625,27 @@ fn a_sender_id_with_markup_is_shown_as_text_and_never_runs() {
         )
         .await;
         assert_eq!(js(c, injected).await, json!([1, 0, true]));
+        common::wait_until("the second interchange held", Duration::from_secs(20), || {
+            let get = "GET /v1/queue?state=held HTTP/1.1\r\nhost: x\r\n\
+                       authorization: Bearer root-token\r\nconnection: close\r\n\r\n";
+            raw(&s.server, get).2.contains("\"id\"")
+        });
         c.goto(&format!("{}/ui/partner?name={}", s.server.url, "ZZ%3A%3Cscript%3E")).await.unwrap();
         wait_js(
             c,
-            "the partner's interchange",
+            "the partner's interchanges",
             "return document.querySelectorAll('#recent tbody tr')\
-            .length === 1",
+            .length === 2",
+        )
+        .await;
+        // The payload, for a role allowed to see it, as text.
+        let held = r#"//tr[td[2][text()="held"]]//summary"#;
+        c.find(Locator::XPath(held)).await.unwrap().click().await.unwrap();
+        wait_js(
+            c,
+            "the payload",
+            "const p = document.querySelector('#recent details[open] pre'); \
+            return !!p && p.textContent.startsWith('ISA*') && p.textContent.includes('<script>')",
         )
         .await;
         let title = js(c, "return document.getElementById('title').textContent").await;
