@@ -17,6 +17,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use common::{Server, Status214, free_port, gateway_toml};
+use fantoccini::key::Key;
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
 
@@ -358,6 +359,12 @@ fn the_overview_follows_a_gateway_burst_while_it_happens() {
         .await;
         assert_eq!(row, json!(["near", 30, "ZZ:BURST", "ShipmentStatus"]));
         screenshot(c, "overview").await;
+        // At phone width the page fits: only the table scrolls, inside its own box.
+        c.set_window_size(390, 844).await.unwrap();
+        wait_js(c, "the narrow layout", "return window.innerWidth < 500").await;
+        let fits = "return document.documentElement.scrollWidth <= window.innerWidth";
+        assert_eq!(js(c, fits).await, true);
+        screenshot(c, "overview-phone").await;
         b.close().await;
     });
 }
@@ -388,14 +395,21 @@ fn a_held_item_released_from_the_queue_page_reaches_the_outbound_directory() {
             "return document.querySelectorAll('#queue tbody tr').length === 1",
         )
         .await;
-        c.find(Locator::Css("#queue tbody input.pick")).await.unwrap().click().await.unwrap();
-        c.find(Locator::Id("q-release")).await.unwrap().click().await.unwrap();
+        // By keyboard: space ticks the item, Enter presses the buttons.
+        let key = |k: Key| char::from(k).to_string();
+        let pick = c.find(Locator::Css("#queue tbody input.pick")).await.unwrap();
+        pick.send_keys(&key(Key::Space)).await.unwrap();
+        assert_eq!(
+            js(c, "return document.querySelector('#queue tbody input.pick').checked").await,
+            true
+        );
+        c.find(Locator::Id("q-release")).await.unwrap().send_keys(&key(Key::Enter)).await.unwrap();
         wait_js(c, "the confirmation", "return document.getElementById('confirm').open").await;
         let text = js(c, "return document.getElementById('confirm-text').textContent").await;
         assert_eq!(text, "Release 1 interchange (3 records) to ShipmentStatus without metering?");
         screenshot(c, "queue").await;
         assert_eq!(out_files(&s.out), 1, "nothing is released before the confirmation");
-        c.find(Locator::Id("confirm-ok")).await.unwrap().click().await.unwrap();
+        c.find(Locator::Id("confirm-ok")).await.unwrap().send_keys(&key(Key::Enter)).await.unwrap();
         wait_js(
             c,
             "the release reported",
