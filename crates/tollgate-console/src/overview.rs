@@ -42,13 +42,35 @@ pub struct RouteLimit {
 impl RouteLimit {
     /// The partner part of `id` when `id` fits this route's template.
     pub fn partner_of<'a>(&self, id: &'a str) -> Option<&'a str> {
-        let template = self.metering_id.replace("{route}", &self.name);
-        match template.split_once("{partner}") {
-            Some((before, after)) => id
-                .strip_prefix(before)
-                .and_then(|rest| rest.strip_suffix(after))
+        Template::of(self).partner_of(id)
+    }
+}
+
+/// A route's metering id template with `{route}` filled in, split at `{partner}`: built once
+/// per overview, not once per id.
+struct Template<'r> {
+    route: &'r RouteLimit,
+    before: String,
+    /// `None` when the template has no `{partner}` (the id is `before` exactly).
+    after: Option<String>,
+}
+
+impl<'r> Template<'r> {
+    fn of(route: &'r RouteLimit) -> Self {
+        let filled = route.metering_id.replace("{route}", &route.name);
+        match filled.split_once("{partner}") {
+            Some((b, a)) => Self { route, before: b.to_owned(), after: Some(a.to_owned()) },
+            None => Self { route, before: filled, after: None },
+        }
+    }
+
+    fn partner_of<'a>(&self, id: &'a str) -> Option<&'a str> {
+        match &self.after {
+            Some(after) => id
+                .strip_prefix(self.before.as_str())
+                .and_then(|rest| rest.strip_suffix(after.as_str()))
                 .filter(|p| !p.is_empty()),
-            None => (id == template).then_some(""),
+            None => (id == self.before).then_some(""),
         }
     }
 }
@@ -154,10 +176,10 @@ fn share(r: &Row) -> u64 {
 }
 
 /// Builds the row of one counter.
-fn row(c: &CounterInfo, policies: &PolicySet, routes: &[RouteLimit], now: Timestamp) -> Row {
+fn row(c: &CounterInfo, policies: &PolicySet, routes: &[Template<'_>], now: Timestamp) -> Row {
     let id = c.identifier.as_str();
     let policy = policies.find(id);
-    let route = routes.iter().find_map(|r| r.partner_of(id).map(|p| (r, p)));
+    let route = routes.iter().find_map(|t| t.partner_of(id).map(|p| (t.route, p)));
     let (route_name, partner) = match route {
         Some((r, p)) => (r.name.clone(), p.to_owned()),
         None => match id.split_once(':') {
@@ -204,12 +226,14 @@ pub fn overview(
     }
     let partner = q.partner.as_deref().map(str::to_lowercase).filter(|p| !p.is_empty());
     let route = q.route.as_deref().filter(|r| !r.is_empty());
-    let mut route_names: Vec<String> = routes.iter().map(|r| r.name.clone()).collect();
+    let templates: Vec<Template<'_>> = routes.iter().map(Template::of).collect();
+    let mut route_names: std::collections::BTreeSet<String> =
+        routes.iter().map(|r| r.name.clone()).collect();
     let mut rows: Vec<Row> = Vec::with_capacity(by_id.len());
     for c in by_id.into_values() {
-        let r = row(c, policies, routes, now);
-        if !route_names.contains(&r.route) && route_names.len() < 1000 {
-            route_names.push(r.route.clone());
+        let r = row(c, policies, &templates, now);
+        if route_names.len() < 1000 && !route_names.contains(&r.route) {
+            route_names.insert(r.route.clone());
         }
         let keep = partner.as_ref().is_none_or(|p| r.partner.to_lowercase().contains(p))
             && route.is_none_or(|x| r.route == x)
@@ -218,7 +242,6 @@ pub fn overview(
             rows.push(r);
         }
     }
-    route_names.sort();
     let by_id = |a: &Row, b: &Row| a.metering_id.cmp(&b.metering_id);
     let order: fn(&Row, &Row) -> Ordering = match q.sort {
         SortKey::Id => |a, b| a.metering_id.cmp(&b.metering_id),
@@ -237,7 +260,8 @@ pub fn overview(
     let pages = total.div_ceil(per_page).max(1);
     let page = q.page.unwrap_or(1).clamp(1, pages);
     let rows: Vec<Row> = rows.into_iter().skip((page - 1) * per_page).take(per_page).collect();
-    OverviewPage { total, page, pages, per_page, routes: route_names, rows }
+    let routes = route_names.into_iter().collect();
+    OverviewPage { total, page, pages, per_page, routes, rows }
 }
 
 #[cfg(test)]
