@@ -7,14 +7,17 @@
 //!   the whole set and replaces the one in force. When the server reads a config file, the
 //!   file's `[[policy]]` tables are rewritten atomically too, so the change survives a reload
 //!   and a restart (other sections, comments, the file's mode, owner and symlink are kept;
-//!   see [`crate::config_file`]).
+//!   see [`crate::config_file`]). A refused set is a 400 `invalid-policies` that names the
+//!   first refused rule and key (`index`, `field`, `pointer` such as `/policies/0/limit`), so a
+//!   form can show the error beside its field.
 //!
 //! Access: with a configured admin token or `[[user]]`s, `Authorization: Bearer <token>` is
 //! required (401 otherwise; the scheme is case-insensitive, the token is not): the admin
 //! token may do everything, a user what its role allows (403 otherwise; see
-//! [`crate::user`]). A console session (its cookie plus its `X-CSRF-Token`) stands for the
-//! user who logged in (see [`crate::session`]). With neither, the admin API is open only when the server listens on a
-//! loopback address, and refused with 403 elsewhere.
+//! [`crate::user`]). Without a bearer token, a console session (its cookie plus its
+//! `X-CSRF-Token`) stands for the user who logged in (see [`crate::session`]). With no
+//! credentials configured, the admin API is open only when the server listens on a loopback
+//! address, and refused with 403 elsewhere.
 
 use std::sync::Arc;
 
