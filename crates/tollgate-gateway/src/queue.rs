@@ -9,7 +9,8 @@
 //! - `DELETE /v1/queue/{id}` purges the item and its spooled bytes
 //! - `GET /v1/queue/{id}/payload` answers the item's bytes as received, at most
 //!   [`MAX_PAYLOAD_BYTES`] of them (`Tollgate-Payload-Bytes` tells the whole size); partner
-//!   data, so it needs the queue permission (operator or admin), not just read access
+//!   data, so it needs the queue permission (operator or admin), not just read access; 410
+//!   once the bytes are no longer spooled (delivered or purged)
 
 use std::sync::Arc;
 
@@ -161,6 +162,16 @@ pub async fn payload(
         Ok(Ok(None)) => {
             Problem::new(StatusCode::NOT_FOUND, "queue-item-not-found", "No such queue item")
                 .detail(format!("no queue item {id}"))
+                .with("id", id)
+                .into_response()
+        }
+        Ok(Err(crate::spool::SpoolError::Io { source, .. }))
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            Problem::new(StatusCode::GONE, "payload-not-kept", "Payload no longer kept")
+                .detail(format!(
+                    "the bytes of queue item {id} are no longer spooled (delivered or purged)"
+                ))
                 .with("id", id)
                 .into_response()
         }
