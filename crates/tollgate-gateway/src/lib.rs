@@ -244,6 +244,7 @@ impl Gateway {
             .route("/v1/queue", get(queue::list).with_state(api.clone()))
             .route("/v1/queue/{id}/retry", post(queue::retry).with_state(api.clone()))
             .route("/v1/queue/{id}/release", post(queue::release).with_state(api.clone()))
+            .route("/v1/queue/{id}/payload", get(queue::payload).with_state(api.clone()))
             .route("/v1/queue/{id}", delete(queue::purge).with_state(api))
     }
 

@@ -7,6 +7,10 @@
 //! - `POST /v1/queue/{id}/retry` re-meters now (held or dead items)
 //! - `POST /v1/queue/{id}/release` delivers without metering
 //! - `DELETE /v1/queue/{id}` purges the item and its spooled bytes
+//! - `GET /v1/queue/{id}/payload` answers the item's bytes as received, at most
+//!   [`MAX_PAYLOAD_BYTES`] of them (`Tollgate-Payload-Bytes` tells the whole size); partner
+//!   data, so it needs the queue permission (operator or admin), not just read access; 410
+//!   once the bytes are no longer spooled (delivered or purged)
 
 use std::sync::Arc;
 
@@ -110,6 +114,66 @@ pub async fn list(
             let link =
                 format!("</v1/queue?{state}limit={limit}&cursor={}>; rel=\"next\"", encode(&next));
             ([(axum::http::header::LINK, link)], body).into_response()
+        }
+        Ok(Err(e)) => unavailable(e.to_string()),
+        Err(e) => unavailable(e.to_string()),
+    }
+}
+
+/// The most bytes of one item `GET /v1/queue/{id}/payload` answers.
+pub const MAX_PAYLOAD_BYTES: u64 = 64 * 1024;
+
+/// `GET /v1/queue/{id}/payload`.
+pub async fn payload(
+    State(api): State<QueueApi>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    if let Err(p) = api.guard.allow(&headers, Permission::Queue) {
+        return p.into_response();
+    }
+    let spool = api.spool.clone();
+    let key = id.clone();
+    let read = tokio::task::spawn_blocking(move || {
+        let Some(item) = spool.item(&key)? else { return Ok(None) };
+        let end = item.end.min(item.start.saturating_add(MAX_PAYLOAD_BYTES));
+        let bytes = spool.read(&item.spool_file, item.start, end)?;
+        Ok::<_, crate::spool::SpoolError>(Some((bytes, item.end.saturating_sub(item.start))))
+    });
+    match read.await {
+        Ok(Ok(Some((bytes, total)))) => {
+            let truncated = (bytes.len() as u64) < total;
+            (
+                [
+                    (axum::http::header::CONTENT_TYPE, "application/octet-stream".to_owned()),
+                    (
+                        axum::http::HeaderName::from_static("tollgate-payload-bytes"),
+                        total.to_string(),
+                    ),
+                    (
+                        axum::http::HeaderName::from_static("tollgate-payload-truncated"),
+                        truncated.to_string(),
+                    ),
+                ],
+                bytes,
+            )
+                .into_response()
+        }
+        Ok(Ok(None)) => {
+            Problem::new(StatusCode::NOT_FOUND, "queue-item-not-found", "No such queue item")
+                .detail(format!("no queue item {id}"))
+                .with("id", id)
+                .into_response()
+        }
+        Ok(Err(crate::spool::SpoolError::Io { source, .. }))
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            Problem::new(StatusCode::GONE, "payload-not-kept", "Payload no longer kept")
+                .detail(format!(
+                    "the bytes of queue item {id} are no longer spooled (delivered or purged)"
+                ))
+                .with("id", id)
+                .into_response()
         }
         Ok(Err(e)) => unavailable(e.to_string()),
         Err(e) => unavailable(e.to_string()),

@@ -7,13 +7,17 @@
 //!   the whole set and replaces the one in force. When the server reads a config file, the
 //!   file's `[[policy]]` tables are rewritten atomically too, so the change survives a reload
 //!   and a restart (other sections, comments, the file's mode, owner and symlink are kept;
-//!   see [`crate::config_file`]).
+//!   see [`crate::config_file`]). A refused set is a 400 `invalid-policies` that names the
+//!   first refused rule and key (`index`, `field`, `pointer` such as `/policies/0/limit`), so a
+//!   form can show the error beside its field.
 //!
 //! Access: with a configured admin token or `[[user]]`s, `Authorization: Bearer <token>` is
 //! required (401 otherwise; the scheme is case-insensitive, the token is not): the admin
 //! token may do everything, a user what its role allows (403 otherwise; see
-//! [`crate::user`]). With neither, the admin API is open only when the server listens on a
-//! loopback address, and refused with 403 elsewhere.
+//! [`crate::user`]). Without a bearer token, a console session (its cookie plus its
+//! `X-CSRF-Token`) stands for the user who logged in (see [`crate::session`]). With no
+//! credentials configured, the admin API is open only when the server listens on a loopback
+//! address, and refused with 403 elsewhere.
 
 use std::sync::Arc;
 
@@ -33,6 +37,7 @@ use crate::client::constant_time_eq;
 use crate::config::PolicyRule;
 use crate::policy::PolicySet;
 use crate::problem::Problem;
+use crate::session::{CSRF_HEADER, SessionError, Sessions};
 use crate::state::AppState;
 use crate::user::{Actor, Permission, Role, Users};
 
@@ -43,6 +48,7 @@ pub struct AdminGuard {
     users: Arc<Users>,
     loopback: bool,
     audit: Option<AuditLog>,
+    sessions: Arc<Sessions>,
 }
 
 impl std::fmt::Debug for AdminGuard {
@@ -59,7 +65,7 @@ impl AdminGuard {
     /// bound to a loopback address.
     pub fn new(token: Option<&str>, loopback: bool) -> Self {
         let token = token.filter(|t| !t.is_empty()).map(Arc::from);
-        Self { token, users: Arc::default(), loopback, audit: None }
+        Self { token, users: Arc::default(), loopback, audit: None, sessions: Arc::default() }
     }
 
     /// This guard, recording every change made through it in `log`.
@@ -79,6 +85,27 @@ impl AdminGuard {
         if let Some(log) = &self.audit {
             log.record(who, action, target, before, after);
         }
+    }
+
+    /// The console's sessions, accepted as credentials with their CSRF token.
+    pub fn sessions(&self) -> &Sessions {
+        &self.sessions
+    }
+
+    /// True when the admin API is open without credentials (none configured, loopback
+    /// listener).
+    pub fn is_open(&self) -> bool {
+        !self.has_token() && self.loopback
+    }
+
+    /// Who `token` is: the admin token, or a `[[user]]`'s.
+    pub fn identify(&self, token: &str) -> Option<Actor> {
+        let admin =
+            self.token.as_ref().is_some_and(|t| constant_time_eq(token.as_bytes(), t.as_bytes()));
+        if admin {
+            return Some(Actor { name: "admin".into(), role: Role::Admin });
+        }
+        self.users.find(token)
     }
 
     /// This guard, also letting the `[[user]]`s in by their tokens and roles.
@@ -123,21 +150,35 @@ impl AdminGuard {
                 .detail(detail)
                 .header(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"tollgate\""))
         };
-        let Some(presented) = presented else {
-            return Err(unauthorized(
-                "send the admin token or a user's token as Authorization: Bearer <token>",
-            ));
-        };
-        let admin = self
-            .token
-            .as_ref()
-            .is_some_and(|t| constant_time_eq(presented.as_bytes(), t.as_bytes()));
-        let actor = if admin {
-            Actor { name: "admin".into(), role: Role::Admin }
-        } else {
-            self.users.find(presented).ok_or_else(|| {
+        let actor = match presented {
+            Some(presented) => self.identify(presented).ok_or_else(|| {
                 unauthorized("the bearer token is neither the admin token nor a user's")
-            })?
+            })?,
+            // Without a bearer token, a console session: its cookie and its CSRF token.
+            None => match self.sessions.check(headers) {
+                Ok(Some(actor)) => actor,
+                Ok(None) => {
+                    return Err(unauthorized(
+                        "send the admin token or a user's token as Authorization: Bearer <token>",
+                    ));
+                }
+                Err(SessionError::Unknown) => {
+                    return Err(unauthorized(
+                        "the session expired or was logged out; log in again",
+                    ));
+                }
+                Err(SessionError::Csrf) => {
+                    return Err(Problem::new(
+                        StatusCode::FORBIDDEN,
+                        "csrf-token-required",
+                        "CSRF token required",
+                    )
+                    .detail(format!(
+                        "a request made with the session cookie needs the session's CSRF token \
+                         in the {CSRF_HEADER} header"
+                    )));
+                }
+            },
         };
         if !actor.role.allows(need) {
             return Err(Problem::new(
@@ -258,6 +299,33 @@ struct PolicyBody {
     policies: Vec<PolicyRule>,
 }
 
+/// The first refused rule of a `{"policies": [ … ]}` body and the key to blame: each key is
+/// tried alone beside a valid `match` (the same checks as the file), then the keys named in
+/// the whole rule's error (checks across keys, such as `interval` against `unit`).
+fn locate(body: &Value) -> Option<(usize, String)> {
+    let rules = body.get("policies")?.as_array()?;
+    let refused = |v: &Value| serde_json::from_value::<PolicyRule>(v.clone()).err();
+    for (index, rule) in rules.iter().enumerate() {
+        let Some(err) = refused(rule) else { continue };
+        let Some(fields) = rule.as_object() else { return Some((index, "match".into())) };
+        if !fields.contains_key("match") || refused(&json!({ "match": fields["match"] })).is_some()
+        {
+            return Some((index, "match".into()));
+        }
+        for (key, value) in fields.iter().filter(|(k, _)| k.as_str() != "match") {
+            if refused(&json!({ "match": fields["match"], key.as_str(): value })).is_some() {
+                return Some((index, key.clone()));
+            }
+        }
+        let text = err.to_string();
+        let named = ["interval", "limit", "unit", "window", "mode", "override"]
+            .into_iter()
+            .find(|k| text.contains(k) && fields.contains_key(*k));
+        return Some((index, named.unwrap_or("match").to_owned()));
+    }
+    None
+}
+
 /// `PUT /v1/policies`: validates the whole set, then replaces the one in force.
 pub async fn put_policies(
     State(state): State<AppState>,
@@ -274,8 +342,16 @@ pub async fn put_policies(
         }
     })?;
     let parsed: PolicyBody = serde_json::from_slice(&body).map_err(|e| {
-        Problem::new(StatusCode::BAD_REQUEST, "invalid-policies", "Invalid policies")
-            .detail(format!("line {} column {}: {e}", e.line(), e.column()))
+        let problem = Problem::new(StatusCode::BAD_REQUEST, "invalid-policies", "Invalid policies")
+            .detail(format!("line {} column {}: {e}", e.line(), e.column()));
+        // Which rule and key, so a form can show the error beside its field.
+        match serde_json::from_slice::<Value>(&body).ok().as_ref().and_then(locate) {
+            Some((index, field)) => problem
+                .with("index", index)
+                .with("field", field.clone())
+                .with("pointer", format!("/policies/{index}/{field}")),
+            None => problem,
+        }
     })?;
     let before = json!(state.policies().current().rules());
     let set = PolicySet::new(parsed.policies);
@@ -319,6 +395,40 @@ mod tests {
             h.insert(AUTHORIZATION, HeaderValue::from_static(v));
             assert!(g.authorize(&h).is_err(), "{v}");
         }
+    }
+
+    #[test]
+    fn a_refused_rule_is_located_by_index_and_key() {
+        let at = |v: Value| locate(&v);
+        assert_eq!(at(json!({"policies": [{"match": "a:*", "limit": 5}]})), None);
+        let two = json!({"policies": [{"match": "a:*"}, {"match": "b:*", "limit": -1}]});
+        assert_eq!(at(two), Some((1, "limit".into())));
+        let unit = json!({"policies": [{"match": "a:*", "unit": "fortnight"}]});
+        assert_eq!(at(unit), Some((0, "unit".into())));
+        let unknown = json!({"policies": [{"match": "a:*", "limt": 3}]});
+        assert_eq!(at(unknown), Some((0, "limt".into())));
+        let across = json!({"policies": [{"match": "a:*", "interval": 100000, "unit": "month"}]});
+        assert_eq!(at(across), Some((0, "interval".into())));
+    }
+
+    #[test]
+    fn a_session_cookie_counts_only_with_its_csrf_token() {
+        use crate::session::SESSION_COOKIE;
+        let g = AdminGuard::new(Some("s3cret"), true);
+        let login = g.sessions().open(Actor { name: "ann".into(), role: Role::Viewer });
+        let mut h = HeaderMap::new();
+        h.insert(
+            axum::http::header::COOKIE,
+            HeaderValue::from_str(&format!("{SESSION_COOKIE}={}", login.id)).unwrap(),
+        );
+        let p = g.allow(&h, Permission::Read).unwrap_err();
+        assert_eq!(p.status(), StatusCode::FORBIDDEN);
+        h.insert(CSRF_HEADER, HeaderValue::from_str(&login.csrf).unwrap());
+        assert_eq!(g.allow(&h, Permission::Read).unwrap().name, "ann");
+        let p = g.allow(&h, Permission::Queue).unwrap_err();
+        assert_eq!(p.status(), StatusCode::FORBIDDEN, "a viewer's session may not act");
+        g.sessions().close(&login.id);
+        assert_eq!(g.allow(&h, Permission::Read).unwrap_err().status(), StatusCode::UNAUTHORIZED);
     }
 
     #[test]

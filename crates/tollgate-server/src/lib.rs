@@ -39,6 +39,7 @@ pub mod problem;
 pub mod quota;
 pub mod reload;
 pub mod serve;
+pub mod session;
 pub mod state;
 pub mod tls;
 pub mod user;

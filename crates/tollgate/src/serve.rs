@@ -1,4 +1,5 @@
-//! `tollgate serve`: runs the quota service (and, when configured, the EDI gateway).
+//! `tollgate serve`: runs the quota service (and, when configured, the EDI gateway), with the
+//! console at `/ui/` on the same listener.
 //!
 //! Start-up: read the config file (exit 2 with `FILE:LINE:COL: message` when it is bad),
 //! resolve each setting (flag, then file, then default), load the TLS pair when one is set
@@ -291,6 +292,8 @@ async fn serve(args: ServeArgs, file: ConfigFile, tls: Option<TlsAcceptor>) -> a
 
     app =
         app.route("/v1/admin/backup", axum::routing::post(crate::backup::route).with_state(backup));
+    // The console at /ui/, a client of the same API (same guard, sessions and audit log).
+    app = app.merge(tollgate_console::Console::new(state.clone(), console_routes(&file)).router());
 
     // One signal stops both listeners.
     let signal = shutdown_signal()?;
@@ -359,6 +362,21 @@ async fn serve(args: ServeArgs, file: ConfigFile, tls: Option<TlsAcceptor>) -> a
     store.flush().await.context("flushing the store")?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The gateway's routes and their limits, as the console shows them.
+fn console_routes(file: &ConfigFile) -> Vec<tollgate_console::RouteLimit> {
+    let routes = file.gateway.iter().flat_map(|g| g.route.iter());
+    routes
+        .map(|r| tollgate_console::RouteLimit {
+            name: r.name.get_ref().to_string(),
+            documents: r.documents.iter().map(|d| d.get_ref().clone()).collect(),
+            metering_id: r.metering_id.get_ref().as_str().to_owned(),
+            limit: r.limit,
+            interval: r.interval.get_ref().get(),
+            unit: r.unit.as_str().to_owned(),
+        })
+        .collect()
 }
 
 async fn open_store(s: &Settings) -> anyhow::Result<AnyStore> {

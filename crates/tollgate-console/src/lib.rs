@@ -1,0 +1,120 @@
+//! The Tollgate console: web pages at `/ui/` (overview, partner, queue, limits, health, audit)
+//! for the teams who own the limits.
+//!
+//! The console is a client of Tollgate's own HTTP API: its pages are static, and their script
+//! reads and acts through `/v1/*` with the same credentials and the same audit log as any
+//! script. What it adds on the server:
+//! - the pages and their assets, embedded in the binary ([`pages`]);
+//! - login and logout, which turn a token into a session cookie and a CSRF token ([`login`]);
+//! - `GET /ui/api/overview`, one page of the overview computed from the counters
+//!   ([`overview`]), and `GET /ui/api/routes`, the gateway's route limits; both ask the admin
+//!   guard for read access, as `/v1/counters` does.
+//!
+//! Every answer under `/ui/` carries a Content-Security-Policy that allows only the console's
+//! own script and style (no inline script), `frame-ancestors 'none'` and `nosniff`; partner
+//! text (metering ids, sender ids, reasons) is only ever set as text by the script.
+#![forbid(unsafe_code)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
+pub mod login;
+pub mod overview;
+pub mod pages;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Query, Request, State};
+use axum::http::header::{
+    CACHE_CONTROL, CONTENT_SECURITY_POLICY, HeaderValue, REFERRER_POLICY, X_CONTENT_TYPE_OPTIONS,
+    X_FRAME_OPTIONS,
+};
+use axum::http::{HeaderMap, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Json, Redirect, Response};
+use axum::routing::{get, post};
+use tollgate_quota::Store;
+use tollgate_server::AppState;
+use tollgate_server::problem::Problem;
+use tollgate_server::user::Permission;
+
+pub use overview::RouteLimit;
+
+/// The policy sent with every console answer: own script and style only, no inline script,
+/// no framing, no plug-ins, forms and connections to this origin only.
+pub const CONTENT_SECURITY_POLICY_VALUE: &str = "default-src 'none'; script-src 'self'; \
+     style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; \
+     base-uri 'none'; frame-ancestors 'none'";
+
+/// What the console's handlers need.
+#[derive(Clone)]
+pub struct Console {
+    app: AppState,
+    routes: Arc<[RouteLimit]>,
+}
+
+impl Console {
+    /// A console over the service `app` and the gateway's `routes` (empty without a gateway).
+    pub fn new(app: AppState, routes: Vec<RouteLimit>) -> Self {
+        Self { app, routes: routes.into() }
+    }
+
+    /// The console's routes: `/` (a redirect), `/ui/…` pages, assets, login and its JSON.
+    pub fn router(self) -> Router {
+        Router::new()
+            .route("/", get(|| async { Redirect::to("/ui/") }))
+            .route("/ui", get(|| async { Redirect::to("/ui/") }))
+            .route("/ui/", get(pages::overview))
+            .route("/ui/partner", get(pages::partner))
+            .route("/ui/queue", get(pages::queue))
+            .route("/ui/limits", get(pages::limits))
+            .route("/ui/health", get(pages::health))
+            .route("/ui/audit", get(pages::audit))
+            .route("/ui/login", get(pages::login).post(login::login))
+            .route("/ui/logout", post(login::logout))
+            .route("/ui/assets/console.js", get(pages::script))
+            .route("/ui/assets/console.css", get(pages::style))
+            .route("/ui/api/session", get(login::session))
+            .route("/ui/api/overview", get(overview_json))
+            .route("/ui/api/routes", get(routes_json))
+            .layer(axum::middleware::from_fn(security_headers))
+            .with_state(self)
+    }
+}
+
+/// Adds the console's security headers to every answer.
+async fn security_headers(req: Request, next: Next) -> Response {
+    let mut res = next.run(req).await;
+    let h = res.headers_mut();
+    h.insert(CONTENT_SECURITY_POLICY, HeaderValue::from_static(CONTENT_SECURITY_POLICY_VALUE));
+    h.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    h.insert(X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    h.entry(CACHE_CONTROL).or_insert(HeaderValue::from_static("no-store"));
+    res
+}
+
+/// `GET /ui/api/overview`: one page of [`overview::overview`].
+async fn overview_json(
+    State(c): State<Console>,
+    headers: HeaderMap,
+    query: Result<Query<overview::OverviewQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, Problem> {
+    c.app.admin().allow(&headers, Permission::Read)?;
+    let Query(q) = query.map_err(|e| {
+        Problem::new(StatusCode::BAD_REQUEST, "invalid-query", "Invalid query")
+            .detail(e.body_text())
+    })?;
+    let counters = c.app.store().counters("").await.map_err(|e| {
+        Problem::new(StatusCode::SERVICE_UNAVAILABLE, "store-unavailable", "Store unavailable")
+            .detail(e.to_string())
+    })?;
+    let policies = c.app.policies().current();
+    let page = overview::overview(&counters, &policies, &c.routes, jiff::Timestamp::now(), &q);
+    Ok(Json(page).into_response())
+}
+
+/// `GET /ui/api/routes`: the gateway's routes and their limits.
+async fn routes_json(State(c): State<Console>, headers: HeaderMap) -> Result<Response, Problem> {
+    c.app.admin().allow(&headers, Permission::Read)?;
+    Ok(Json(&*c.routes).into_response())
+}

@@ -1,0 +1,118 @@
+//! Login and logout: `POST /ui/login` with `{"token": "…"}` (the admin token or a `[[user]]`'s)
+//! opens a session ([`tollgate_server::session`]) and sets its cookie (`HttpOnly`,
+//! `SameSite=Strict`, `Path=/`, `Secure` over TLS); `GET /ui/api/session` tells the page who is
+//! logged in and hands it the CSRF token; `POST /ui/logout` (with that token) ends the session.
+//!
+//! Without any credentials configured, the admin API is open on a loopback listener; the
+//! console then needs no login either (the session answer says `"open": true`), and refuses
+//! everything elsewhere, as the API does.
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::header::SET_COOKIE;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Json, Response};
+use serde::Deserialize;
+use serde_json::json;
+use tollgate_server::problem::Problem;
+use tollgate_server::session::{SESSION_COOKIE, SESSION_TTL, session_cookie};
+use tollgate_server::user::{Actor, Permission};
+
+use crate::Console;
+
+/// The longest login body read.
+const MAX_LOGIN_BODY: usize = 4096;
+
+#[derive(Deserialize)]
+struct LoginBody {
+    token: String,
+}
+
+fn session_json(actor: &Actor, csrf: &str, open: bool) -> serde_json::Value {
+    json!({
+        "name": actor.name,
+        "role": actor.role.as_str(),
+        "csrf": csrf,
+        "open": open,
+        "may": {
+            "queue": actor.role.allows(Permission::Queue),
+            "limits": actor.role.allows(Permission::Limits),
+            "payload": actor.role.allows(Permission::Queue),
+        },
+        "version": env!("CARGO_PKG_VERSION"),
+    })
+}
+
+fn cookie(c: &Console, value: &str, max_age: u64) -> Option<HeaderValue> {
+    let secure = if c.app.tls().is_some() { "; Secure" } else { "" };
+    HeaderValue::from_str(&format!(
+        "{SESSION_COOKIE}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}"
+    ))
+    .ok()
+}
+
+fn refused(detail: &str) -> Problem {
+    Problem::new(StatusCode::UNAUTHORIZED, "login-failed", "Login failed").detail(detail)
+}
+
+/// `POST /ui/login`.
+pub async fn login(State(c): State<Console>, body: Bytes) -> Result<Response, Problem> {
+    let guard = c.app.admin();
+    if guard.is_open() {
+        let actor = Actor { name: "loopback".into(), role: tollgate_server::user::Role::Admin };
+        return Ok(Json(session_json(&actor, "", true)).into_response());
+    }
+    if !guard.has_token() {
+        return Err(Problem::new(
+            StatusCode::FORBIDDEN,
+            "admin-token-required",
+            "Console disabled",
+        )
+        .detail("no admin token or [[user]] is configured, and the listener is not loopback"));
+    }
+    if body.len() > MAX_LOGIN_BODY {
+        return Err(refused(&format!("the login body is over {MAX_LOGIN_BODY} bytes")));
+    }
+    let parsed: LoginBody = serde_json::from_slice(&body).map_err(|e| {
+        Problem::new(StatusCode::BAD_REQUEST, "invalid-login", "Invalid login")
+            .detail(format!("expected {{\"token\": \"…\"}}: {e}"))
+    })?;
+    let actor = guard
+        .identify(parsed.token.trim())
+        .ok_or_else(|| refused("the token is neither the admin token nor a user's"))?;
+    let login = guard.sessions().open(actor.clone());
+    let mut res = Json(session_json(&actor, &login.csrf, false)).into_response();
+    if let Some(v) = cookie(&c, &login.id, SESSION_TTL.as_secs()) {
+        res.headers_mut().insert(SET_COOKIE, v);
+    }
+    Ok(res)
+}
+
+/// `GET /ui/api/session`: who is logged in, and the session's CSRF token.
+pub async fn session(State(c): State<Console>, headers: HeaderMap) -> Result<Response, Problem> {
+    let guard = c.app.admin();
+    if guard.is_open() {
+        let actor = Actor { name: "loopback".into(), role: tollgate_server::user::Role::Admin };
+        return Ok(Json(session_json(&actor, "", true)).into_response());
+    }
+    let found = session_cookie(&headers).and_then(|id| guard.sessions().get(&id));
+    let (actor, csrf) = found.ok_or_else(|| refused("not logged in"))?;
+    Ok(Json(session_json(&actor, &csrf, false)).into_response())
+}
+
+/// `POST /ui/logout`: needs the session's CSRF token, like every change made with the cookie.
+pub async fn logout(State(c): State<Console>, headers: HeaderMap) -> Result<Response, Problem> {
+    let guard = c.app.admin();
+    if guard.is_open() {
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    }
+    guard.allow(&headers, Permission::Read)?;
+    if let Some(id) = session_cookie(&headers) {
+        guard.sessions().close(&id);
+    }
+    let mut res = StatusCode::NO_CONTENT.into_response();
+    if let Some(v) = cookie(&c, "", 0) {
+        res.headers_mut().insert(SET_COOKIE, v);
+    }
+    Ok(res)
+}

@@ -1,0 +1,363 @@
+//! The overview: one row per metering id with its use against its limit, the time until its
+//! window resets and a state (ok, near, exceeded, shadow would-reject), filtered, sorted and
+//! cut into pages on the server, so a store with 10,000 ids still answers in one small page.
+//!
+//! A row's limit is the first `[[policy]]` matching its id, else the gateway route whose
+//! metering id template it fits; without either the limit is unknown (the quota headers of
+//! each request carried it) and the state is `ok`.
+
+use std::cmp::Ordering;
+use std::collections::HashMap;
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+use tollgate_quota::CounterInfo;
+use tollgate_server::config::PolicyMode;
+use tollgate_server::policy::PolicySet;
+
+/// Rows per page when the query names none.
+pub const DEFAULT_PER_PAGE: usize = 100;
+/// The most rows one page holds.
+pub const MAX_PER_PAGE: usize = 500;
+/// From this share of the limit on (in percent), a row is `near`.
+pub const NEAR_PERCENT: u64 = 80;
+
+/// A gateway route's limit, as the console shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct RouteLimit {
+    /// The route's name.
+    pub name: String,
+    /// Its document types.
+    pub documents: Vec<String>,
+    /// The metering id template (`{route}:{partner}` by default).
+    pub metering_id: String,
+    /// Units per window.
+    pub limit: u64,
+    /// Window length in `unit`s.
+    pub interval: u32,
+    /// The window's unit.
+    pub unit: String,
+}
+
+impl RouteLimit {
+    /// The partner part of `id` when `id` fits this route's template.
+    pub fn partner_of<'a>(&self, id: &'a str) -> Option<&'a str> {
+        Template::of(self).partner_of(id)
+    }
+}
+
+/// A route's metering id template with `{route}` filled in, split at `{partner}`: built once
+/// per overview, not once per id.
+struct Template<'r> {
+    route: &'r RouteLimit,
+    before: String,
+    /// `None` when the template has no `{partner}` (the id is `before` exactly).
+    after: Option<String>,
+}
+
+impl<'r> Template<'r> {
+    fn of(route: &'r RouteLimit) -> Self {
+        let filled = route.metering_id.replace("{route}", &route.name);
+        match filled.split_once("{partner}") {
+            Some((b, a)) => Self { route, before: b.to_owned(), after: Some(a.to_owned()) },
+            None => Self { route, before: filled, after: None },
+        }
+    }
+
+    fn partner_of<'a>(&self, id: &'a str) -> Option<&'a str> {
+        match &self.after {
+            Some(after) => id
+                .strip_prefix(self.before.as_str())
+                .and_then(|rest| rest.strip_suffix(after.as_str()))
+                .filter(|p| !p.is_empty()),
+            None => (id == self.before).then_some(""),
+        }
+    }
+}
+
+/// A row's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RowState {
+    /// Under 80 % of the limit, or no known limit.
+    Ok,
+    /// 80 % of the limit or more.
+    Near,
+    /// At or over the limit: further units are refused (or held).
+    Exceeded,
+    /// Over the limit of a shadow policy: it would refuse, but lets through.
+    Shadow,
+}
+
+/// One overview row.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    /// The metering id (partner text: shown as text only).
+    pub metering_id: String,
+    /// The partner part of the id.
+    pub partner: String,
+    /// The route part of the id (the gateway route, or what precedes the first `:`).
+    pub route: String,
+    /// Units used in the current window.
+    pub used: u64,
+    /// The limit, when known.
+    pub limit: Option<u64>,
+    /// Seconds until the window resets (`None` for rolling windows).
+    pub resets_in_s: Option<i64>,
+    /// Refusals in the current window.
+    pub refused: u64,
+    /// ok, near, exceeded or shadow.
+    pub state: RowState,
+}
+
+/// What to sort by.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SortKey {
+    /// The metering id.
+    #[default]
+    Id,
+    /// The partner, then the id.
+    Partner,
+    /// The route, then the id.
+    Route,
+    /// Share of the limit used.
+    Percent,
+    /// The state (exceeded first when descending).
+    State,
+    /// Time until reset.
+    Reset,
+}
+
+/// `?page=&per_page=&sort=&desc=&partner=&route=&state=`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct OverviewQuery {
+    /// 1-based page number.
+    pub page: Option<usize>,
+    /// Rows per page, 1 to [`MAX_PER_PAGE`].
+    pub per_page: Option<usize>,
+    /// Sort key.
+    #[serde(default)]
+    pub sort: SortKey,
+    /// Descending order.
+    #[serde(default)]
+    pub desc: bool,
+    /// Keeps partners containing this text (case-insensitive).
+    pub partner: Option<String>,
+    /// Keeps this route only.
+    pub route: Option<String>,
+    /// Keeps this state only.
+    pub state: Option<RowState>,
+}
+
+/// One page of rows, and what the filters left in total.
+#[derive(Debug, Clone, Serialize)]
+pub struct OverviewPage {
+    /// Rows matching the filters, on every page.
+    pub total: usize,
+    /// This page (1-based).
+    pub page: usize,
+    /// How many pages there are (at least 1).
+    pub pages: usize,
+    /// Rows per page.
+    pub per_page: usize,
+    /// Every route seen, for the filter's choices.
+    pub routes: Vec<String>,
+    /// This page's rows.
+    pub rows: Vec<Row>,
+}
+
+fn share(r: &Row) -> u64 {
+    match r.limit {
+        Some(0) => u64::MAX,
+        Some(l) => r.used.saturating_mul(100) / l,
+        None => 0,
+    }
+}
+
+/// Builds the row of one counter.
+fn row(c: &CounterInfo, policies: &PolicySet, routes: &[Template<'_>], now: Timestamp) -> Row {
+    let id = c.identifier.as_str();
+    let policy = policies.find(id);
+    let route = routes.iter().find_map(|t| t.partner_of(id).map(|p| (t.route, p)));
+    let (route_name, partner) = match route {
+        Some((r, p)) => (r.name.clone(), p.to_owned()),
+        None => match id.split_once(':') {
+            Some((a, b)) => (a.to_owned(), b.to_owned()),
+            None => (String::new(), id.to_owned()),
+        },
+    };
+    let limit = policy.and_then(|p| p.limit).or(route.map(|(r, _)| r.limit));
+    let shadow = policy.is_some_and(|p| p.mode == PolicyMode::Shadow);
+    let state = match limit {
+        Some(l) if c.used > l && shadow => RowState::Shadow,
+        Some(l) if c.used >= l && !shadow => RowState::Exceeded,
+        Some(l) if c.used.saturating_mul(100) >= l.saturating_mul(NEAR_PERCENT) => RowState::Near,
+        _ => RowState::Ok,
+    };
+    let resets_in_s = c.window_end.map(|end| end.as_second().saturating_sub(now.as_second()));
+    Row {
+        metering_id: id.to_owned(),
+        partner,
+        route: route_name,
+        used: c.used,
+        limit,
+        resets_in_s,
+        refused: c.exceed_count,
+        state,
+    }
+}
+
+/// The overview page `q` asks for, from the store's counters, the policies and the gateway's
+/// routes. Several counters of one id (different window shapes) show as the most used one.
+pub fn overview(
+    counters: &[CounterInfo],
+    policies: &PolicySet,
+    routes: &[RouteLimit],
+    now: Timestamp,
+    q: &OverviewQuery,
+) -> OverviewPage {
+    let mut by_id: HashMap<&str, &CounterInfo> = HashMap::with_capacity(counters.len());
+    for c in counters {
+        let e = by_id.entry(c.identifier.as_str()).or_insert(c);
+        if c.used > e.used {
+            *e = c;
+        }
+    }
+    let partner = q.partner.as_deref().map(str::to_lowercase).filter(|p| !p.is_empty());
+    let route = q.route.as_deref().filter(|r| !r.is_empty());
+    let templates: Vec<Template<'_>> = routes.iter().map(Template::of).collect();
+    let mut route_names: std::collections::BTreeSet<String> =
+        routes.iter().map(|r| r.name.clone()).collect();
+    let mut rows: Vec<Row> = Vec::with_capacity(by_id.len());
+    for c in by_id.into_values() {
+        let r = row(c, policies, &templates, now);
+        if route_names.len() < 1000 && !route_names.contains(&r.route) {
+            route_names.insert(r.route.clone());
+        }
+        let keep = partner.as_ref().is_none_or(|p| r.partner.to_lowercase().contains(p))
+            && route.is_none_or(|x| r.route == x)
+            && q.state.is_none_or(|s| r.state == s);
+        if keep {
+            rows.push(r);
+        }
+    }
+    let by_id = |a: &Row, b: &Row| a.metering_id.cmp(&b.metering_id);
+    let order: fn(&Row, &Row) -> Ordering = match q.sort {
+        SortKey::Id => |a, b| a.metering_id.cmp(&b.metering_id),
+        SortKey::Partner => |a, b| a.partner.cmp(&b.partner),
+        SortKey::Route => |a, b| a.route.cmp(&b.route),
+        SortKey::Percent => |a, b| share(a).cmp(&share(b)),
+        SortKey::State => |a, b| a.state.cmp(&b.state),
+        SortKey::Reset => |a, b| a.resets_in_s.cmp(&b.resets_in_s),
+    };
+    rows.sort_unstable_by(|a, b| {
+        let o = order(a, b).then_with(|| by_id(a, b));
+        if q.desc { o.reverse() } else { o }
+    });
+    let per_page = q.per_page.unwrap_or(DEFAULT_PER_PAGE).clamp(1, MAX_PER_PAGE);
+    let total = rows.len();
+    let pages = total.div_ceil(per_page).max(1);
+    let page = q.page.unwrap_or(1).clamp(1, pages);
+    let rows: Vec<Row> = rows.into_iter().skip((page - 1) * per_page).take(per_page).collect();
+    let routes = route_names.into_iter().collect();
+    OverviewPage { total, page, pages, per_page, routes, rows }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tollgate_quota::{MeteringId, TimeUnit, WindowKind};
+    use tollgate_server::config::PolicyRule;
+
+    fn counter(id: &str, used: u64) -> CounterInfo {
+        let now = Timestamp::now();
+        CounterInfo {
+            identifier: MeteringId::new(id).unwrap(),
+            interval: 1,
+            unit: TimeUnit::Day,
+            window: WindowKind::Calendar,
+            start: None,
+            used,
+            exceed_count: 0,
+            total_exceed_count: 0,
+            window_start: Some(now),
+            window_end: Some(now + jiff::SignedDuration::from_secs(3600)),
+        }
+    }
+
+    fn route() -> RouteLimit {
+        RouteLimit {
+            name: "ShipmentStatus".into(),
+            documents: vec!["214".into()],
+            metering_id: "{route}:{partner}".into(),
+            limit: 10,
+            interval: 1,
+            unit: "day".into(),
+        }
+    }
+
+    fn policies(toml: &str) -> PolicySet {
+        #[derive(Deserialize)]
+        struct F {
+            policy: Vec<PolicyRule>,
+        }
+        PolicySet::new(toml_rules::<F>(toml).policy)
+    }
+
+    fn toml_rules<T: for<'de> Deserialize<'de>>(text: &str) -> T {
+        serde_json::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn states_follow_the_limit_and_the_policy_mode() {
+        let set = policies(r#"{"policy":[{"match":"Quiet:*","limit":4,"mode":"shadow"}]}"#);
+        let counters = [
+            counter("ShipmentStatus:ACME", 2),
+            counter("ShipmentStatus:BETA", 8),
+            counter("ShipmentStatus:<script>", 10),
+            counter("Quiet:x", 5),
+            counter("Other", 7),
+        ];
+        let page = overview(&counters, &set, &[route()], Timestamp::now(), &Default::default());
+        let states: Vec<(&str, RowState, &str)> = page
+            .rows
+            .iter()
+            .map(|r| (r.metering_id.as_str(), r.state, r.partner.as_str()))
+            .collect();
+        assert_eq!(
+            states,
+            [
+                ("Other", RowState::Ok, "Other"),
+                ("Quiet:x", RowState::Shadow, "x"),
+                ("ShipmentStatus:<script>", RowState::Exceeded, "<script>"),
+                ("ShipmentStatus:ACME", RowState::Ok, "ACME"),
+                ("ShipmentStatus:BETA", RowState::Near, "BETA"),
+            ]
+        );
+        assert!(page.rows[2].resets_in_s.is_some_and(|s| (3590..=3600).contains(&s)));
+    }
+
+    #[test]
+    fn rows_filter_sort_and_page() {
+        let counters: Vec<CounterInfo> =
+            (0..250).map(|i| counter(&format!("ShipmentStatus:P{i:03}"), i % 11)).collect();
+        let q = OverviewQuery {
+            page: Some(3),
+            sort: SortKey::Partner,
+            desc: true,
+            ..Default::default()
+        };
+        let page = overview(&counters, &PolicySet::default(), &[route()], Timestamp::now(), &q);
+        assert_eq!((page.total, page.pages, page.page, page.rows.len()), (250, 3, 3, 50));
+        assert_eq!(page.rows[0].partner, "P049");
+        let q = OverviewQuery { state: Some(RowState::Exceeded), ..Default::default() };
+        let page = overview(&counters, &PolicySet::default(), &[route()], Timestamp::now(), &q);
+        assert!(page.rows.iter().all(|r| r.used == 10) && page.total == 22, "{}", page.total);
+        let q = OverviewQuery { partner: Some("p12".into()), ..Default::default() };
+        let page = overview(&counters, &PolicySet::default(), &[route()], Timestamp::now(), &q);
+        assert_eq!(page.total, 10, "P120 … P129");
+        let q = OverviewQuery { page: Some(99), ..Default::default() };
+        assert_eq!(overview(&[], &PolicySet::default(), &[], Timestamp::now(), &q).page, 1);
+    }
+}

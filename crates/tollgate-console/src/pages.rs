@@ -1,0 +1,129 @@
+//! The console's pages and assets, embedded in the binary: one layout (head, navigation,
+//! status line) around each page's static body, plus one script and one style sheet. Pages
+//! hold no data and no secret; the script fills them from the API, as text only.
+
+use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
+use axum::response::{IntoResponse, Response};
+
+const LAYOUT: &str = include_str!("../assets/layout.html");
+const SCRIPT: &str = include_str!("../assets/console.js");
+const STYLE: &str = include_str!("../assets/console.css");
+
+/// A page: its `data-page` name, title and body.
+struct Page {
+    name: &'static str,
+    title: &'static str,
+    body: &'static str,
+}
+
+const OVERVIEW: Page =
+    Page { name: "overview", title: "Overview", body: include_str!("../assets/overview.html") };
+const PARTNER: Page =
+    Page { name: "partner", title: "Partner", body: include_str!("../assets/partner.html") };
+const QUEUE: Page =
+    Page { name: "queue", title: "Queue", body: include_str!("../assets/queue.html") };
+const LIMITS: Page =
+    Page { name: "limits", title: "Limits", body: include_str!("../assets/limits.html") };
+const HEALTH: Page =
+    Page { name: "health", title: "Health", body: include_str!("../assets/health.html") };
+const AUDIT: Page =
+    Page { name: "audit", title: "Audit log", body: include_str!("../assets/audit.html") };
+const LOGIN: Page =
+    Page { name: "login", title: "Log in", body: include_str!("../assets/login.html") };
+
+/// The HTML of `page`: the layout with its name, title and body in place.
+fn render(page: &Page) -> String {
+    LAYOUT
+        .replace("{{page}}", page.name)
+        .replace("{{title}}", page.title)
+        .replace("{{body}}", page.body)
+}
+
+fn html(page: &Page) -> Response {
+    ([(CONTENT_TYPE, "text/html; charset=utf-8")], render(page)).into_response()
+}
+
+/// `GET /ui/`.
+pub async fn overview() -> Response {
+    html(&OVERVIEW)
+}
+/// `GET /ui/partner?name=…`.
+pub async fn partner() -> Response {
+    html(&PARTNER)
+}
+/// `GET /ui/queue`.
+pub async fn queue() -> Response {
+    html(&QUEUE)
+}
+/// `GET /ui/limits`.
+pub async fn limits() -> Response {
+    html(&LIMITS)
+}
+/// `GET /ui/health`.
+pub async fn health() -> Response {
+    html(&HEALTH)
+}
+/// `GET /ui/audit`.
+pub async fn audit() -> Response {
+    html(&AUDIT)
+}
+/// `GET /ui/login`.
+pub async fn login() -> Response {
+    html(&LOGIN)
+}
+
+/// `GET /ui/assets/console.js`.
+pub async fn script() -> Response {
+    asset("text/javascript; charset=utf-8", SCRIPT)
+}
+/// `GET /ui/assets/console.css`.
+pub async fn style() -> Response {
+    asset("text/css; charset=utf-8", STYLE)
+}
+
+fn asset(kind: &'static str, body: &'static str) -> Response {
+    ([(CONTENT_TYPE, kind), (CACHE_CONTROL, "no-cache")], body).into_response()
+}
+
+/// The weight of every page with its assets, in bytes (the largest page first), for the
+/// record of what a page costs to load.
+pub fn page_weights() -> Vec<(&'static str, usize)> {
+    let mut w: Vec<(&'static str, usize)> =
+        [&OVERVIEW, &PARTNER, &QUEUE, &LIMITS, &HEALTH, &AUDIT, &LOGIN]
+            .iter()
+            .map(|p| (p.name, render(p).len() + SCRIPT.len() + STYLE.len()))
+            .collect();
+    w.sort_by_key(|p| std::cmp::Reverse(p.1));
+    w
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_page_is_complete_and_small() {
+        for (name, weight) in page_weights() {
+            assert!(weight <= 200 * 1024, "{name}: {weight} bytes");
+        }
+        for p in [&OVERVIEW, &PARTNER, &QUEUE, &LIMITS, &HEALTH, &AUDIT, &LOGIN] {
+            let html = render(p);
+            assert!(!html.contains("{{"), "{}: a placeholder is left", p.name);
+            assert!(html.contains(&format!("data-page=\"{}\"", p.name)));
+        }
+    }
+
+    #[test]
+    fn no_inline_script_or_markup_from_data() {
+        assert!(!SCRIPT.contains("innerHTML") && !SCRIPT.contains("outerHTML"));
+        assert!(!SCRIPT.contains("insertAdjacentHTML") && !SCRIPT.contains("document.write"));
+        assert!(!SCRIPT.contains("eval("));
+        for p in [&OVERVIEW, &PARTNER, &QUEUE, &LIMITS, &HEALTH, &AUDIT, &LOGIN] {
+            let html = render(p);
+            assert_eq!(html.matches("<script").count(), 1, "{}", p.name);
+            assert!(html.contains("<script src=\"/ui/assets/console.js\" defer></script>"));
+            assert!(!html.contains(" on") || !html.contains("onclick"), "{}", p.name);
+            assert!(!html.contains("style="), "{}: inline style", p.name);
+        }
+    }
+}
