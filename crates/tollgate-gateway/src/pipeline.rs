@@ -24,7 +24,9 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
@@ -34,7 +36,7 @@ use crate::config::{OnQuotaUnavailable, Plan, Route};
 use crate::delivery::{Attempt, Deliverer, MAX_ATTEMPTS, Parcel, backoff};
 use crate::envelope;
 use crate::hold::{HoldQueue, jittered};
-use crate::item::{ArrivalOrder, Item, State, now_ms, rfc3339};
+use crate::item::{ArrivalOrder, Item, State, rfc3339};
 use crate::lane::Lanes;
 use crate::meter::{Meter, Verdict};
 use crate::receipt::{parser_failed, prepare};
@@ -234,7 +236,7 @@ impl Pipeline {
                         Some(ev) => events.push(ev),
                         None => break,
                     },
-                    _ = tokio::time::sleep_until(wake.into()) => {}
+                    _ = tokio::time::sleep_until(wake) => {}
                     Some(_) = self.deliveries.join_next(), if !self.deliveries.is_empty() => continue,
                 }
             } else if *stop.borrow() {
@@ -326,7 +328,7 @@ impl Pipeline {
     }
 
     fn next_hold_due(&self) -> Option<Instant> {
-        let now_ms = now_ms();
+        let now_ms = self.parts.spool.now_ms();
         let now = Instant::now();
         self.held
             .heads()
@@ -371,14 +373,15 @@ impl Pipeline {
 
     fn hold(&mut self, id: &str, retry_after: Duration, reason: String, batch: &mut Batch) {
         let Some(item) = self.live.get_mut(id) else { return };
-        let at =
-            now_ms() + i64::try_from(jittered(retry_after).as_millis()).unwrap_or(i64::MAX / 2);
+        let wait = jittered(self.parts.spool.clock(), retry_after);
+        let at = self.parts.spool.now_ms() + i64::try_from(wait.as_millis()).unwrap_or(i64::MAX / 2);
         if item.state != State::Held {
             telemetry::count(Counter::Held, item, &self.parts.plan);
         } else {
             item.attempts += 1;
         }
         item.state = State::Held;
+        item.held_at.get_or_insert(self.parts.spool.now_ms());
         item.next_attempt_at = Some(at);
         item.reason = Some(reason);
         batch.put(item);
@@ -420,7 +423,7 @@ impl Pipeline {
 
     /// Re-meters the head of every group that is due; an admitted head lets the next one try.
     async fn retry_held(&mut self, batch: &mut Batch) {
-        let now = now_ms();
+        let now = self.parts.spool.now_ms();
         let due: Vec<MeteringId> = self
             .held
             .heads()

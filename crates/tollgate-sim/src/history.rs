@@ -1,0 +1,1 @@
+//! Traffic history read from a CSV export (time, partner, document, records).
