@@ -55,6 +55,11 @@ impl HoldQueue {
         self.groups.get(metering_id).map_or(0, BTreeSet::len)
     }
 
+    /// True when nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.groups.is_empty()
+    }
+
     /// Number of held items in all groups.
     pub fn len(&self) -> usize {
         self.groups.values().map(BTreeSet::len).sum()

@@ -63,8 +63,8 @@ use tollgate_quota::AnyStore;
 use tollgate_server::admin::AdminGuard;
 use tollgate_server::client::ClientKeys;
 
-pub use config::{ConfigError, Dedup, GatewayConfig, OnQuotaUnavailable, Plan, QuotaMode, Target};
 pub use clock::GatewayClock;
+pub use config::{ConfigError, Dedup, GatewayConfig, OnQuotaUnavailable, Plan, QuotaMode, Target};
 pub use item::{Item, State};
 pub use spool::BackupReport;
 pub use statedb::SpoolOptions;
@@ -92,6 +92,12 @@ pub enum GatewayError {
     /// A `ca_file` could not be read as PEM certificates (the key, the file and why).
     #[error("{0}")]
     CaFile(String),
+}
+
+/// The delivered items the stopped gateway of `data_dir` keeps (until its dedup window
+/// prunes them), read without changing anything; `tollgate advise --from-queue` reads them.
+pub fn delivered_items(data_dir: &Path) -> Result<Vec<Item>, GatewayError> {
+    Ok(spool::delivered_items(data_dir)?)
 }
 
 /// A running gateway.
@@ -154,16 +160,15 @@ impl Gateway {
         let spool = tokio::task::spawn_blocking(move || {
             spool::Spool::open_with_clock(&dir, options, clock)
         })
-            .await
-            .map_err(|e| spool::SpoolError::Db(e.to_string()))??;
+        .await
+        .map_err(|e| spool::SpoolError::Db(e.to_string()))??;
         let spool = Arc::new(spool);
         let meter = match &plan.remote {
             Some(remote) => meter::Meter::remote(remote).map_err(GatewayError::CaFile)?,
             None => meter::Meter::embedded(store.clone()),
         };
-        let mut deliverer =
-            delivery::Deliverer::new(&plan.routes, plan.deliver_ca_file.as_deref())
-                .map_err(GatewayError::CaFile)?;
+        let mut deliverer = delivery::Deliverer::new(&plan.routes, plan.deliver_ca_file.as_deref())
+            .map_err(GatewayError::CaFile)?;
         if options.skip_fsync {
             deliverer = deliverer.without_fsync();
         }
@@ -282,7 +287,8 @@ impl Gateway {
                 files.iter().map(|(b, o)| (b.as_slice(), o.clone())).collect();
             let mut records = parts.spool.receive(&batch)?;
             for (rec, parsed) in records.iter_mut().zip(parsed) {
-                rec.sender = parsed.scan.envelopes.first().map(|e| e.sender.clone()).unwrap_or_default();
+                rec.sender =
+                    parsed.scan.envelopes.first().map(|e| e.sender.clone()).unwrap_or_default();
                 rec.parsed = Some(Arc::new(parsed));
             }
             Ok::<_, spool::SpoolError>(records)

@@ -55,7 +55,8 @@ use fair_queue::FairQueue;
 pub use admin::row;
 pub use duplicates::fingerprint_key;
 
-/// How often the hold queue is looked at when nothing else wakes the pipeline.
+/// How often the hold queue is looked at, while it holds items, when nothing else wakes the
+/// pipeline.
 const IDLE_TICK: Duration = Duration::from_millis(250);
 /// How long a held item waits when the quota service is unavailable and `on_unavailable = "hold"`.
 const UNAVAILABLE_RETRY: Duration = Duration::from_secs(1);
@@ -228,7 +229,17 @@ impl Pipeline {
             let mut events = Vec::new();
             if self.intake.is_empty() {
                 // Nothing to parse: wait for an event or the next held item's retry time.
-                let wake = self.next_hold_due().unwrap_or(Instant::now() + IDLE_TICK);
+                // With nothing held there is nothing to look at until an event comes (and no
+                // timer, so a simulation's paused clock moves straight to its next arrival).
+                let wake = self
+                    .next_hold_due()
+                    .or_else(|| (!self.held.is_empty()).then(|| Instant::now() + IDLE_TICK));
+                let idle = async move {
+                    match wake {
+                        Some(at) => tokio::time::sleep_until(at).await,
+                        None => std::future::pending().await,
+                    }
+                };
                 tokio::select! {
                     biased;
                     _ = stop.changed() => break,
@@ -236,7 +247,7 @@ impl Pipeline {
                         Some(ev) => events.push(ev),
                         None => break,
                     },
-                    _ = tokio::time::sleep_until(wake) => {}
+                    _ = idle => {}
                     Some(_) = self.deliveries.join_next(), if !self.deliveries.is_empty() => continue,
                 }
             } else if *stop.borrow() {
@@ -374,7 +385,8 @@ impl Pipeline {
     fn hold(&mut self, id: &str, retry_after: Duration, reason: String, batch: &mut Batch) {
         let Some(item) = self.live.get_mut(id) else { return };
         let wait = jittered(self.parts.spool.clock(), retry_after);
-        let at = self.parts.spool.now_ms() + i64::try_from(wait.as_millis()).unwrap_or(i64::MAX / 2);
+        let at =
+            self.parts.spool.now_ms() + i64::try_from(wait.as_millis()).unwrap_or(i64::MAX / 2);
         if item.state != State::Held {
             telemetry::count(Counter::Held, item, &self.parts.plan);
         } else {

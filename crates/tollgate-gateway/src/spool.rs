@@ -502,6 +502,29 @@ impl Spool {
 }
 
 /// The instance id kept in `meta`, made (random) on first use.
+/// The delivered items of a stopped gateway's data dir, read from its state database without
+/// changing it (read only: refused while a gateway has the database open).
+pub fn delivered_items(data_dir: &Path) -> Result<Vec<Item>, SpoolError> {
+    let path = data_dir.join(statedb::STATE_DB);
+    if !path.is_file() {
+        return Err(SpoolError::Db(format!("{}: no such state database", path.display())));
+    }
+    let db = redb::ReadOnlyDatabase::open(&path).map_err(|e| {
+        SpoolError::Db(format!("{}: {e} (is a gateway running on it?)", path.display()))
+    })?;
+    let tx = db.begin_read().map_err(db_err)?;
+    let t = tx.open_table(ITEMS).map_err(db_err)?;
+    let mut out = Vec::new();
+    for row in t.iter().map_err(db_err)? {
+        let (k, v) = row.map_err(db_err)?;
+        let item = decode_item(k.value(), v.value())?;
+        if item.state == State::Delivered {
+            out.push(item);
+        }
+    }
+    Ok(out)
+}
+
 fn instance_of(db: &Database) -> Result<u64, SpoolError> {
     let tx = db.begin_write().map_err(db_err)?;
     let id = {

@@ -120,7 +120,11 @@ pub fn compute(s: &Scenario, out: &RunOutput) -> Figures {
     let mut rows: Vec<PartnerRow> = names
         .iter()
         .enumerate()
-        .map(|(i, name)| PartnerRow { partner: name.clone(), bursts: s.bursts_for(i), ..Default::default() })
+        .map(|(i, name)| PartnerRow {
+            partner: name.clone(),
+            bursts: s.bursts_for(i),
+            ..Default::default()
+        })
         .collect();
     for name in &names {
         f.offered.insert(name.clone(), vec![0; n]);
@@ -173,7 +177,8 @@ pub fn compute(s: &Scenario, out: &RunOutput) -> Figures {
                 }
             }
             let end = fate.delivered_ms.unwrap_or(s.length_ms);
-            row.longest_hold_s = row.longest_hold_s.max(u64::try_from((end - h) / 1000).unwrap_or(0));
+            row.longest_hold_s =
+                row.longest_hold_s.max(u64::try_from((end - h) / 1000).unwrap_or(0));
             // Sampled at bucket ends: held during bucket k's end if h <= end_k < release.
             let from = usize::try_from(h / width).unwrap_or(0).min(n);
             backlog_delta[from] += 1;
@@ -226,7 +231,8 @@ fn delay(mut v: Vec<i64>) -> Delay {
         ("up to 6 h", 21_600_000),
         ("over 6 h", i64::MAX),
     ];
-    let mut histogram: Vec<(String, u64)> = ranges.iter().map(|(l, _)| ((*l).to_owned(), 0)).collect();
+    let mut histogram: Vec<(String, u64)> =
+        ranges.iter().map(|(l, _)| ((*l).to_owned(), 0)).collect();
     for &d in &v {
         let k = ranges.iter().position(|&(_, hi)| d <= hi).unwrap_or(ranges.len() - 1);
         histogram[k].1 += 1;

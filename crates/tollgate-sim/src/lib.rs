@@ -108,7 +108,8 @@ pub fn simulate(
                 notes.push(note);
             }
         }
-        let out = run::run(scenario, config, arrivals.clone(), seed, work.path(), &backend, progress)?;
+        let out =
+            run::run(scenario, config, arrivals.clone(), seed, work.path(), &backend, progress)?;
         on_run(&out);
         let figures = figures::compute(scenario, &out);
         cases.push(Case { label, value, limits: setup::limits(&t), figures });

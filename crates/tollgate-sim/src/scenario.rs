@@ -24,7 +24,12 @@ pub struct InputError {
 impl InputError {
     /// An error at byte `offset` of `text`.
     pub fn at(file: &str, text: &str, offset: usize, field: &str, message: String) -> Self {
-        Self { file: file.to_owned(), line: line_of(text, offset), field: field.to_owned(), message }
+        Self {
+            file: file.to_owned(),
+            line: line_of(text, offset),
+            field: field.to_owned(),
+            message,
+        }
     }
 }
 
@@ -214,6 +219,9 @@ pub struct Scenario {
     pub bursts: Vec<Burst>,
     /// The inline `[gateway]` table, if any.
     pub gateway: Option<toml::Table>,
+    /// Partners (indices) counted as bursting though no `[[burst]]` names them (a replayed
+    /// history's partners with burst hours).
+    pub marked_bursting: Vec<usize>,
 }
 
 /// The longest scenario, in days (bounds memory and run time).
@@ -305,8 +313,8 @@ impl Scenario {
             if docs.is_empty()
                 || docs.iter().any(|d| {
                     let x12 = d.len() == 3 && d.chars().all(|c| c.is_ascii_digit());
-                    let edifact = (3..=6).contains(&d.len())
-                        && d.chars().all(|c| c.is_ascii_uppercase());
+                    let edifact =
+                        (3..=6).contains(&d.len()) && d.chars().all(|c| c.is_ascii_uppercase());
                     !(x12 || edifact)
                 })
             {
@@ -396,13 +404,15 @@ impl Scenario {
             partners: f.partner,
             bursts: f.burst,
             gateway: f.gateway,
+            marked_bursting: Vec::new(),
         })
     }
 
     /// True when the partner at `index` has a burst.
     pub fn bursts_for(&self, index: usize) -> bool {
         let name = self.partners[index].name.get_ref();
-        self.bursts.iter().any(|b| b.partner.get_ref() == name)
+        self.marked_bursting.contains(&index)
+            || self.bursts.iter().any(|b| b.partner.get_ref() == name)
     }
 }
 

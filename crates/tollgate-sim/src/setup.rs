@@ -22,7 +22,11 @@ pub struct Sweep {
 impl std::str::FromStr for Sweep {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        let usage = || format!("--sweep {s:?}: expected ROUTE.KEY=v1,v2,… (e.g. ShipmentStatus.limit=500,1000)");
+        let usage = || {
+            format!(
+                "--sweep {s:?}: expected ROUTE.KEY=v1,v2,… (e.g. ShipmentStatus.limit=500,1000)"
+            )
+        };
         let (lhs, rhs) = s.split_once('=').ok_or_else(usage)?;
         let (route, key) = lhs.rsplit_once('.').ok_or_else(usage)?;
         if route.is_empty() || key.is_empty() {
@@ -42,7 +46,11 @@ impl std::str::FromStr for Sweep {
 }
 
 /// The `[gateway]` table: `--config FILE`'s when given, else the scenario's own.
-pub fn gateway_table(s: &Scenario, scenario_file: &str, config: Option<&Path>) -> Result<toml::Table, InputError> {
+pub fn gateway_table(
+    s: &Scenario,
+    scenario_file: &str,
+    config: Option<&Path>,
+) -> Result<toml::Table, InputError> {
     match config {
         Some(path) => {
             let file = path.display().to_string();
@@ -87,9 +95,9 @@ pub fn gateway_table(s: &Scenario, scenario_file: &str, config: Option<&Path>) -
 pub fn apply_sweep(table: &mut toml::Table, sweep: &Sweep, value: i64) -> Result<(), String> {
     let routes = table.get_mut("route").and_then(|r| r.as_array_mut());
     let route = routes.and_then(|rs| {
-        rs.iter_mut().filter_map(|r| r.as_table_mut()).find(|r| {
-            r.get("name").and_then(|n| n.as_str()) == Some(sweep.route.as_str())
-        })
+        rs.iter_mut()
+            .filter_map(|r| r.as_table_mut())
+            .find(|r| r.get("name").and_then(|n| n.as_str()) == Some(sweep.route.as_str()))
     });
     let Some(route) = route else {
         return Err(format!("--sweep: no [[gateway.route]] named {:?}", sweep.route));

@@ -101,7 +101,8 @@ pub fn arrivals(s: &Scenario, seed: u64) -> Vec<Arrival> {
         }
         let start = b.start_hours.get_ref() * 3_600_000.0;
         let span = b.minutes.get_ref() * 60_000.0;
-        let records = b.records.as_ref().map_or(*s.partners[pi].records.get_ref(), |r| *r.get_ref());
+        let records =
+            b.records.as_ref().map_or(*s.partners[pi].records.get_ref(), |r| *r.get_ref());
         let docs = s.partners[pi].documents.get_ref().len();
         let mut times: Vec<i64> = (0..count)
             .map(|_| (start + rng.random_range(0.0..1.0) * span) as i64)

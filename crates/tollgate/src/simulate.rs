@@ -122,7 +122,14 @@ pub fn summary(sim: &Simulation) -> String {
         let _ = writeln!(
             o,
             "{:<20} {:>9} {:>9} {:>9} {:>9} {:>12} {:>10} {:>9}",
-            "partner", "offered", "delivered", "held", "ever held", "longest hold", "duplicate", "rejected"
+            "partner",
+            "offered",
+            "delivered",
+            "held",
+            "ever held",
+            "longest hold",
+            "duplicate",
+            "rejected"
         );
         for r in f.partners.iter().chain(std::iter::once(&f.total)) {
             let name = if sim.bursting.contains(&r.partner) {
@@ -133,13 +140,24 @@ pub fn summary(sim: &Simulation) -> String {
             let _ = writeln!(
                 o,
                 "{:<20} {:>9} {:>9} {:>9} {:>9} {:>11}s {:>10} {:>9}",
-                name, r.offered, r.delivered, r.held, r.ever_held, r.longest_hold_s, r.duplicates, r.rejected
+                name,
+                r.offered,
+                r.delivered,
+                r.held,
+                r.ever_held,
+                r.longest_hold_s,
+                r.duplicates,
+                r.rejected
             );
         }
         let _ = writeln!(
             o,
             "backend peak per hour: {} with Tollgate, {} without (capacity {}); hours over capacity: {} with, {} without",
-            f.peak_with, f.peak_without, f.capacity_per_hour, f.hours_over_with, f.hours_over_without
+            f.peak_with,
+            f.peak_without,
+            f.capacity_per_hour,
+            f.hours_over_with,
+            f.hours_over_without
         );
         let _ = writeln!(o, "(* bursts)");
     }

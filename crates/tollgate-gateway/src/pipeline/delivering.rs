@@ -31,7 +31,9 @@ impl Pipeline {
         };
         let delay = item
             .next_attempt_at
-            .map(|at| Duration::from_millis(u64::try_from(at - self.parts.spool.now_ms()).unwrap_or(0)))
+            .map(|at| {
+                Duration::from_millis(u64::try_from(at - self.parts.spool.now_ms()).unwrap_or(0))
+            })
             .unwrap_or_default();
         let parts = self.parts.clone();
         let events = self.events.clone();
@@ -98,8 +100,10 @@ impl Pipeline {
             }
             Attempt::Retry(reason) if item.attempts < MAX_ATTEMPTS => {
                 let wait = backoff(item.attempts);
-                item.next_attempt_at =
-                    Some(self.parts.spool.now_ms() + i64::try_from(wait.as_millis()).unwrap_or(i64::MAX / 2));
+                item.next_attempt_at = Some(
+                    self.parts.spool.now_ms()
+                        + i64::try_from(wait.as_millis()).unwrap_or(i64::MAX / 2),
+                );
                 tracing::warn!(
                     item = id,
                     partner = %item.partner,

@@ -50,7 +50,13 @@ fn partner_series(sim: &Simulation, case: &Case) -> Vec<Series> {
             }
             continue;
         }
-        let c = if burst { hot += 1; color(hot - 1, true) } else { calm += 1; color(calm - 1, false) };
+        let c = if burst {
+            hot += 1;
+            color(hot - 1, true)
+        } else {
+            calm += 1;
+            color(calm - 1, false)
+        };
         let tag = if burst { " (bursts)" } else { "" };
         out.push(Series {
             name: format!("{}{tag} offered", row.partner),
@@ -69,20 +75,26 @@ fn partner_series(sim: &Simulation, case: &Case) -> Vec<Series> {
     }
     if many {
         let n = f.partners.iter().filter(|r| !sim.bursting.contains(&r.partner)).count();
-        out.insert(0, Series {
-            name: format!("{n} ordinary partners delivered"),
-            values: f64s(&sum_del),
-            color: color(0, false),
-            width: 2.0,
-            style: Style::Line,
-        });
-        out.insert(0, Series {
-            name: format!("{n} ordinary partners offered"),
-            values: f64s(&sum_off),
-            color: color(0, false),
-            width: 1.5,
-            style: Style::Dashed,
-        });
+        out.insert(
+            0,
+            Series {
+                name: format!("{n} ordinary partners delivered"),
+                values: f64s(&sum_del),
+                color: color(0, false),
+                width: 2.0,
+                style: Style::Line,
+            },
+        );
+        out.insert(
+            0,
+            Series {
+                name: format!("{n} ordinary partners offered"),
+                values: f64s(&sum_off),
+                color: color(0, false),
+                width: 1.5,
+                style: Style::Dashed,
+            },
+        );
     }
     out
 }
@@ -232,7 +244,10 @@ pub fn charts(sim: &Simulation) -> Vec<(String, String)> {
     // All charts stacked in one picture (for a README or a slide).
     let mut all = String::new();
     let h = 330 * out.len();
-    let _ = write!(all, r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 880 {h}" width="880" height="{h}">"#);
+    let _ = write!(
+        all,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 880 {h}" width="880" height="{h}">"#
+    );
     for (i, (_, s)) in out.iter().enumerate() {
         let _ = write!(all, r#"<g transform="translate(0 {})">{s}</g>"#, 330 * i);
     }
@@ -301,16 +316,18 @@ pub fn html(sim: &Simulation, charts: &[(String, String)]) -> String {
         if !case.label.is_empty() {
             let _ = write!(o, "<h2>{}</h2>", esc(&case.label));
         }
-        let limits: Vec<String> = case
-            .limits
-            .iter()
-            .map(|(r, l, i, u)| format!("{} {l} per {i} {u}", esc(r)))
-            .collect();
+        let limits: Vec<String> =
+            case.limits.iter().map(|(r, l, i, u)| format!("{} {l} per {i} {u}", esc(r))).collect();
         let _ = write!(o, "<p>Limits: {}.</p>", limits.join("; "));
         let _ = write!(
             o,
             "<div class=\"kpi\"><div><b>{}</b>backend peak per hour with Tollgate</div><div><b>{}</b>without</div><div><b>{}</b>hours over capacity ({}) with, {} without</div><div><b>{}</b>documents of partners that never burst held</div></div>",
-            f.peak_with, f.peak_without, f.hours_over_with, f.capacity_per_hour, f.hours_over_without, f.ordinary_held
+            f.peak_with,
+            f.peak_without,
+            f.hours_over_with,
+            f.capacity_per_hour,
+            f.hours_over_without,
+            f.ordinary_held
         );
         table(&mut o, sim, case);
         let d = &f.delay;

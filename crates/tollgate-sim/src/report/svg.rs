@@ -185,7 +185,13 @@ pub fn time_chart(
         let dash = if s.style == Style::Dashed { r#" stroke-dasharray="6 4""# } else { "" };
         let mut d = String::new();
         for (i, v) in s.values.iter().enumerate() {
-            let _ = write!(d, "{}{:.1} {:.1}", if i == 0 { "M" } else { " L" }, x(i as f64 + 0.5), y(*v));
+            let _ = write!(
+                d,
+                "{}{:.1} {:.1}",
+                if i == 0 { "M" } else { " L" },
+                x(i as f64 + 0.5),
+                y(*v)
+            );
         }
         let _ = write!(
             out,
