@@ -91,7 +91,7 @@ pub struct Deliverer {
     client: reqwest::Client,
     limits: HashMap<Target, Arc<Semaphore>>,
     dir_syncs: HashMap<Target, DirSync>,
-    /// False only in a simulation ([`crate::SpoolOptions::skip_fsync`]).
+    /// False only in a simulation ([`crate::SpoolOptions::ephemeral`]).
     fsync: bool,
 }
 

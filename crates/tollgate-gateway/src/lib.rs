@@ -169,7 +169,7 @@ impl Gateway {
         };
         let mut deliverer = delivery::Deliverer::new(&plan.routes, plan.deliver_ca_file.as_deref())
             .map_err(GatewayError::CaFile)?;
-        if options.skip_fsync {
+        if options.ephemeral {
             deliverer = deliverer.without_fsync();
         }
         let (events, rx) = mpsc::unbounded_channel();

@@ -150,7 +150,7 @@ pub struct Spool {
     deferred: std::sync::Mutex<Option<Vec<String>>>,
     /// Where receive times and file ids come from.
     clock: GatewayClock,
-    /// False only for a simulation ([`SpoolOptions::skip_fsync`]).
+    /// False only for a simulation ([`SpoolOptions::ephemeral`]).
     fsync: bool,
 }
 
@@ -202,7 +202,7 @@ impl Spool {
             usage: SpoolUsage::default(),
             deferred: Default::default(),
             clock,
-            fsync: !options.skip_fsync,
+            fsync: !options.ephemeral,
         };
         spool.sort_unreferenced(&data_dir.join(ORPHANED))?;
         spool.usage.count(&spool.dir);

@@ -27,9 +27,10 @@ pub struct SpoolOptions {
     /// Move a corrupt, truncated or missing-while-needed `gateway.redb` aside and start with an
     /// empty one (spool files are then kept in `orphaned/`), instead of refusing to start.
     pub move_aside_corrupt: bool,
-    /// Skip every fsync (spool files, directories, database commits and `dir:` deliveries).
-    /// Only for a simulation, whose data dir is thrown away: a crash may then lose anything.
-    pub skip_fsync: bool,
+    /// A simulation's spool: the state database lives in memory (the same redb code, on its
+    /// in-memory backend) and no fsync is made (spool files, directories, `dir:`
+    /// deliveries). Nothing survives the process; only for a data dir that is thrown away.
+    pub ephemeral: bool,
 }
 
 /// The file name of the state database in the data dir.
@@ -53,6 +54,13 @@ pub(crate) fn open(
     init: &dyn Fn(&Database) -> Result<(), String>,
 ) -> Result<Database, SpoolError> {
     let path = data_dir.join(STATE_DB);
+    if options.ephemeral {
+        let db = Builder::new()
+            .create_with_backend(redb::backends::InMemoryBackend::new())
+            .map_err(|e| SpoolError::Db(format!("in-memory state database: {e}")))?;
+        init(&db).map_err(SpoolError::Db)?;
+        return Ok(db);
+    }
     let len = match fs::metadata(&path) {
         Ok(m) => Some(m.len()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,

@@ -327,7 +327,7 @@ pub fn replay(
             continue;
         }
         let work =
-            tempfile::tempdir().map_err(|e| crate::SimError::Config(format!("work dir: {e}")))?;
+            run::work_dir().map_err(|e| crate::SimError::Config(format!("work dir: {e}")))?;
         let backend = work.path().join("backend");
         let (config, _) =
             crate::setup::prepare(&scenario, table, &backend, &work.path().join("acks"))

@@ -99,7 +99,7 @@ pub fn simulate(
             }
             _ => String::new(),
         };
-        let work = tempfile::tempdir().map_err(|e| SimError::Config(format!("work dir: {e}")))?;
+        let work = run::work_dir().map_err(|e| SimError::Config(format!("work dir: {e}")))?;
         let backend = work.path().join("backend");
         let (config, n) = setup::prepare(scenario, t.clone(), &backend, &work.path().join("acks"))
             .map_err(SimError::Config)?;

@@ -11,7 +11,9 @@
 //!
 //! Intake: arrivals within the same virtual second are offered together, as one landing
 //! directory poll would take them (`Gateway::submit`: parse, spool, hand to the pipeline).
-//! The simulation skips fsync and nothing else.
+//! The simulation skips fsync (its spool is
+//! `ephemeral`: the state database in memory, files in `/dev/shm` where it exists) and
+//! nothing else.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -100,9 +102,23 @@ pub enum RunError {
     Io(String),
 }
 
-/// How often the spool is read while a run goes (delivered items older than the dedup
-/// window are pruned once a day, so they are read before that).
-const SNAPSHOT_EVERY_MS: i64 = 6 * 3_600_000;
+/// A temporary directory for a run's data dir and backend: in `/dev/shm` (memory) where it
+/// exists, so that the spool and delivered files cost no disk writes; else the system's temp
+/// directory. Removed when dropped.
+pub fn work_dir() -> std::io::Result<tempfile::TempDir> {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir()
+        && let Ok(d) = tempfile::Builder::new().prefix("tollgate-sim-").tempdir_in(shm)
+    {
+        return Ok(d);
+    }
+    tempfile::Builder::new().prefix("tollgate-sim-").tempdir()
+}
+
+/// How often the backend directory is emptied, and (when the gateway prunes within the run)
+/// the spool read: the gateway prunes delivered items older than its dedup window once a day
+/// from its start, so they are read just before each prune.
+const SNAPSHOT_EVERY_MS: i64 = 86_400_000;
 
 /// Runs `scenario` against a gateway started from `config` (see `setup::prepare`), offering
 /// `arrivals`; `work` holds its data dir, `progress` is told how many arrivals are offered.
@@ -132,9 +148,13 @@ async fn drive(
     backend: &Path,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<RunOutput, RunError> {
+    // Delivered items are pruned only when they are older than the longest dedup window:
+    // within a shorter run, reading the spool once at the end sees every item.
+    let horizon = config.plan().map(|p| p.longest_dedup().as_millis()).unwrap_or(0);
+    let prunes = i128::try_from(horizon).unwrap_or(i128::MAX) <= i128::from(scenario.length_ms);
     let clock = Arc::new(VirtualClock::new(scenario.start));
     let store = Arc::new(AnyStore::Memory(MemoryStore::with_clock(clock.clone())));
-    let options = SpoolOptions { skip_fsync: true, ..Default::default() };
+    let options = SpoolOptions { ephemeral: true, ..Default::default() };
     let gw = Gateway::start_with_clock(
         config,
         &work.join("data"),
@@ -159,8 +179,8 @@ async fn drive(
         }
         let at = second * 1000;
         while next_snapshot <= at {
-            sleep_until(base, next_snapshot).await;
-            snapshot(&gw, &mut seen, backend).await?;
+            sleep_until(base, next_snapshot - 1).await;
+            snapshot(&gw, prunes.then_some(&mut seen), backend).await?;
             next_snapshot += SNAPSHOT_EVERY_MS;
         }
         sleep_until(base, at).await;
@@ -180,14 +200,14 @@ async fn drive(
         i = j;
     }
     while next_snapshot < scenario.length_ms {
-        sleep_until(base, next_snapshot).await;
-        snapshot(&gw, &mut seen, backend).await?;
+        sleep_until(base, next_snapshot - 1).await;
+        snapshot(&gw, prunes.then_some(&mut seen), backend).await?;
         next_snapshot += SNAPSHOT_EVERY_MS;
     }
     sleep_until(base, scenario.length_ms).await;
     // Work already due at the end (a delivery started at the last instant) finishes first.
     tokio::time::sleep(Duration::from_millis(1)).await;
-    snapshot(&gw, &mut seen, backend).await?;
+    snapshot(&gw, Some(&mut seen), backend).await?;
     gw.shutdown().await;
 
     let rel = |ms: i64| ms - start_ms;
@@ -217,15 +237,18 @@ async fn sleep_until(base: tokio::time::Instant, at_ms: i64) {
     tokio::time::sleep_until(at).await;
 }
 
-/// Reads every item the spool keeps into `seen`, and empties the backend directory (the
-/// delivered files are not looked at again; the items say when each was delivered).
+/// Reads every item the spool keeps into `seen` (when given), and empties the backend
+/// directory (the delivered files are not looked at again; the items say when each was
+/// delivered).
 async fn snapshot(
     gw: &Gateway,
-    seen: &mut BTreeMap<String, Item>,
+    seen: Option<&mut BTreeMap<String, Item>>,
     backend: &Path,
 ) -> Result<(), RunError> {
-    for item in gw.items().await? {
-        seen.insert(item.id.clone(), item);
+    if let Some(seen) = seen {
+        for item in gw.items().await? {
+            seen.insert(item.id.clone(), item);
+        }
     }
     let dir = backend.to_path_buf();
     let _ = tokio::task::spawn_blocking(move || {

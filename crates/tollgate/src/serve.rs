@@ -259,7 +259,7 @@ async fn serve(args: ServeArgs, file: ConfigFile, tls: Option<TlsAcceptor>) -> a
             }
             let spool = tollgate_gateway::SpoolOptions {
                 move_aside_corrupt: settings.on_corrupt == OnCorrupt::MoveAside,
-                skip_fsync: false,
+                ephemeral: false,
             };
             let gw = tollgate_gateway::Gateway::start_with(
                 config,
