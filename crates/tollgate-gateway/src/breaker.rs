@@ -10,7 +10,9 @@
 //! by the call that lets the probe through).
 
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 /// What the breaker is doing (for tests).
 #[cfg(test)]

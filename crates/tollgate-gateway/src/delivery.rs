@@ -91,6 +91,8 @@ pub struct Deliverer {
     client: reqwest::Client,
     limits: HashMap<Target, Arc<Semaphore>>,
     dir_syncs: HashMap<Target, DirSync>,
+    /// False only in a simulation ([`crate::SpoolOptions::ephemeral`]).
+    fsync: bool,
 }
 
 impl Deliverer {
@@ -109,7 +111,13 @@ impl Deliverer {
             .timeout(HTTP_TIMEOUT)
             .build()
             .map_err(|e| format!("http client: {e}"))?;
-        Ok(Self { client, limits, dir_syncs })
+        Ok(Self { client, limits, dir_syncs, fsync: true })
+    }
+
+    /// Skips the fsyncs of `dir:` deliveries (a simulation, whose targets are thrown away).
+    pub fn without_fsync(mut self) -> Self {
+        self.fsync = false;
+        self
     }
 
     /// Makes one attempt to hand `parcel` to `target`, waiting for a concurrency slot first.
@@ -127,10 +135,15 @@ impl Deliverer {
                 let id = parcel.id.clone();
                 let bytes = parcel.bytes.clone();
                 let d2 = dir.clone();
-                match tokio::task::spawn_blocking(move || write_into(&d2, &id, &bytes)).await {
+                let fsync = self.fsync;
+                match tokio::task::spawn_blocking(move || write_into(&d2, &id, &bytes, fsync)).await
+                {
                     Ok(Ok(())) => {}
                     Ok(Err(e)) => return Attempt::Retry(e),
                     Err(e) => return Attempt::Retry(format!("delivery task failed: {e}")),
+                }
+                if !self.fsync {
+                    return Attempt::Done;
                 }
                 let synced = match self.dir_syncs.get(target) {
                     Some(ds) => ds.sync(&dir).await,
@@ -180,12 +193,17 @@ fn header_safe(s: &str) -> String {
     s.chars().map(|c| if c.is_ascii_graphic() || c == ' ' { c } else { '_' }).collect()
 }
 
-/// Temp file, fsync, rename (the directory fsync follows, shared, in [`DirSync`]).
-fn write_into(dir: &Path, id: &str, bytes: &[u8]) -> Result<(), String> {
+/// Temp file, fsync (unless `fsync` is false), rename (the directory fsync follows, shared,
+/// in [`DirSync`]).
+fn write_into(dir: &Path, id: &str, bytes: &[u8], fsync: bool) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let tmp = dir.join(format!(".{id}.edi.tmp"));
     let dest = dir.join(format!("{id}.edi"));
-    write_synced(&tmp, bytes).map_err(|e| e.to_string())?;
+    if fsync {
+        write_synced(&tmp, bytes).map_err(|e| e.to_string())?;
+    } else {
+        std::fs::write(&tmp, bytes).map_err(|e| format!("{}: {e}", tmp.display()))?;
+    }
     std::fs::rename(&tmp, &dest).map_err(|e| format!("{}: {e}", dest.display()))
 }
 

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use tollgate_quota::MeteringId;
 
+use crate::clock::GatewayClock;
 use crate::item::ArrivalOrder;
 
 /// Held item ids grouped by metering id.
@@ -54,6 +55,11 @@ impl HoldQueue {
         self.groups.get(metering_id).map_or(0, BTreeSet::len)
     }
 
+    /// True when nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.groups.is_empty()
+    }
+
     /// Number of held items in all groups.
     pub fn len(&self) -> usize {
         self.groups.values().map(BTreeSet::len).sum()
@@ -65,11 +71,10 @@ impl HoldQueue {
     }
 }
 
-/// Retry-After plus jitter: up to 10 % more, capped at 5 s, and at least 1 ms.
-pub fn jittered(retry_after: Duration) -> Duration {
-    let max_jitter = (retry_after / 10).min(Duration::from_secs(5));
-    let jitter_ms = rand::random_range(0..=max_jitter.as_millis().max(1) as u64);
-    retry_after + Duration::from_millis(jitter_ms)
+/// Retry-After plus jitter: up to 10 % more, capped at 5 s, and at least 1 ms, drawn from
+/// the gateway's clock (seeded in a simulation).
+pub fn jittered(clock: &GatewayClock, retry_after: Duration) -> Duration {
+    clock.jittered(retry_after)
 }
 
 #[cfg(test)]
@@ -111,8 +116,9 @@ mod tests {
 
     #[test]
     fn jitter_stays_within_ten_percent() {
-        for _ in 0..100 {
-            let d = jittered(Duration::from_secs(10));
+        let seeded = GatewayClock::with_seed(std::sync::Arc::new(tollgate_quota::SystemClock), 7);
+        for clock in [GatewayClock::system(), seeded] {
+            let d = jittered(&clock, Duration::from_secs(10));
             assert!(d >= Duration::from_secs(10) && d <= Duration::from_secs(11));
         }
     }

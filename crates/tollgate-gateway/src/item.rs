@@ -133,6 +133,12 @@ pub struct Item {
     /// items stored without one are parsed again if they are split).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub layout: Option<Layout>,
+    /// When it was first held, Unix ms (kept once it is released: how long it waited).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_at: Option<i64>,
+    /// When its target took it, Unix ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivered_at: Option<i64>,
 }
 
 impl Item {
@@ -206,11 +212,6 @@ fn digit_run(s: &[u8]) -> (&[u8], &[u8]) {
     let (run, rest) = s.split_at(n);
     let zeros = run.iter().take_while(|&&c| c == b'0').count();
     (&run[zeros..], rest)
-}
-
-/// Unix milliseconds now.
-pub(crate) fn now_ms() -> i64 {
-    jiff::Timestamp::now().as_millisecond()
 }
 
 /// Unix milliseconds as RFC 3339.

@@ -155,7 +155,8 @@ pub fn move_aside(path: &Path, reason: &str) -> std::io::Result<PathBuf> {
     let dir = path.parent().unwrap_or(Path::new(".")).join(TOO_LARGE_DIR);
     std::fs::create_dir_all(&dir)?;
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let target = dir.join(format!("{}-{name}", crate::item::now_ms()));
+    // Landing files carry the OS's timestamps, so their names use the OS clock too.
+    let target = dir.join(format!("{}-{name}", jiff::Timestamp::now().as_millisecond()));
     std::fs::rename(path, &target)?;
     let mut note = target.clone().into_os_string();
     note.push(".reason");

@@ -20,6 +20,7 @@
 
 mod batch;
 mod breaker;
+mod clock;
 mod config;
 mod credentials;
 mod delivery;
@@ -62,7 +63,9 @@ use tollgate_quota::AnyStore;
 use tollgate_server::admin::AdminGuard;
 use tollgate_server::client::ClientKeys;
 
+pub use clock::GatewayClock;
 pub use config::{ConfigError, Dedup, GatewayConfig, OnQuotaUnavailable, Plan, QuotaMode, Target};
+pub use item::{Item, State};
 pub use spool::BackupReport;
 pub use statedb::SpoolOptions;
 
@@ -89,6 +92,12 @@ pub enum GatewayError {
     /// A `ca_file` could not be read as PEM certificates (the key, the file and why).
     #[error("{0}")]
     CaFile(String),
+}
+
+/// The delivered items the stopped gateway of `data_dir` keeps (until its dedup window
+/// prunes them), read without changing anything; `tollgate advise --from-queue` reads them.
+pub fn delivered_items(data_dir: &Path) -> Result<Vec<Item>, GatewayError> {
+    Ok(spool::delivered_items(data_dir)?)
 }
 
 /// A running gateway.
@@ -125,6 +134,20 @@ impl Gateway {
         admin: AdminGuard,
         options: SpoolOptions,
     ) -> Result<Gateway, GatewayError> {
+        Self::start_with_clock(config, data_dir, store, admin, options, GatewayClock::system())
+            .await
+    }
+
+    /// [`Gateway::start_with`] reading the time of day (and drawing retry jitter) from
+    /// `clock`; the simulator passes its virtual clock, shared with the engine's store.
+    pub async fn start_with_clock(
+        config: GatewayConfig,
+        data_dir: &Path,
+        store: Arc<AnyStore>,
+        admin: AdminGuard,
+        options: SpoolOptions,
+        clock: GatewayClock,
+    ) -> Result<Gateway, GatewayError> {
         let plan = config.plan()?;
         telemetry::register(&plan);
         inbound::ensure_dirs(&plan.inbound)
@@ -134,16 +157,21 @@ impl Gateway {
             source: e,
         })?;
         let dir = data_dir.to_path_buf();
-        let spool = tokio::task::spawn_blocking(move || spool::Spool::open(&dir, options))
-            .await
-            .map_err(|e| spool::SpoolError::Db(e.to_string()))??;
+        let spool = tokio::task::spawn_blocking(move || {
+            spool::Spool::open_with_clock(&dir, options, clock)
+        })
+        .await
+        .map_err(|e| spool::SpoolError::Db(e.to_string()))??;
         let spool = Arc::new(spool);
         let meter = match &plan.remote {
             Some(remote) => meter::Meter::remote(remote).map_err(GatewayError::CaFile)?,
             None => meter::Meter::embedded(store.clone()),
         };
-        let deliverer = delivery::Deliverer::new(&plan.routes, plan.deliver_ca_file.as_deref())
+        let mut deliverer = delivery::Deliverer::new(&plan.routes, plan.deliver_ca_file.as_deref())
             .map_err(GatewayError::CaFile)?;
+        if options.ephemeral {
+            deliverer = deliverer.without_fsync();
+        }
         let (events, rx) = mpsc::unbounded_channel();
         let (stop, stop_rx) = watch::channel(false);
         let parts = Arc::new(pipeline::Parts {
@@ -177,7 +205,7 @@ impl Gateway {
             let mut stop_rx = stop_rx;
             tasks.push(tokio::spawn(async move {
                 loop {
-                    let before = item::now_ms() - i64::try_from(horizon.as_millis()).unwrap_or(0);
+                    let before = spool.now_ms() - i64::try_from(horizon.as_millis()).unwrap_or(0);
                     let s = spool.clone();
                     match tokio::task::spawn_blocking(move || s.prune(before)).await {
                         Ok(Ok(n)) => tracing::debug!(pruned = n, "dedup keys and delivered items pruned"),
@@ -246,6 +274,40 @@ impl Gateway {
             .route("/v1/queue/{id}/release", post(queue::release).with_state(api.clone()))
             .route("/v1/queue/{id}/payload", get(queue::payload).with_state(api.clone()))
             .route("/v1/queue/{id}", delete(queue::purge).with_state(api))
+    }
+
+    /// Takes files in as a landing directory does, without one: each is parsed, the batch is
+    /// spooled in one transaction and handed to the pipeline. For in-process callers (the
+    /// simulator); `files` are (bytes, origin). Returns the file ids, in input order.
+    pub async fn submit(&self, files: Vec<(Vec<u8>, String)>) -> Result<Vec<String>, GatewayError> {
+        let parts = self.parts.clone();
+        let done = tokio::task::spawn_blocking(move || {
+            let parsed: Vec<receipt::Parsed> =
+                files.iter().map(|(b, _)| receipt::parse(b, &parts.plan)).collect();
+            let batch: Vec<(&[u8], String)> =
+                files.iter().map(|(b, o)| (b.as_slice(), o.clone())).collect();
+            let mut records = parts.spool.receive(&batch)?;
+            for (rec, parsed) in records.iter_mut().zip(parsed) {
+                rec.sender =
+                    parsed.scan.envelopes.first().map(|e| e.sender.clone()).unwrap_or_default();
+                rec.parsed = Some(Arc::new(parsed));
+            }
+            Ok::<_, spool::SpoolError>(records)
+        })
+        .await
+        .map_err(|e| spool::SpoolError::Db(format!("intake task failed: {e}")))??;
+        let ids = done.iter().map(|r| r.id.clone()).collect();
+        let _ = self.events.send(pipeline::Event::Received(done));
+        Ok(ids)
+    }
+
+    /// Every item the spool keeps (live, and finished ones not yet pruned), in arrival order.
+    pub async fn items(&self) -> Result<Vec<Item>, GatewayError> {
+        let spool = self.spool.clone();
+        let items = tokio::task::spawn_blocking(move || spool.items(None))
+            .await
+            .map_err(|e| spool::SpoolError::Db(format!("read task failed: {e}")))??;
+        Ok(items)
     }
 
     /// A handle that copies the spool while the gateway runs (`tollgate backup`).

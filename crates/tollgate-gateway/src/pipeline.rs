@@ -24,7 +24,9 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
@@ -34,7 +36,7 @@ use crate::config::{OnQuotaUnavailable, Plan, Route};
 use crate::delivery::{Attempt, Deliverer, MAX_ATTEMPTS, Parcel, backoff};
 use crate::envelope;
 use crate::hold::{HoldQueue, jittered};
-use crate::item::{ArrivalOrder, Item, State, now_ms, rfc3339};
+use crate::item::{ArrivalOrder, Item, State, rfc3339};
 use crate::lane::Lanes;
 use crate::meter::{Meter, Verdict};
 use crate::receipt::{parser_failed, prepare};
@@ -53,7 +55,8 @@ use fair_queue::FairQueue;
 pub use admin::row;
 pub use duplicates::fingerprint_key;
 
-/// How often the hold queue is looked at when nothing else wakes the pipeline.
+/// How often the hold queue is looked at, while it holds items, when nothing else wakes the
+/// pipeline.
 const IDLE_TICK: Duration = Duration::from_millis(250);
 /// How long a held item waits when the quota service is unavailable and `on_unavailable = "hold"`.
 const UNAVAILABLE_RETRY: Duration = Duration::from_secs(1);
@@ -226,7 +229,17 @@ impl Pipeline {
             let mut events = Vec::new();
             if self.intake.is_empty() {
                 // Nothing to parse: wait for an event or the next held item's retry time.
-                let wake = self.next_hold_due().unwrap_or(Instant::now() + IDLE_TICK);
+                // With nothing held there is nothing to look at until an event comes (and no
+                // timer, so a simulation's paused clock moves straight to its next arrival).
+                let wake = self
+                    .next_hold_due()
+                    .or_else(|| (!self.held.is_empty()).then(|| Instant::now() + IDLE_TICK));
+                let idle = async move {
+                    match wake {
+                        Some(at) => tokio::time::sleep_until(at).await,
+                        None => std::future::pending().await,
+                    }
+                };
                 tokio::select! {
                     biased;
                     _ = stop.changed() => break,
@@ -234,7 +247,7 @@ impl Pipeline {
                         Some(ev) => events.push(ev),
                         None => break,
                     },
-                    _ = tokio::time::sleep_until(wake.into()) => {}
+                    _ = idle => {}
                     Some(_) = self.deliveries.join_next(), if !self.deliveries.is_empty() => continue,
                 }
             } else if *stop.borrow() {
@@ -326,7 +339,7 @@ impl Pipeline {
     }
 
     fn next_hold_due(&self) -> Option<Instant> {
-        let now_ms = now_ms();
+        let now_ms = self.parts.spool.now_ms();
         let now = Instant::now();
         self.held
             .heads()
@@ -371,14 +384,16 @@ impl Pipeline {
 
     fn hold(&mut self, id: &str, retry_after: Duration, reason: String, batch: &mut Batch) {
         let Some(item) = self.live.get_mut(id) else { return };
+        let wait = jittered(self.parts.spool.clock(), retry_after);
         let at =
-            now_ms() + i64::try_from(jittered(retry_after).as_millis()).unwrap_or(i64::MAX / 2);
+            self.parts.spool.now_ms() + i64::try_from(wait.as_millis()).unwrap_or(i64::MAX / 2);
         if item.state != State::Held {
             telemetry::count(Counter::Held, item, &self.parts.plan);
         } else {
             item.attempts += 1;
         }
         item.state = State::Held;
+        item.held_at.get_or_insert(self.parts.spool.now_ms());
         item.next_attempt_at = Some(at);
         item.reason = Some(reason);
         batch.put(item);
@@ -420,7 +435,7 @@ impl Pipeline {
 
     /// Re-meters the head of every group that is due; an admitted head lets the next one try.
     async fn retry_held(&mut self, batch: &mut Batch) {
-        let now = now_ms();
+        let now = self.parts.spool.now_ms();
         let due: Vec<MeteringId> = self
             .held
             .heads()

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use crate::config::{Plan, Route};
 use crate::envelope::{self, Envelope, Scan};
-use crate::item::{Item, State, now_ms};
+use crate::item::{Item, State};
 use crate::pipeline::Parts;
 use crate::spool::FileRecord;
 
@@ -133,7 +133,7 @@ pub fn prepare(parts: &Parts, mut file: FileRecord, seen: &HashSet<String>) -> P
     pieces.extend(parsed.strays.iter().cloned().map(Piece::Stray));
     pieces.sort_by_key(Piece::start);
 
-    let now = now_ms();
+    let now = parts.spool.now_ms();
     let single = pieces.len() == 1;
     let mut items = Vec::new();
     let mut dedup = Vec::new();
@@ -180,6 +180,8 @@ pub fn prepare(parts: &Parts, mut file: FileRecord, seen: &HashSet<String>) -> P
             attempts: 0,
             reason: None,
             layout: None,
+            held_at: None,
+            delivered_at: None,
         };
         let key = format!("{}|{}|{}", env.sender, env.receiver, env.control_number);
         let window = route.map_or(plan.dedup, |r| r.dedup_window);
@@ -253,6 +255,8 @@ fn rejected_item(file: &FileRecord, id: String, run: Range<usize>, reason: Strin
         attempts: 0,
         reason: Some(reason),
         layout: None,
+        held_at: None,
+        delivered_at: None,
     }
 }
 

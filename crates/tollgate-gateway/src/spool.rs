@@ -30,7 +30,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
 
-use crate::item::{Item, State, now_ms};
+use crate::clock::GatewayClock;
+use crate::item::{Item, State};
 pub use crate::statedb::SpoolOptions;
 use crate::statedb::{self, ORPHANED};
 use crate::telemetry::SpoolUsage;
@@ -147,6 +148,10 @@ pub struct Spool {
     usage: SpoolUsage,
     /// `Some` while a backup runs: spool files to delete wait in it (see `backup`).
     deferred: std::sync::Mutex<Option<Vec<String>>>,
+    /// Where receive times and file ids come from.
+    clock: GatewayClock,
+    /// False only for a simulation ([`SpoolOptions::ephemeral`]).
+    fsync: bool,
 }
 
 impl Spool {
@@ -154,10 +159,19 @@ impl Spool {
     /// trusted (see [`crate::statedb`]) unless `options` say to move it aside, and sorts the
     /// spool files no live state refers to.
     pub fn open(data_dir: &Path, options: SpoolOptions) -> Result<Spool, SpoolError> {
+        Self::open_with_clock(data_dir, options, GatewayClock::system())
+    }
+
+    /// [`Spool::open`] reading the time from `clock`.
+    pub fn open_with_clock(
+        data_dir: &Path,
+        options: SpoolOptions,
+        clock: GatewayClock,
+    ) -> Result<Spool, SpoolError> {
         let dir = data_dir.join("spool");
         fs::create_dir_all(&dir).map_err(io_err(&dir))?;
         let spool_files = fs::read_dir(&dir).map_err(io_err(&dir))?.flatten().count();
-        let db = statedb::open(data_dir, spool_files, options, &|db| {
+        let db = statedb::open(data_dir, clock.now_ms(), spool_files, options, &|db| {
             let tx = db.begin_write().map_err(|e| e.to_string())?;
             for t in [FILES, ITEMS] {
                 tx.open_table(t).map_err(|e| e.to_string())?;
@@ -187,6 +201,8 @@ impl Spool {
             instance,
             usage: SpoolUsage::default(),
             deferred: Default::default(),
+            clock,
+            fsync: !options.ephemeral,
         };
         spool.sort_unreferenced(&data_dir.join(ORPHANED))?;
         spool.usage.count(&spool.dir);
@@ -248,7 +264,22 @@ impl Spool {
     /// A new file id: receive time in Unix ms, then a sequence number; ids sort by arrival.
     pub fn new_file_id(&self) -> String {
         let seq = self.seq.fetch_add(1, Ordering::Relaxed) % 1_000_000;
-        format!("{:013}-{seq:06}", now_ms())
+        format!("{:013}-{seq:06}", self.clock.now_ms())
+    }
+
+    /// The gateway's clock.
+    pub fn clock(&self) -> &GatewayClock {
+        &self.clock
+    }
+
+    /// Unix milliseconds now, by the gateway's clock.
+    pub fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
+    /// The durability of a commit: immediate, unless fsync is skipped (a simulation).
+    fn durability(&self) -> Durability {
+        if self.fsync { Durability::Immediate } else { Durability::None }
     }
 
     /// The path of a spool file.
@@ -260,7 +291,7 @@ impl Spool {
     /// Returns the records in input order. After this returns, the caller may remove the
     /// inbound files or answer 202.
     pub fn receive(&self, files: &[(&[u8], String)]) -> Result<Vec<FileRecord>, SpoolError> {
-        let now = now_ms();
+        let now = self.now_ms();
         // One spool file per batch: one fsync makes every file of the batch durable.
         let spool_id = self.new_file_id();
         let mut records = Vec::with_capacity(files.len());
@@ -284,11 +315,15 @@ impl Spool {
         for (bytes, _) in files {
             f.write_all(bytes).map_err(io_err(&path))?;
         }
-        f.sync_all().map_err(io_err(&path))?;
+        if self.fsync {
+            f.sync_all().map_err(io_err(&path))?;
+        }
         self.usage.add(offset);
-        sync_dir(&self.dir)?;
+        if self.fsync {
+            sync_dir(&self.dir)?;
+        }
         let mut tx = self.db.begin_write().map_err(db_err)?;
-        tx.set_durability(Durability::Immediate).map_err(db_err)?;
+        tx.set_durability(self.durability()).map_err(db_err)?;
         {
             let mut t = tx.open_table(FILES).map_err(db_err)?;
             for r in &records {
@@ -303,9 +338,15 @@ impl Spool {
     /// Writes a new spool file (the parts of a split interchange) durably; returns its id.
     pub fn store_part(&self, bytes: &[u8]) -> Result<String, SpoolError> {
         let id = self.new_file_id();
-        write_synced(&self.path(&id), bytes)?;
-        self.usage.add(bytes.len() as u64);
-        sync_dir(&self.dir)?;
+        if self.fsync {
+            write_synced(&self.path(&id), bytes)?;
+            self.usage.add(bytes.len() as u64);
+            sync_dir(&self.dir)?;
+        } else {
+            let path = self.path(&id);
+            fs::write(&path, bytes).map_err(io_err(&path))?;
+            self.usage.add(bytes.len() as u64);
+        }
         Ok(id)
     }
 
@@ -388,7 +429,7 @@ impl Spool {
             return Ok(());
         }
         let mut tx = self.db.begin_write().map_err(db_err)?;
-        tx.set_durability(Durability::Immediate).map_err(db_err)?;
+        tx.set_durability(self.durability()).map_err(db_err)?;
         {
             let mut files = tx.open_table(FILES).map_err(db_err)?;
             for f in &change.remove_files {
@@ -461,6 +502,29 @@ impl Spool {
 }
 
 /// The instance id kept in `meta`, made (random) on first use.
+/// The delivered items of a stopped gateway's data dir, read from its state database without
+/// changing it (read only: refused while a gateway has the database open).
+pub fn delivered_items(data_dir: &Path) -> Result<Vec<Item>, SpoolError> {
+    let path = data_dir.join(statedb::STATE_DB);
+    if !path.is_file() {
+        return Err(SpoolError::Db(format!("{}: no such state database", path.display())));
+    }
+    let db = redb::ReadOnlyDatabase::open(&path).map_err(|e| {
+        SpoolError::Db(format!("{}: {e} (is a gateway running on it?)", path.display()))
+    })?;
+    let tx = db.begin_read().map_err(db_err)?;
+    let t = tx.open_table(ITEMS).map_err(db_err)?;
+    let mut out = Vec::new();
+    for row in t.iter().map_err(db_err)? {
+        let (k, v) = row.map_err(db_err)?;
+        let item = decode_item(k.value(), v.value())?;
+        if item.state == State::Delivered {
+            out.push(item);
+        }
+    }
+    Ok(out)
+}
+
 fn instance_of(db: &Database) -> Result<u64, SpoolError> {
     let tx = db.begin_write().map_err(db_err)?;
     let id = {

@@ -19,15 +19,18 @@ use std::path::{Path, PathBuf};
 
 use redb::{Builder, Database, DatabaseError, StorageError};
 
-use crate::item::now_ms;
 use crate::spool::{SpoolError, sync_dir};
 
-/// How the spool opens its state database.
+/// How the spool opens its state database, and how it writes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SpoolOptions {
     /// Move a corrupt, truncated or missing-while-needed `gateway.redb` aside and start with an
     /// empty one (spool files are then kept in `orphaned/`), instead of refusing to start.
     pub move_aside_corrupt: bool,
+    /// A simulation's spool: the state database lives in memory (the same redb code, on its
+    /// in-memory backend) and no fsync is made (spool files, directories, `dir:`
+    /// deliveries). Nothing survives the process; only for a data dir that is thrown away.
+    pub ephemeral: bool,
 }
 
 /// The file name of the state database in the data dir.
@@ -45,11 +48,19 @@ enum Failure {
 /// state cannot be trusted. `spool_files` is the number of files in `spool/`.
 pub(crate) fn open(
     data_dir: &Path,
+    now_ms: i64,
     spool_files: usize,
     options: SpoolOptions,
     init: &dyn Fn(&Database) -> Result<(), String>,
 ) -> Result<Database, SpoolError> {
     let path = data_dir.join(STATE_DB);
+    if options.ephemeral {
+        let db = Builder::new()
+            .create_with_backend(redb::backends::InMemoryBackend::new())
+            .map_err(|e| SpoolError::Db(format!("in-memory state database: {e}")))?;
+        init(&db).map_err(SpoolError::Db)?;
+        return Ok(db);
+    }
     let len = match fs::metadata(&path) {
         Ok(m) => Some(m.len()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
@@ -67,13 +78,13 @@ pub(crate) fn open(
         _ => None,
     };
     if let Some(problem) = problem {
-        refuse_or_move_aside(data_dir, &path, problem, options)?;
+        refuse_or_move_aside(data_dir, &path, problem, options, now_ms)?;
     }
     match try_open(&path, init) {
         Ok(db) => Ok(db),
         Err(Failure::Other(e)) => Err(e),
         Err(Failure::Untrusted(problem)) => {
-            refuse_or_move_aside(data_dir, &path, problem, options)?;
+            refuse_or_move_aside(data_dir, &path, problem, options, now_ms)?;
             try_open(&path, init).map_err(|f| match f {
                 Failure::Other(e) => e,
                 Failure::Untrusted(p) => SpoolError::Db(format!("{}: {p}", path.display())),
@@ -132,6 +143,7 @@ fn refuse_or_move_aside(
     path: &Path,
     problem: String,
     options: SpoolOptions,
+    now_ms: i64,
 ) -> Result<(), SpoolError> {
     if !options.move_aside_corrupt {
         return Err(SpoolError::StateDb {
@@ -141,7 +153,7 @@ fn refuse_or_move_aside(
         });
     }
     if path.exists() {
-        let aside: PathBuf = data_dir.join(format!("{STATE_DB}.corrupt-{}", now_ms()));
+        let aside: PathBuf = data_dir.join(format!("{STATE_DB}.corrupt-{now_ms}"));
         fs::rename(path, &aside)
             .map_err(|e| SpoolError::Io { path: path.display().to_string(), source: e })?;
         sync_dir(data_dir)?;

@@ -128,7 +128,9 @@ async fn moving_aside_is_explicit_and_keeps_the_spool_in_orphaned() {
     let before = spooled(dir.path()).await;
     let out_before = files(&dir.path().join("out"));
     std::fs::write(dir.path().join("data/gateway.redb"), b"").unwrap();
-    let gw = start(dir.path(), SpoolOptions { move_aside_corrupt: true }).await.unwrap();
+    let gw = start(dir.path(), SpoolOptions { move_aside_corrupt: true, ..Default::default() })
+        .await
+        .unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     gw.shutdown().await;
     let data = dir.path().join("data");

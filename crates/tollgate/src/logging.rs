@@ -46,8 +46,14 @@ impl FromStr for LogFormat {
 
 /// Installs the process's log subscriber (once; a second call changes nothing).
 pub fn init(format: LogFormat) {
+    init_at(format, "info");
+}
+
+/// [`init`] with another default level when `RUST_LOG` is unset (`simulate` and `advise`
+/// show warnings only: the gateway they run is theirs, not a service).
+pub fn init_at(format: LogFormat, default: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Text => builder.with_ansi(colour()).try_init(),

@@ -2,7 +2,8 @@
 //!
 //! Each subcommand lives in its own module: `serve` runs the service, `check` asks it one
 //! question, `counters` administers live counters, `edi` and `queue` work on EDI files and the
-//! gateway's hold queue, `backup` has a running service copy its data directory. Usage errors exit with code 2 (clap's convention).
+//! gateway's hold queue, `backup` has a running service copy its data directory; `simulate` and `advise` run
+//! traffic through the real gateway on a virtual clock. Usage errors exit with code 2 (clap's convention).
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
@@ -18,6 +19,7 @@ mod notify;
 mod queue;
 mod rls;
 mod serve;
+mod simulate;
 
 use std::process::ExitCode;
 
@@ -45,11 +47,17 @@ enum Command {
     Queue(queue::QueueArgs),
     /// Have a running service write a consistent copy of its data directory.
     Backup(backup::BackupArgs),
+    /// Run a traffic scenario through the real gateway on a virtual clock, and report.
+    Simulate(simulate::SimulateArgs),
+    /// Propose limits from a traffic history, and replay the history under them.
+    Advise(simulate::AdviseArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if !matches!(cli.command, Command::Serve(_)) {
+    if matches!(cli.command, Command::Simulate(_) | Command::Advise(_)) {
+        logging::init_at(logging::LogFormat::Text, "warn");
+    } else if !matches!(cli.command, Command::Serve(_)) {
         // `serve` installs its own once the config file has chosen the format.
         logging::init(logging::LogFormat::Text);
     }
@@ -60,5 +68,7 @@ fn main() -> ExitCode {
         Command::Edi(args) => edi::run(args),
         Command::Queue(args) => queue::run(args),
         Command::Backup(args) => backup::run(args),
+        Command::Simulate(args) => simulate::run(args),
+        Command::Advise(args) => simulate::advise(args),
     }
 }

@@ -271,6 +271,7 @@ async fn serve(args: ServeArgs, file: ConfigFile, tls: Option<TlsAcceptor>) -> a
             }
             let spool = tollgate_gateway::SpoolOptions {
                 move_aside_corrupt: settings.on_corrupt == OnCorrupt::MoveAside,
+                ephemeral: false,
             };
             let gw = tollgate_gateway::Gateway::start_with(
                 config,

@@ -101,6 +101,8 @@ pub fn row(item: &Item) -> serde_json::Value {
         "weight": item.weight,
         "received_at": rfc3339(item.received_at),
         "next_attempt_at": item.next_attempt_at.map(rfc3339),
+        "held_at": item.held_at.map(rfc3339),
+        "delivered_at": item.delivered_at.map(rfc3339),
         "attempts": item.attempts,
         "reason": item.reason,
         "spool": {

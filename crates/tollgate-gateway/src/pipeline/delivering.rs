@@ -31,7 +31,9 @@ impl Pipeline {
         };
         let delay = item
             .next_attempt_at
-            .map(|at| Duration::from_millis(u64::try_from(at - now_ms()).unwrap_or(0)))
+            .map(|at| {
+                Duration::from_millis(u64::try_from(at - self.parts.spool.now_ms()).unwrap_or(0))
+            })
             .unwrap_or_default();
         let parts = self.parts.clone();
         let events = self.events.clone();
@@ -83,12 +85,14 @@ impl Pipeline {
         }
         match attempt {
             Attempt::Done => {
+                let now = self.parts.spool.now_ms();
                 let Some(mut item) = self.live.remove(id) else { return };
                 item.state = State::Delivered;
+                item.delivered_at = Some(now);
                 item.next_attempt_at = None;
                 item.layout = None; // never split again: not kept in the store
                 let latency =
-                    Duration::from_millis(u64::try_from(now_ms() - item.received_at).unwrap_or(0));
+                    Duration::from_millis(u64::try_from(now - item.received_at).unwrap_or(0));
                 telemetry::count(Counter::Delivered, &item, &self.parts.plan);
                 telemetry::delivery_latency(&item, &self.parts.plan, latency);
                 batch.put(&item);
@@ -96,8 +100,10 @@ impl Pipeline {
             }
             Attempt::Retry(reason) if item.attempts < MAX_ATTEMPTS => {
                 let wait = backoff(item.attempts);
-                item.next_attempt_at =
-                    Some(now_ms() + i64::try_from(wait.as_millis()).unwrap_or(i64::MAX / 2));
+                item.next_attempt_at = Some(
+                    self.parts.spool.now_ms()
+                        + i64::try_from(wait.as_millis()).unwrap_or(i64::MAX / 2),
+                );
                 tracing::warn!(
                     item = id,
                     partner = %item.partner,

@@ -14,8 +14,10 @@ impl Pipeline {
         if self.held.is_holding(&m) {
             let head_at =
                 self.held.head(&m).and_then(|h| self.live.get(h)).and_then(|h| h.next_attempt_at);
+            let now = self.parts.spool.now_ms();
             if let Some(item) = self.live.get_mut(id) {
                 item.state = State::Held;
+                item.held_at.get_or_insert(now);
                 item.next_attempt_at = head_at;
                 item.reason = Some(format!("waiting behind earlier held interchanges of {m}"));
                 telemetry::count(Counter::Held, item, &self.parts.plan);

@@ -168,7 +168,7 @@ async fn an_item_stored_without_a_layout_is_still_split() {
             "file": file, "start": 0, "end": bytes.len(), "partner": "ZZ:OLDITEM1",
             "sender": "ZZ:OLDITEM1", "receiver": "ZZ:RECEIVER", "control_number": "000000001",
             "document": "214", "route": "Status", "metering_id": "Status:ZZ:OLDITEM1",
-            "weight": 5, "received_at": crate::item::now_ms(), "next_attempt_at": null,
+            "weight": 5, "received_at": jiff::Timestamp::now().as_millisecond(), "next_attempt_at": null,
             "attempts": 0, "reason": null,
         });
         let item: Item = serde_json::from_value(json).unwrap();

@@ -16,11 +16,13 @@ fn item(id: &str, file: &str, state: State) -> Item {
         route: None,
         metering_id: None,
         weight: 1,
-        received_at: now_ms(),
+        received_at: jiff::Timestamp::now().as_millisecond(),
         next_attempt_at: None,
         attempts: 0,
         reason: None,
         layout: None,
+        held_at: None,
+        delivered_at: None,
     }
 }
 

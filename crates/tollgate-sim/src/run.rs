@@ -1,0 +1,266 @@
+//! One simulation run: the real gateway (intake, parse, dedup, meter, hold and release,
+//! deliver) and the real engine, on a tokio runtime whose time is paused, so that waits take
+//! no wall time and days pass in seconds.
+//!
+//! How time moves: the runtime's clock advances only when every task is idle and no blocking
+//! task is running (tokio's paused-time rule), straight to the next timer. The offer loop
+//! sleeps until each arrival; the gateway sleeps until a held item is due; nothing else
+//! moves the clock. The gateway and the engine read the time of day from [`VirtualClock`],
+//! which is that same runtime clock plus the scenario's start, so every timestamp, window
+//! and retry is virtual and the same on every run with the same seed.
+//!
+//! Intake: arrivals within the same virtual second are offered together, as one landing
+//! directory poll would take them (`Gateway::submit`: parse, spool, hand to the pipeline).
+//! The simulation skips fsync (its spool is
+//! `ephemeral`: the state database in memory, files in `/dev/shm` where it exists) and
+//! nothing else.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+use jiff::Timestamp;
+use tollgate_gateway::{Gateway, GatewayClock, GatewayConfig, Item, SpoolOptions, State};
+use tollgate_quota::store::MemoryStore;
+use tollgate_quota::{AnyStore, Clock};
+use tollgate_server::admin::AdminGuard;
+
+use crate::scenario::Scenario;
+use crate::traffic::{self, Arrival};
+
+/// The time of day in a simulation: the runtime's (paused) clock plus the scenario's start.
+/// Read off the runtime (the engine's sweeper thread), it answers the last time read on it.
+#[derive(Debug)]
+pub struct VirtualClock {
+    start_ms: i64,
+    base: tokio::time::Instant,
+    last_us: AtomicI64,
+}
+
+impl VirtualClock {
+    /// A clock that reads `start` now; call inside the paused runtime.
+    pub fn new(start: Timestamp) -> Self {
+        Self {
+            start_ms: start.as_millisecond(),
+            base: tokio::time::Instant::now(),
+            last_us: AtomicI64::new(start.as_microsecond()),
+        }
+    }
+}
+
+impl Clock for VirtualClock {
+    fn now(&self) -> Timestamp {
+        let us = if tokio::runtime::Handle::try_current().is_ok() {
+            let el = tokio::time::Instant::now().saturating_duration_since(self.base);
+            let us = self.start_ms * 1000 + i64::try_from(el.as_micros()).unwrap_or(i64::MAX / 4);
+            self.last_us.fetch_max(us, Ordering::Relaxed).max(us)
+        } else {
+            self.last_us.load(Ordering::Relaxed)
+        };
+        Timestamp::from_microsecond(us).unwrap_or_default()
+    }
+}
+
+/// What became of one item (an interchange, or a part split off one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fate {
+    /// Index of the arrival it came from.
+    pub arrival: usize,
+    /// True for the item that is the interchange itself (false for a split-off part).
+    pub whole: bool,
+    /// Its state at the end.
+    pub state: State,
+    /// Units (records) it weighs.
+    pub weight: u64,
+    /// Virtual receive time, ms after the start.
+    pub received_ms: i64,
+    /// When it was first held, ms after the start.
+    pub held_ms: Option<i64>,
+    /// When it was delivered, ms after the start.
+    pub delivered_ms: Option<i64>,
+}
+
+/// A finished run.
+#[derive(Debug, Clone)]
+pub struct RunOutput {
+    /// The arrivals offered, in time order.
+    pub arrivals: Vec<Arrival>,
+    /// Every item, in arrival order (by id).
+    pub fates: Vec<Fate>,
+}
+
+/// Why a run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The gateway did not start or its spool failed.
+    #[error("gateway: {0}")]
+    Gateway(#[from] tollgate_gateway::GatewayError),
+    /// The work directory or the runtime could not be made.
+    #[error("{0}")]
+    Io(String),
+}
+
+/// A temporary directory for a run's data dir and backend: in `/dev/shm` (memory) where it
+/// exists, so that the spool and delivered files cost no disk writes; else the system's temp
+/// directory. Removed when dropped.
+pub fn work_dir() -> std::io::Result<tempfile::TempDir> {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir()
+        && let Ok(d) = tempfile::Builder::new().prefix("tollgate-sim-").tempdir_in(shm)
+    {
+        return Ok(d);
+    }
+    tempfile::Builder::new().prefix("tollgate-sim-").tempdir()
+}
+
+/// How often the backend directory is emptied, and (when the gateway prunes within the run)
+/// the spool read: the gateway prunes delivered items older than its dedup window once a day
+/// from its start, so they are read just before each prune.
+const SNAPSHOT_EVERY_MS: i64 = 86_400_000;
+
+/// Runs `scenario` against a gateway started from `config` (see `setup::prepare`), offering
+/// `arrivals`; `work` holds its data dir, `progress` is told how many arrivals are offered.
+pub fn run(
+    scenario: &Scenario,
+    config: GatewayConfig,
+    arrivals: Vec<Arrival>,
+    seed: u64,
+    work: &Path,
+    backend: &Path,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<RunOutput, RunError> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .map_err(|e| RunError::Io(format!("runtime: {e}")))?;
+    rt.block_on(drive(scenario, config, arrivals, seed, work, backend, progress))
+}
+
+async fn drive(
+    scenario: &Scenario,
+    config: GatewayConfig,
+    arrivals: Vec<Arrival>,
+    seed: u64,
+    work: &Path,
+    backend: &Path,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<RunOutput, RunError> {
+    // Delivered items are pruned only when they are older than the longest dedup window:
+    // within a shorter run, reading the spool once at the end sees every item.
+    let horizon = config.plan().map(|p| p.longest_dedup().as_millis()).unwrap_or(0);
+    let prunes = i128::try_from(horizon).unwrap_or(i128::MAX) <= i128::from(scenario.length_ms);
+    let clock = Arc::new(VirtualClock::new(scenario.start));
+    let store = Arc::new(AnyStore::Memory(MemoryStore::with_clock(clock.clone())));
+    let options = SpoolOptions { ephemeral: true, ..Default::default() };
+    let gw = Gateway::start_with_clock(
+        config,
+        &work.join("data"),
+        store,
+        AdminGuard::new(None, true),
+        options,
+        GatewayClock::with_seed(clock.clone(), seed),
+    )
+    .await?;
+    let base = tokio::time::Instant::now();
+    let start_ms = scenario.start.as_millisecond();
+    let names: Vec<String> = scenario.partners.iter().map(|p| p.sender()).collect();
+    let mut by_file: BTreeMap<String, usize> = BTreeMap::new();
+    let mut seen: BTreeMap<String, Item> = BTreeMap::new();
+    let mut next_snapshot = SNAPSHOT_EVERY_MS;
+    let mut i = 0;
+    while i < arrivals.len() {
+        let second = arrivals[i].at_ms / 1000;
+        let mut j = i;
+        while j < arrivals.len() && arrivals[j].at_ms / 1000 == second {
+            j += 1;
+        }
+        let at = second * 1000;
+        while next_snapshot <= at {
+            sleep_until(base, next_snapshot - 1).await;
+            snapshot(&gw, prunes.then_some(&mut seen), backend).await?;
+            next_snapshot += SNAPSHOT_EVERY_MS;
+        }
+        sleep_until(base, at).await;
+        let files: Vec<(Vec<u8>, String)> = arrivals[i..j]
+            .iter()
+            .map(|a| {
+                let p = &scenario.partners[a.partner];
+                let doc = &p.documents.get_ref()[a.document];
+                (traffic::build(a, &names[a.partner], doc), "simulation".to_owned())
+            })
+            .collect();
+        let ids = gw.submit(files).await?;
+        for (k, id) in ids.into_iter().enumerate() {
+            by_file.insert(id, i + k);
+        }
+        progress((j - i) as u64);
+        i = j;
+    }
+    while next_snapshot < scenario.length_ms {
+        sleep_until(base, next_snapshot - 1).await;
+        snapshot(&gw, prunes.then_some(&mut seen), backend).await?;
+        next_snapshot += SNAPSHOT_EVERY_MS;
+    }
+    sleep_until(base, scenario.length_ms).await;
+    // Work already due at the end (a delivery started at the last instant) finishes first.
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    snapshot(&gw, Some(&mut seen), backend).await?;
+    gw.shutdown().await;
+
+    let rel = |ms: i64| ms - start_ms;
+    let mut fates = Vec::with_capacity(seen.len());
+    for (id, item) in seen {
+        let (file, whole) = match id.split_once("-s") {
+            Some((f, _)) => (f.to_owned(), false),
+            None => (id.clone(), true),
+        };
+        let Some(&arrival) = by_file.get(&file) else { continue };
+        fates.push(Fate {
+            arrival,
+            whole,
+            state: item.state,
+            weight: item.weight,
+            received_ms: rel(item.received_at),
+            held_ms: item.held_at.map(rel),
+            delivered_ms: item.delivered_at.map(rel),
+        });
+    }
+    fates.sort_by_key(|f| (f.arrival, !f.whole, f.received_ms, f.delivered_ms));
+    Ok(RunOutput { arrivals, fates })
+}
+
+async fn sleep_until(base: tokio::time::Instant, at_ms: i64) {
+    let at = base + Duration::from_millis(u64::try_from(at_ms).unwrap_or(0));
+    tokio::time::sleep_until(at).await;
+}
+
+/// Reads every item the spool keeps into `seen` (when given), and empties the backend
+/// directory (the delivered files are not looked at again; the items say when each was
+/// delivered).
+async fn snapshot(
+    gw: &Gateway,
+    seen: Option<&mut BTreeMap<String, Item>>,
+    backend: &Path,
+) -> Result<(), RunError> {
+    if let Some(seen) = seen {
+        for item in gw.items().await? {
+            seen.insert(item.id.clone(), item);
+        }
+    }
+    let dir = backend.to_path_buf();
+    let _ = tokio::task::spawn_blocking(move || {
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            // Finished files only: a `.tmp` being written belongs to a delivery in flight.
+            for e in entries.flatten() {
+                if !e.file_name().to_string_lossy().starts_with('.') {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+    })
+    .await;
+    Ok(())
+}

@@ -1,0 +1,137 @@
+//! `tollgate simulate` and `tollgate advise` through the real binary: bad input is named by
+//! file, line and field (exit 1, no panic), and good input gives the report and, for advise,
+//! nothing but TOML on stdout.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn tollgate(args: &[&str], dir: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("the tollgate binary runs")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+const TINY: &str = r#"days = 0.25
+[backend]
+capacity = 50
+[[partner]]
+name = "Calm"
+documents = ["214"]
+rate_per_hour = 20
+[[partner]]
+name = "Loud"
+documents = ["214"]
+rate_per_hour = 5
+[[burst]]
+partner = "Loud"
+start_hours = 1
+minutes = 5
+count = 300
+[gateway]
+[[gateway.route]]
+name = "Status"
+documents = ["214"]
+limit = 100
+unit = "hour"
+deliver = "dir:./out"
+"#;
+
+#[test]
+fn a_malformed_scenario_names_file_line_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = TINY.replace("rate_per_hour = 5", "rate_per_hour = \"often\"");
+    std::fs::write(dir.path().join("bad.toml"), bad).unwrap();
+    let out = tollgate(&["simulate", "bad.toml", "--out", "r"], dir.path());
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("bad.toml:11: rate_per_hour:"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(!dir.path().join("r").exists(), "no report for a bad scenario");
+
+    let bad = TINY.replace("start_hours = 1", "start_hours = 99");
+    std::fs::write(dir.path().join("late.toml"), bad).unwrap();
+    let out = tollgate(&["simulate", "late.toml"], dir.path());
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("late.toml:14: start_hours:") && err.contains("99"), "{err}");
+}
+
+#[test]
+fn a_malformed_history_names_file_line_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = "partner,time,records,document\nA,2026-01-01T00:00:00Z,2,214\nA,2026-01-01T00:05:00Z,-4,214\n";
+    std::fs::write(dir.path().join("h.csv"), csv).unwrap();
+    let out = tollgate(&["advise", "--history", "h.csv"], dir.path());
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("h.csv:3: records:") && err.contains("-4"), "{err}");
+    assert!(out.stdout.is_empty(), "nothing on stdout: {}", text(&out.stdout));
+    assert!(!err.contains("panicked"), "{err}");
+
+    std::fs::write(dir.path().join("nohead.csv"), "when,partner,records\n").unwrap();
+    let out = tollgate(&["advise", "--history", "nohead.csv"], dir.path());
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("nohead.csv:1: time:"), "{err}");
+}
+
+#[test]
+fn simulate_writes_the_report_and_prints_the_table() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("tiny.toml"), TINY).unwrap();
+    let out = tollgate(&["simulate", "tiny.toml", "--out", "report", "--seed", "3"], dir.path());
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("Calm") && stdout.contains("Loud *"), "{stdout}");
+    assert!(stdout.contains("backend peak per hour"), "{stdout}");
+    for f in ["report.html", "report.json", "report.svg", "backend.svg", "held.svg"] {
+        assert!(dir.path().join("report").join(f).is_file(), "{f} missing");
+    }
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("report/report.json")).unwrap())
+            .unwrap();
+    let loud = &json["cases"][0]["figures"]["partners"][1];
+    assert_eq!(loud["partner"], "Loud");
+    assert!(loud["ever_held"].as_u64().unwrap() > 0, "{loud}");
+
+    let out = tollgate(
+        &["simulate", "tiny.toml", "--out", "sweep", "--sweep", "Status.limit=50,400"],
+        dir.path(),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("== Status.limit=400"), "{}", text(&out.stdout));
+    assert!(dir.path().join("sweep/tradeoff.svg").is_file());
+    let out = tollgate(&["simulate", "tiny.toml", "--sweep", "Nope.limit=5"], dir.path());
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("Nope"), "{}", text(&out.stderr));
+}
+
+#[test]
+fn advise_prints_only_toml_on_stdout() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut csv = String::from("time,partner,document,records\n");
+    for h in 0..48 {
+        for m in [5, 25, 45] {
+            csv.push_str(&format!("2026-02-0{}T{:02}:{m:02}:00Z,Calm,214,3\n", 1 + h / 24, h % 24));
+        }
+    }
+    std::fs::write(dir.path().join("h.csv"), csv).unwrap();
+    let out = tollgate(&["advise", "--history", "h.csv", "--out", "advice"], dir.path());
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let doc: toml::Table = toml::from_str(&stdout).expect("stdout is TOML");
+    let policy = &doc["policy"][0];
+    assert_eq!(policy["match"].as_str(), Some("doc-214:Calm"));
+    assert_eq!(policy["limit"].as_integer(), Some(14), "9 records an hour x 1.5: {stdout}");
+    for line in stdout.lines().filter(|l| l.contains('=')) {
+        assert!(line.contains('#'), "every line says its basis: {line}");
+    }
+    assert!(dir.path().join("advice/report.html").is_file());
+}
