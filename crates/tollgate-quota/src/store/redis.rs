@@ -37,6 +37,7 @@ use crate::counter::Tally;
 use crate::decision::{Decision, Outcome};
 use crate::spec::{MeteringId, QuotaSpec, TimeUnit, WindowKind};
 use crate::store::memory::MemoryStore;
+use crate::store::observer::ObserverSlot;
 use crate::store::{CounterInfo, Store, StoreError};
 use crate::window::{self, RollingLayout};
 
@@ -125,12 +126,31 @@ pub struct RedisStore {
     local: MemoryStore,
     health: Arc<Mutex<Option<String>>>,
     probe: tokio::task::JoinHandle<()>,
+    observer: ObserverSlot,
 }
 
 impl Drop for RedisStore {
     fn drop(&mut self) {
         self.probe.abort();
     }
+}
+
+/// The key `<prefix><kind>:{<id>}:<suffix>` for data kept beside the counters: hash-tagged by
+/// `id` (encoded as the counters' keys are, so the tag is the whole id), and outside every
+/// counter key pattern as long as `kind` is not empty, so a counter reset or listing never
+/// touches it.
+pub fn tagged_key(prefix: &str, kind: &str, id: &str, suffix: &str) -> String {
+    format!("{prefix}{kind}:{{{}}}:{suffix}", key::encode_id(id))
+}
+
+/// How the store's connections reconnect and time out.
+fn manager_config(opts: &RedisOptions) -> ConnectionManagerConfig {
+    ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(opts.timeout.max(Duration::from_millis(10))))
+        .set_response_timeout(None)
+        .set_number_of_retries(1)
+        .set_min_delay(Duration::from_millis(10))
+        .set_max_delay(Duration::from_millis(500))
 }
 
 impl RedisStore {
@@ -143,13 +163,7 @@ impl RedisStore {
             ));
         }
         let client = open_client(&opts)?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(opts.timeout.max(Duration::from_millis(10))))
-            .set_response_timeout(None)
-            .set_number_of_retries(1)
-            .set_min_delay(Duration::from_millis(10))
-            .set_max_delay(Duration::from_millis(500));
-        let conn = ConnectionManager::new_lazy_with_config(client, config)
+        let conn = ConnectionManager::new_lazy_with_config(client, manager_config(&opts))
             .map_err(|e| StoreError::Unavailable(format!("redis: {e}")))?;
         let health = Arc::new(Mutex::new(Some("not connected yet".to_owned())));
         let probe = {
@@ -180,7 +194,31 @@ impl RedisStore {
             local: MemoryStore::new(),
             health,
             probe,
+            observer: ObserverSlot::default(),
         })
+    }
+
+    /// Where this store's decision observer is kept.
+    pub(crate) fn observer_slot(&self) -> &ObserverSlot {
+        &self.observer
+    }
+
+    /// A second connection to the same Redis (same URL, TLS and timeouts), for work that must
+    /// not queue behind or ahead of decisions on the store's own connection; connects lazily.
+    pub fn side_connection(&self) -> Result<ConnectionManager, StoreError> {
+        let client = open_client(&self.opts)?;
+        ConnectionManager::new_lazy_with_config(client, manager_config(&self.opts))
+            .map_err(|e| StoreError::Unavailable(format!("redis: {e}")))
+    }
+
+    /// The prefix of every key this store writes.
+    pub fn key_prefix(&self) -> &str {
+        &self.opts.key_prefix
+    }
+
+    /// The per-call timeout this store was configured with.
+    pub fn timeout(&self) -> Duration {
+        self.opts.timeout
     }
 
     /// Uses `clock` instead of Redis' `TIME`, in the script and for the local fallback. For
