@@ -126,7 +126,6 @@ pub struct RedisStore {
     local: MemoryStore,
     health: Arc<Mutex<Option<String>>>,
     probe: tokio::task::JoinHandle<()>,
-    observer: ObserverSlot,
 }
 
 impl Drop for RedisStore {
@@ -194,13 +193,13 @@ impl RedisStore {
             local: MemoryStore::new(),
             health,
             probe,
-            observer: ObserverSlot::default(),
         })
     }
 
-    /// Where this store's decision observer is kept.
+    /// Where this store's decision observer is kept: in the local fallback's slot (that store
+    /// is only ever asked from here, never through `AnyStore`, so nothing is reported twice).
     pub(crate) fn observer_slot(&self) -> &ObserverSlot {
-        &self.observer
+        self.local.observer_slot()
     }
 
     /// A second connection to the same Redis (same URL, TLS and timeouts), for work that must

@@ -7,10 +7,13 @@ use tollgate_quota::MeteringId;
 
 use crate::usage::aggregate::Delta;
 
+/// One id's buckets: bucket index → `(admitted, refused)`.
+type Rows = BTreeMap<i64, (u64, u64)>;
+
 /// Per id, per bucket: `(admitted, refused)`.
 #[derive(Default)]
 pub struct MemoryLedger {
-    ids: Mutex<HashMap<MeteringId, BTreeMap<i64, (u64, u64)>>>,
+    ids: Mutex<HashMap<MeteringId, Rows>>,
 }
 
 impl MemoryLedger {
