@@ -4,6 +4,7 @@
 #
 #   benches/http.sh [memory|embedded]        # one store (default: embedded)
 #   benches/http.sh redis                    # embedded and Redis, same load, same run
+#   benches/http.sh usage                    # embedded, usage history off and on, same run
 #
 # Environment: DURATION (default 20s), CONNECTIONS (16), THREADS (1), ROUNDS (3),
 # TOLLGATE_BENCH_IDS (10000), CARGO_TARGET_DIR (target). Needs wrk (Debian: apt-get install wrk),
@@ -19,6 +20,8 @@
 #   `INFO commandstats` against the decisions the Redis-backed server made during the measured
 #   runs (from its /metrics): one EVALSHA per decision, with Redis' time per call, and the CPU
 #   time each process of the run used.
+# - usage: two embedded servers, `[server] usage_history = false` and the default (on); per
+#   server rps, p50, p99, and the median per-round ratio on/off. Goal: on >= 95% of off.
 # Everything started here is stopped at the end.
 set -euo pipefail
 
@@ -32,7 +35,8 @@ export TOLLGATE_BENCH_IDS="${TOLLGATE_BENCH_IDS:-10000}"
 case "$MODE" in
   memory | embedded) STORES=("$MODE") ;;
   redis) STORES=(embedded redis) ;;
-  *) echo "usage: $0 [memory|embedded|redis]" >&2; exit 2 ;;
+  usage) STORES=(usage_off usage_on) ;;
+  *) echo "usage: $0 [memory|embedded|redis|usage]" >&2; exit 2 ;;
 esac
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -80,8 +84,12 @@ declare -A URL
 start_server() { # store
   local store="$1" arg="$1" out="$WORK/$1.stdout"
   [ "$store" = redis ] && arg="redis://127.0.0.1:$REDIS_PORT/0"
+  case "$store" in usage_on | usage_off) arg=embedded ;; esac
+  local usage=true
+  [ "$store" = usage_off ] && usage=false
+  printf '[server]\nusage_history = %s\n' "$usage" >"$WORK/$store.toml"
   RUST_LOG=warn "$BIN" serve --listen 127.0.0.1:0 --store "$arg" --data "$WORK/data-$store" \
-    >"$out" 2>"$WORK/$store.stderr" &
+    --config "$WORK/$store.toml" >"$out" 2>"$WORK/$store.stderr" &
   PIDS+=($!)
   NAMES+=("tollgate --store $store")
   for _ in $(seq 1 200); do
@@ -149,6 +157,16 @@ awk -v mode="$MODE" '
       s = order[x]; n = nq[s]
       for (i = 1; i <= n; i++) { k = s SUBSEP i; a1[i] = h[k]; a2[i] = q[k]; a3[i] = p50[k]; a4[i] = p99[k]; a5[i] = q[k] / h[k] }
       mh[s] = median(a1, n); mq[s] = median(a2, n); m50[s] = median(a3, n); m99[s] = median(a4, n); mr[s] = median(a5, n)
+    }
+    if (mode == "usage") {
+      printf "%-9s %12s %11s %9s %9s %15s %7s\n", "server", "healthz_rps", "quota_rps", "p50_ms", "p99_ms", "quota/healthz", "errors"
+      for (x = 1; x <= ns; x++) {
+        s = order[x]
+        printf "%-9s %12.0f %11.0f %9.2f %9.2f %14.1f%% %7d\n", s, mh[s], mq[s], m50[s] / 1000, m99[s] / 1000, 100 * mr[s], bad[s]
+      }
+      for (i = 1; i <= nq["usage_on"]; i++) { r[i] = q["usage_on", i] / q["usage_off", i]; printf "ROUND %d usage_on/usage_off=%.1f%%\n", i, 100 * r[i] }
+      printf "SUMMARY usage_on_rps=%.0f usage_off_rps=%.0f ratio_on_off=%.1f%% (goal >= 95%%) errors=%d\n", mq["usage_on"], mq["usage_off"], 100 * median(r, nq["usage_on"]), bad["usage_on"] + bad["usage_off"]
+      exit
     }
     if (mode != "redis") {
       s = order[1]

@@ -8,6 +8,7 @@
 pub mod corrupt;
 pub mod embedded;
 pub mod memory;
+pub mod observer;
 pub mod redis;
 pub mod seen;
 pub mod snapshot;
@@ -23,6 +24,7 @@ use crate::window;
 pub use corrupt::OnCorrupt;
 pub use embedded::{Durability, EmbeddedOptions, EmbeddedStore};
 pub use memory::MemoryStore;
+pub use observer::{DecisionObserver, ObserverSlot};
 pub use redis::{OnStoreUnavailable, RedisOptions, RedisStore, StoreHealth};
 pub use seen::Seen;
 
@@ -117,7 +119,8 @@ pub trait Store: Send + Sync + 'static {
     fn flush(&self) -> impl Future<Output = Result<(), StoreError>> + Send;
 }
 
-/// A store chosen at run time (by config or command line).
+/// A store chosen at run time (by config or command line). Every decision through it is
+/// reported to its observer, when one is attached ([`AnyStore::observe`]).
 pub enum AnyStore {
     /// Counters in this process only.
     Memory(MemoryStore),
@@ -135,6 +138,17 @@ impl AnyStore {
             Self::Embedded(_) => "embedded",
             Self::Redis(_) => "redis",
         }
+    }
+
+    /// Attaches `observer`, which then sees every decision made through this store (see
+    /// [`observer`]); `false` when one is already attached.
+    pub fn observe(&self, observer: std::sync::Arc<dyn DecisionObserver>) -> bool {
+        let slot = match self {
+            Self::Memory(s) => s.observer_slot(),
+            Self::Embedded(s) => s.observer_slot(),
+            Self::Redis(s) => s.observer_slot(),
+        };
+        slot.set(observer)
     }
 
     /// Whether the store answers from where it should: for `/readyz` and metrics.
@@ -183,7 +197,12 @@ impl Store for AnyStore {
         spec: &QuotaSpec,
         weight: u64,
     ) -> Result<Decision, StoreError> {
-        dispatch!(self, s => s.check(id, spec, weight).await)
+        // The one place every transport's decision passes: reported here, once.
+        dispatch!(self, s => {
+            let d = s.check(id, spec, weight).await?;
+            s.observer_slot().report(&d);
+            Ok(d)
+        })
     }
 
     async fn counters(&self, prefix: &str) -> Result<Vec<CounterInfo>, StoreError> {

@@ -3,8 +3,8 @@
 //! Middleware calls `GET /v1/quota` with the quota headers it already sends to API management
 //! products (`metering-id`, `quota-limit`, `quota-timeunit`, …) and gets 200 (go on) or 429
 //! (hold it). Around that check sit server-side policies ([`policy`]), optional client keys
-//! ([`client`]), an admin API ([`admin`]), Prometheus [`metrics`] and [`health`] probes. Every
-//! error is an RFC 9457 [`problem`].
+//! ([`client`]), an admin API ([`admin`]), the [`usage`] history, Prometheus [`metrics`] and
+//! [`health`] probes. Every error is an RFC 9457 [`problem`].
 //!
 //! ```no_run
 //! # async fn run() -> std::io::Result<()> {
@@ -42,6 +42,7 @@ pub mod serve;
 pub mod session;
 pub mod state;
 pub mod tls;
+pub mod usage;
 pub mod user;
 
 use axum::Router;
@@ -66,6 +67,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/counters/{*id}", axum::routing::delete(admin::reset_counter))
         .route("/v1/policies", get(admin::get_policies).put(admin::put_policies))
         .route("/v1/audit", get(audit::list))
+        .route("/v1/usage", get(usage::http::get))
         .route("/metrics", get(metrics::render))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))

@@ -11,6 +11,10 @@
 //! | `tollgate_store_degraded` | gauge | 1 while the shared store is not answering (sampled) |
 //! | `tollgate_tls_reloads_total` | counter | rotated certificate pairs taken into use |
 //! | `tollgate_tls_reload_errors_total` | counter | changed certificate pairs refused |
+//! | `tollgate_usage_flush_errors_total` | counter | usage history writes that failed (retried; see [`crate::usage`]) |
+//! | `tollgate_usage_untracked_total` | counter | decisions for ids beyond `usage_max_ids`, not kept |
+//! | `tollgate_usage_dropped_total` | counter | usage deltas dropped while too many waited to be written |
+//! | `tollgate_usage_tracked_ids` | gauge | metering ids the usage history tracks |
 //!
 //! The recorder is installed once per process ([`install`] is idempotent), so several servers
 //! in one test process share it.

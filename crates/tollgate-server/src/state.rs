@@ -11,6 +11,7 @@ use crate::admin::AdminGuard;
 use crate::client::ClientKeys;
 use crate::policy::Policies;
 use crate::tls::TlsAcceptor;
+use crate::usage::UsageHistory;
 
 /// A readiness check registered by another part of the process (e.g. the gateway):
 /// `Err(reason)` makes `/readyz` answer 503.
@@ -25,6 +26,7 @@ struct Inner {
     metrics: PrometheusHandle,
     readiness: RwLock<Vec<(String, ReadinessCheck)>>,
     tls: Option<TlsAcceptor>,
+    usage: Option<UsageHistory>,
 }
 
 /// The shared state of the HTTP service.
@@ -41,9 +43,17 @@ pub struct AppStateBuilder {
     clients: ClientKeys,
     on_store_unavailable: OnStoreUnavailable,
     tls: Option<TlsAcceptor>,
+    usage: Option<UsageHistory>,
 }
 
 impl AppStateBuilder {
+    /// The usage history behind `GET /v1/usage` (none: that route answers 404). The caller
+    /// attaches it to the store ([`UsageHistory::attach`]) and starts its flusher.
+    pub fn usage(mut self, usage: UsageHistory) -> Self {
+        self.usage = Some(usage);
+        self
+    }
+
     /// The listener's TLS acceptor, so `/readyz` shows the certificate's reload status.
     pub fn tls(mut self, tls: TlsAcceptor) -> Self {
         self.tls = Some(tls);
@@ -74,6 +84,7 @@ impl AppStateBuilder {
                 metrics: crate::metrics::install(),
                 readiness: RwLock::new(Vec::new()),
                 tls: self.tls,
+                usage: self.usage,
             }),
         }
     }
@@ -93,7 +104,13 @@ impl AppState {
             clients: ClientKeys::default(),
             on_store_unavailable: OnStoreUnavailable::default(),
             tls: None,
+            usage: None,
         }
+    }
+
+    /// The usage history, when it is kept (`[server] usage_history`, on by default).
+    pub fn usage(&self) -> Option<&UsageHistory> {
+        self.inner.usage.as_ref()
     }
 
     /// The listener's TLS acceptor, when it serves HTTPS.

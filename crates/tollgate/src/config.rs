@@ -81,9 +81,25 @@ pub struct ServerSection {
     /// `tls_client_ca`: clients must present a certificate signed by this CA (PEM); needs
     /// `tls_cert` and `tls_key`.
     pub tls_client_ca: Option<PathBuf>,
+    /// `usage_history`: keep admitted and refused units per metering id in 5-minute buckets
+    /// for 7 days, served at `GET /v1/usage` (default true).
+    #[serde(deserialize_with = "fields::usage_history")]
+    pub usage_history: Option<bool>,
+    /// `usage_max_ids`: the most metering ids the usage history tracks (1 to 10,000,000;
+    /// default 100,000).
+    #[serde(deserialize_with = "fields::usage_max_ids")]
+    pub usage_max_ids: Option<usize>,
 }
 
 impl ServerSection {
+    /// Whether the usage history is kept, and how.
+    pub fn usage(&self) -> Option<tollgate_server::usage::UsageOptions> {
+        self.usage_history.unwrap_or(true).then(|| tollgate_server::usage::UsageOptions {
+            max_ids: self.usage_max_ids.unwrap_or(tollgate_server::usage::DEFAULT_MAX_IDS),
+            ..Default::default()
+        })
+    }
+
     /// The listener's limits: the values set here, defaults for the rest.
     pub fn limits(&self) -> tollgate_server::ConnectionLimits {
         let d = tollgate_server::ConnectionLimits::default();
@@ -311,12 +327,23 @@ mod fields {
     pub fn flush_interval<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         millis(d, "flush_interval_ms", u64::MAX)
     }
-    pub fn cluster<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    /// `true` or `false`; anything else is refused naming `key` and the value.
+    fn boolean<'de, D: Deserializer<'de>>(d: D, key: &str) -> Result<bool, D::Error> {
+        use serde::Deserialize;
         use serde::de::Error as _;
         match toml::Value::deserialize(d)? {
             toml::Value::Boolean(b) => Ok(b),
-            other => Err(D::Error::custom(format!("cluster = {other}: expected true or false"))),
+            other => Err(D::Error::custom(format!("{key} = {other}: expected true or false"))),
         }
+    }
+    pub fn cluster<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+        boolean(d, "cluster")
+    }
+    pub fn usage_history<'de, D: Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
+        boolean(d, "usage_history").map(Some)
+    }
+    pub fn usage_max_ids<'de, D: Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
+        key::bounded(d, "usage_max_ids", 1, 10_000_000, "must be between 1 and 10000000").map(Some)
     }
 }
 
@@ -386,6 +413,8 @@ impl ConfigFile {
             ("tls_cert", a.tls_cert != b.tls_cert),
             ("tls_key", a.tls_key != b.tls_key),
             ("tls_client_ca", a.tls_client_ca != b.tls_client_ca),
+            ("usage_history", a.usage_history != b.usage_history),
+            ("usage_max_ids", a.usage_max_ids != b.usage_max_ids),
         ];
         let mut changes: Vec<String> = server
             .into_iter()

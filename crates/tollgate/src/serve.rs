@@ -24,6 +24,7 @@ use tollgate_server::admin::AdminGuard;
 use tollgate_server::client::ClientKeys;
 use tollgate_server::policy::{Policies, PolicySet};
 use tollgate_server::tls::{TlsAcceptor, TlsFiles};
+use tollgate_server::usage::UsageHistory;
 use tollgate_server::{AppState, router};
 
 use crate::config::{ConfigFile, StoreKind, StoreSection, embedded_file};
@@ -237,6 +238,19 @@ async fn serve(args: ServeArgs, file: ConfigFile, tls: Option<TlsAcceptor>) -> a
     let mut state = AppState::builder(Arc::clone(&store), policies, admin.clone())
         .clients(clients.clone())
         .on_store_unavailable(settings.store_section.store_unavailable);
+    // The usage history sees every decision of the store, whichever transport asked.
+    let usage = match file.server.usage() {
+        Some(mut options) => {
+            options.on_corrupt = settings.on_corrupt;
+            let usage = UsageHistory::open(&store, &settings.data, options)
+                .context("cannot open the usage history")?;
+            usage.attach(&store);
+            usage.spawn_flusher();
+            state = state.usage(usage.clone());
+            Some(usage)
+        }
+        None => None,
+    };
     if let Some(tls) = &tls {
         state = state.tls(tls.clone());
     }
@@ -359,6 +373,11 @@ async fn serve(args: ServeArgs, file: ConfigFile, tls: Option<TlsAcceptor>) -> a
         gw.shutdown().await;
     }
 
+    if let Some(usage) = usage
+        && let Err(e) = usage.flush().await
+    {
+        tracing::warn!(error = %e, "shutting down: the last usage history flush failed");
+    }
     tracing::info!("shutting down: flushing the store");
     store.flush().await.context("flushing the store")?;
     tracing::info!("stopped");

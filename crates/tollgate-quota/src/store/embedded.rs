@@ -43,6 +43,7 @@ use crate::counter::Counters;
 use crate::decision::{Decision, Outcome};
 use crate::spec::{CounterShape, MeteringId, QuotaSpec};
 use crate::store::corrupt::{self, OnCorrupt};
+use crate::store::observer::ObserverSlot;
 use crate::store::{CounterInfo, Store, StoreError};
 
 mod backup;
@@ -100,6 +101,7 @@ pub struct EmbeddedStore {
     shared: Arc<Shared>,
     committed: watch::Receiver<u64>,
     flusher: Option<JoinHandle<()>>,
+    observer: ObserverSlot,
 }
 
 /// What the store and its flusher thread share.
@@ -140,6 +142,11 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl EmbeddedStore {
+    /// Where this store's decision observer is kept.
+    pub(crate) fn observer_slot(&self) -> &ObserverSlot {
+        &self.observer
+    }
+
     /// Opens (or creates) the store file and loads the live counters.
     pub fn open(opts: EmbeddedOptions) -> Result<Self, StoreError> {
         Self::open_with_clock(opts, Arc::new(SystemClock))
@@ -207,7 +214,12 @@ impl EmbeddedStore {
                 .spawn(move || shared.run_flusher())
                 .map_err(|e| StoreError::Io(format!("starting the flusher: {e}")))?
         };
-        Ok(Self { shared, committed: receiver, flusher: Some(flusher) })
+        Ok(Self {
+            shared,
+            committed: receiver,
+            flusher: Some(flusher),
+            observer: ObserverSlot::default(),
+        })
     }
 
     /// How many counters are held in memory.

@@ -7,6 +7,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::counter::Counters;
 use crate::decision::Decision;
 use crate::spec::{MeteringId, QuotaSpec};
+use crate::store::observer::ObserverSlot;
 use crate::store::seen::{Seen, SeenMap};
 use crate::store::{CounterInfo, Store, StoreError};
 
@@ -20,6 +21,7 @@ pub struct MemoryStore {
     clock: Arc<dyn Clock>,
     counters: Arc<Counters>,
     seen: SeenMap,
+    observer: ObserverSlot,
 }
 
 impl Default for MemoryStore {
@@ -48,7 +50,12 @@ impl MemoryStore {
                 counters.evict_expired(sweep_clock.now());
             }
         });
-        Self { clock, counters, seen: SeenMap::default() }
+        Self { clock, counters, seen: SeenMap::default(), observer: ObserverSlot::default() }
+    }
+
+    /// Where this store's decision observer is kept.
+    pub(crate) fn observer_slot(&self) -> &ObserverSlot {
+        &self.observer
     }
 
     /// The decision core, for callers that decide synchronously (benchmarks, fallbacks).

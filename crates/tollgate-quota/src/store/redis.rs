@@ -37,6 +37,7 @@ use crate::counter::Tally;
 use crate::decision::{Decision, Outcome};
 use crate::spec::{MeteringId, QuotaSpec, TimeUnit, WindowKind};
 use crate::store::memory::MemoryStore;
+use crate::store::observer::ObserverSlot;
 use crate::store::{CounterInfo, Store, StoreError};
 use crate::window::{self, RollingLayout};
 
@@ -44,7 +45,8 @@ mod client;
 mod conn;
 mod key;
 mod seen;
-use conn::{Conn, Target};
+pub use conn::Conn;
+use conn::Target;
 
 /// The decision script.
 const DECIDE_LUA: &str = include_str!("decide.lua");
@@ -139,6 +141,14 @@ impl Drop for RedisStore {
     }
 }
 
+/// The key `<prefix><kind>:{<id>}:<suffix>` for data kept beside the counters: hash-tagged by
+/// `id` (encoded as the counters' keys are, so the tag is the whole id), and outside every
+/// counter key pattern as long as `kind` is not empty, so a counter reset or listing never
+/// touches it.
+pub fn tagged_key(prefix: &str, kind: &str, id: &str, suffix: &str) -> String {
+    format!("{prefix}{kind}:{{{}}}:{suffix}", key::encode_id(id))
+}
+
 impl RedisStore {
     /// Connects lazily: fails only for a bad URL, and starts while Redis is down (must be called
     /// within a tokio runtime).
@@ -179,6 +189,29 @@ impl RedisStore {
             health,
             probe,
         })
+    }
+
+    /// Where this store's decision observer is kept: in the local fallback's slot (that store
+    /// is only ever asked from here, never through `AnyStore`, so nothing is reported twice).
+    pub(crate) fn observer_slot(&self) -> &ObserverSlot {
+        self.local.observer_slot()
+    }
+
+    /// A second connection to the same Redis or cluster (same URL, TLS and timeouts), for work
+    /// that must not queue behind or ahead of decisions on the store's own connection; connects
+    /// lazily.
+    pub fn side_connection(&self) -> Result<Conn, StoreError> {
+        client::open_conn(&self.opts)
+    }
+
+    /// The prefix of every key this store writes.
+    pub fn key_prefix(&self) -> &str {
+        &self.opts.key_prefix
+    }
+
+    /// The per-call timeout this store was configured with.
+    pub fn timeout(&self) -> Duration {
+        self.opts.timeout
     }
 
     /// Uses `clock` instead of Redis' `TIME`, in the script and for the local fallback. For

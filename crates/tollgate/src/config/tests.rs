@@ -63,6 +63,8 @@ fn listener_limits_are_read_and_zero_is_refused() {
         ("[server]\nbody_timeout_ms = 99999999999\n", "2:19", "body_timeout_ms = 99999999999"),
         ("[server]\nmax_connections = 0\n", "2:19", "max_connections = 0: "),
         ("[server]\nlog_format = \"yaml\"\n", "2:14", "log_format = \"yaml\": expected"),
+        ("[server]\nusage_history = \"no\"\n", "2:17", "usage_history = \"no\": must be true"),
+        ("[server]\nusage_max_ids = 0\n", "2:17", "usage_max_ids = 0: must be between"),
     ] {
         let e = ConfigFile::parse(Path::new("t.toml"), src).unwrap_err().to_string();
         assert!(e.starts_with(&format!("t.toml:{at}: {key}")), "{e}");
@@ -71,6 +73,19 @@ fn listener_limits_are_read_and_zero_is_refused() {
         .unwrap_err()
         .to_string();
     assert!(e.starts_with("t.toml:2:"), "{e}");
+}
+
+#[test]
+fn usage_history_is_on_by_default_and_can_be_turned_off() {
+    let on = ConfigFile::default().server.usage().unwrap();
+    assert_eq!(on.max_ids, tollgate_server::usage::DEFAULT_MAX_IDS);
+    let src = "[server]\nusage_max_ids = 5\n";
+    assert_eq!(
+        ConfigFile::parse(Path::new("t.toml"), src).unwrap().server.usage().unwrap().max_ids,
+        5
+    );
+    let src = "[server]\nusage_history = false\n";
+    assert!(ConfigFile::parse(Path::new("t.toml"), src).unwrap().server.usage().is_none());
 }
 
 #[test]

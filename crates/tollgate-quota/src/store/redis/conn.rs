@@ -15,7 +15,7 @@ use redis::{Cmd, FromRedisValue, Pipeline, RedisFuture, RedisResult, Value};
 /// One Redis server (reconnecting manager), or a cluster (slot-routing connection). Cheap to
 /// clone: both are handles to one multiplexed connection.
 #[derive(Clone)]
-pub(super) enum Conn {
+pub enum Conn {
     /// One server.
     Single(ConnectionManager),
     /// A Redis Cluster: commands go to the master of their key's slot.
@@ -42,7 +42,7 @@ pub(super) enum Target {
 
 impl Conn {
     /// Whether this is a cluster connection.
-    pub(super) fn is_cluster(&self) -> bool {
+    pub fn is_cluster(&self) -> bool {
         matches!(self, Conn::Cluster(_))
     }
 

@@ -1,0 +1,370 @@
+//! The usage history: per metering id, the units admitted and refused in 5-minute buckets
+//! (aligned to UTC) over the last 7 days. The console's sparklines and charts read it through
+//! [`UsageHistory::series`], scripts through `GET /v1/usage` ([`http`]).
+//!
+//! Every decision of the server's store is seen here, whoever asked for it — `/v1/quota`, the
+//! gateway's in-process metering, gRPC — through the store's one decision observer
+//! ([`tollgate_quota::store::observer`]). The weight of an admitted decision counts as
+//! admitted; the weight of a refused one (over quota, heavier than the limit, and a shadow
+//! policy's would-reject, which the engine refused although the caller went on) as refused.
+//!
+//! Invariants:
+//! - **Never in a decision's way.** A decision adds to an in-memory [`aggregate`] (one shard
+//!   lock, no allocation for a known id). A task writes the aggregate to the [`ledger`] every
+//!   [`FLUSH_INTERVAL`]: one redb write transaction, or one Redis pipeline. A write that fails
+//!   (a full disk, Redis down) is counted in `tollgate_usage_flush_errors_total` and its batch
+//!   retried with the next flush, within the aggregate's bounds.
+//! - **Bounded.** At most `max_ids` ids are tracked (default [`DEFAULT_MAX_IDS`]); decisions of
+//!   further ids are counted in `tollgate_usage_untracked_total` and not kept. Each id keeps at
+//!   most [`RETENTION_BUCKETS`] buckets; older ones are dropped. Unflushed deltas are capped at
+//!   [`PENDING_PER_ID`] × `max_ids` (beyond: `tollgate_usage_dropped_total`).
+//! - **Durability follows the store.** memory: lost with the process; embedded:
+//!   `<data>/usage.redb`; Redis: hashes expiring 7 days after their day. A graceful stop
+//!   flushes; a crash loses at most the last flush interval.
+//! - **Reads are consistent with flushes.** A read holds the flush lock, so a delta is counted
+//!   once: either still pending in memory or already in the ledger.
+
+pub mod aggregate;
+pub mod http;
+pub mod ledger;
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::Duration;
+
+use jiff::Timestamp;
+use serde::Serialize;
+use tollgate_quota::store::OnCorrupt;
+use tollgate_quota::store::observer::DecisionObserver;
+use tollgate_quota::{AnyStore, Decision, MeteringId, Outcome};
+
+use aggregate::{Aggregate, Delta, Recorded};
+use ledger::Ledger;
+
+/// The length of a bucket, in seconds.
+pub const BUCKET_SECONDS: i64 = 300;
+/// Buckets kept per id: 7 days.
+pub const RETENTION_BUCKETS: i64 = 7 * 24 * 3600 / BUCKET_SECONDS;
+/// The most metering ids tracked, unless `[server] usage_max_ids` says otherwise.
+pub const DEFAULT_MAX_IDS: usize = 100_000;
+/// Unflushed deltas allowed per tracked id, on average (a bound on memory while the ledger
+/// cannot be written: 16 buckets, 80 minutes of every id at once).
+pub const PENDING_PER_ID: usize = 16;
+/// How often the aggregate is written to the ledger.
+pub const FLUSH_INTERVAL: Duration = Duration::from_secs(1);
+/// How often ids idle for the whole retention are untracked.
+const PRUNE_EVERY_SECS: i64 = 60;
+
+/// Decisions for ids beyond the cap.
+pub const UNTRACKED: &str = "tollgate_usage_untracked_total";
+/// Deltas dropped because the unflushed aggregate was full.
+pub const DROPPED: &str = "tollgate_usage_dropped_total";
+/// Flushes the ledger refused.
+pub const FLUSH_ERRORS: &str = "tollgate_usage_flush_errors_total";
+/// Ids tracked (sampled at each flush).
+pub const TRACKED_IDS: &str = "tollgate_usage_tracked_ids";
+
+/// One 5-minute bucket of one id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct UsageBucket {
+    /// The bucket's start (a multiple of 5 minutes since the Unix epoch, UTC).
+    pub start: Timestamp,
+    /// Units admitted in it.
+    pub admitted: u64,
+    /// Units refused in it (shadow would-rejects included).
+    pub refused: u64,
+}
+
+/// The history could not be opened or read.
+#[derive(Debug, thiserror::Error)]
+pub enum UsageError {
+    /// Opening the ledger failed (at start-up).
+    #[error("usage history: {0}")]
+    Open(String),
+    /// The ledger did not answer.
+    #[error("usage history unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// How the history is kept.
+#[derive(Debug, Clone, Copy)]
+pub struct UsageOptions {
+    /// The most metering ids tracked.
+    pub max_ids: usize,
+    /// What to do with an unreadable `usage.redb`.
+    pub on_corrupt: OnCorrupt,
+}
+
+impl Default for UsageOptions {
+    fn default() -> Self {
+        Self { max_ids: DEFAULT_MAX_IDS, on_corrupt: OnCorrupt::Refuse }
+    }
+}
+
+/// The usage history; cheap to clone. See the module docs.
+#[derive(Clone)]
+pub struct UsageHistory {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    aggregate: Aggregate,
+    ledger: Ledger,
+    /// Held by a flush from drain to write, and by a read (see the module invariants).
+    flush: tokio::sync::Mutex<()>,
+    /// Ids untracked whose rows the ledger has yet to drop.
+    gone: Mutex<Vec<MeteringId>>,
+    pruned_at: AtomicI64,
+    failing: AtomicBool,
+}
+
+impl std::fmt::Debug for UsageHistory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UsageHistory").field("tracked", &self.tracked_ids()).finish()
+    }
+}
+
+/// The bucket index of `t`.
+pub fn bucket_of(t: Timestamp) -> i64 {
+    t.as_second().div_euclid(BUCKET_SECONDS)
+}
+
+/// The start of bucket `b`.
+pub fn bucket_start(b: i64) -> Timestamp {
+    Timestamp::from_second(b.saturating_mul(BUCKET_SECONDS)).unwrap_or(Timestamp::UNIX_EPOCH)
+}
+
+/// The oldest bucket kept at `now`.
+pub fn retention_start(now: Timestamp) -> i64 {
+    bucket_of(now) - (RETENTION_BUCKETS - 1)
+}
+
+impl UsageHistory {
+    /// The history for `store`: in memory for a memory store, in `data_dir/usage.redb` for an
+    /// embedded store, in Redis for a Redis store (needs a tokio runtime). Not attached yet:
+    /// see [`UsageHistory::attach`].
+    pub fn open(
+        store: &AnyStore,
+        data_dir: &Path,
+        options: UsageOptions,
+    ) -> Result<Self, UsageError> {
+        let max_pending = options.max_ids.saturating_mul(PENDING_PER_ID);
+        let aggregate = Aggregate::new(options.max_ids, max_pending);
+        let mut gone = Vec::new();
+        let ledger = match store {
+            AnyStore::Memory(_) => Ledger::Memory(ledger::memory::MemoryLedger::default()),
+            AnyStore::Embedded(_) => {
+                let (l, ids) = ledger::file::FileLedger::open(data_dir, options.on_corrupt)
+                    .map_err(UsageError::Open)?;
+                let cutoff = retention_start(Timestamp::now());
+                for (id, last) in ids {
+                    // Ids beyond the cap (a lowered usage_max_ids) lose their history too.
+                    if last < cutoff || !aggregate.preload(id.clone(), last) {
+                        gone.push(id);
+                    }
+                }
+                Ledger::File(l)
+            }
+            AnyStore::Redis(s) => {
+                Ledger::Redis(ledger::redis::RedisLedger::new(s).map_err(UsageError::Open)?)
+            }
+        };
+        Ok(Self {
+            inner: Arc::new(Inner {
+                aggregate,
+                ledger,
+                flush: tokio::sync::Mutex::new(()),
+                gone: Mutex::new(gone),
+                pruned_at: AtomicI64::new(Timestamp::now().as_second()),
+                failing: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// A history kept in memory only, tracking at most `max_ids` ids (tests, embedding).
+    pub fn in_memory(max_ids: usize) -> Self {
+        let store = AnyStore::Memory(tollgate_quota::store::MemoryStore::new());
+        let options = UsageOptions { max_ids, ..UsageOptions::default() };
+        // A memory ledger has nothing to open, so this cannot fail.
+        match Self::open(&store, Path::new("."), options) {
+            Ok(h) => h,
+            Err(_) => unreachable!("a memory ledger opens without I/O"),
+        }
+    }
+
+    /// Makes this history see every decision of `store`; `false` when the store already has
+    /// an observer (then nothing is recorded from it).
+    pub fn attach(&self, store: &AnyStore) -> bool {
+        store.observe(Arc::new(Observer(Arc::downgrade(&self.inner))))
+    }
+
+    /// Starts the task that flushes every [`FLUSH_INTERVAL`]; it ends when the last handle to
+    /// this history is dropped.
+    pub fn spawn_flusher(&self) -> tokio::task::JoinHandle<()> {
+        let weak = Arc::downgrade(&self.inner);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(FLUSH_INTERVAL);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let Some(inner) = weak.upgrade() else { return };
+                let _ = UsageHistory { inner }.flush().await;
+            }
+        })
+    }
+
+    /// How many ids are tracked.
+    pub fn tracked_ids(&self) -> usize {
+        self.inner.aggregate.tracked()
+    }
+
+    /// Records one decision's units at `now` (the observer does this for every decision).
+    pub fn record(&self, id: &MeteringId, now: Timestamp, admitted: u64, refused: u64) {
+        self.inner.record(id, Delta { bucket: bucket_of(now), admitted, refused });
+    }
+
+    /// Writes what is pending to the ledger (see the module invariants); on failure the batch
+    /// stays pending for the next flush.
+    pub async fn flush(&self) -> Result<(), UsageError> {
+        let inner = &self.inner;
+        let _held = inner.flush.lock().await;
+        let now = Timestamp::now();
+        let cutoff = retention_start(now);
+        let mut gone =
+            std::mem::take(&mut *inner.gone.lock().unwrap_or_else(PoisonError::into_inner));
+        let last_prune = inner.pruned_at.load(Ordering::Relaxed);
+        if now.as_second() - last_prune >= PRUNE_EVERY_SECS {
+            inner.pruned_at.store(now.as_second(), Ordering::Relaxed);
+            gone.extend(inner.aggregate.prune(cutoff));
+        }
+        let batch = inner.aggregate.drain();
+        metrics::gauge!(TRACKED_IDS).set(inner.aggregate.tracked() as f64);
+        if batch.is_empty() && gone.is_empty() {
+            return Ok(());
+        }
+        match inner.ledger.write(&batch, cutoff, &gone).await {
+            Ok(()) => {
+                if inner.failing.swap(false, Ordering::Relaxed) {
+                    tracing::info!("the usage history is written again");
+                }
+                Ok(())
+            }
+            Err(e) => {
+                metrics::counter!(FLUSH_ERRORS).increment(1);
+                if !inner.failing.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(error = %e, "the usage history cannot be written; kept in memory (bounded) and retried every second");
+                }
+                let dropped = inner.aggregate.restore(batch);
+                if dropped > 0 {
+                    metrics::counter!(DROPPED).increment(dropped as u64);
+                }
+                inner.gone.lock().unwrap_or_else(PoisonError::into_inner).extend(gone);
+                Err(UsageError::Unavailable(e))
+            }
+        }
+    }
+
+    /// The buckets of `metering_id` that start in `[from, to)` (`from` rounded down to a
+    /// bucket), ascending, only those with units; empty for an unknown id.
+    pub async fn series(
+        &self,
+        metering_id: &str,
+        from: Timestamp,
+        to: Timestamp,
+    ) -> Result<Vec<UsageBucket>, UsageError> {
+        let Ok(id) = MeteringId::new(metering_id) else { return Ok(Vec::new()) };
+        let from = bucket_of(from);
+        // Buckets starting before `to`: the index of the last one is (to - 1 s) / 300.
+        let to = bucket_of(to.checked_sub(jiff::SignedDuration::from_nanos(1)).unwrap_or(to)) + 1;
+        if from >= to {
+            return Ok(Vec::new());
+        }
+        let _held = self.inner.flush.lock().await;
+        let mut rows: std::collections::BTreeMap<i64, (u64, u64)> = self
+            .inner
+            .ledger
+            .read(&id, from, to)
+            .await
+            .map_err(UsageError::Unavailable)?
+            .into_iter()
+            .map(|d| (d.bucket, (d.admitted, d.refused)))
+            .collect();
+        for d in self.inner.aggregate.pending(&id, from, to) {
+            let row = rows.entry(d.bucket).or_default();
+            row.0 = row.0.saturating_add(d.admitted);
+            row.1 = row.1.saturating_add(d.refused);
+        }
+        Ok(rows
+            .into_iter()
+            .filter(|(_, (a, r))| *a > 0 || *r > 0)
+            .map(|(b, (admitted, refused))| UsageBucket {
+                start: bucket_start(b),
+                admitted,
+                refused,
+            })
+            .collect())
+    }
+}
+
+impl Inner {
+    fn record(&self, id: &MeteringId, d: Delta) {
+        match self.aggregate.record(id, d) {
+            Recorded::Kept => {}
+            Recorded::Untracked => metrics::counter!(UNTRACKED).increment(1),
+            Recorded::Dropped => metrics::counter!(DROPPED).increment(1),
+        }
+    }
+}
+
+/// The store's observer: holds the history weakly, so a dropped history stops recording.
+struct Observer(Weak<Inner>);
+
+impl DecisionObserver for Observer {
+    fn decided(&self, d: &Decision) {
+        let Some(inner) = self.0.upgrade() else { return };
+        let (admitted, refused) = match d.outcome {
+            Outcome::Allowed => (d.weight, 0),
+            Outcome::Exceeded | Outcome::WeightExceedsLimit => (0, d.weight),
+        };
+        let bucket = bucket_of(Timestamp::now());
+        inner.record(&d.identifier, Delta { bucket, admitted, refused });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    #[tokio::test]
+    async fn series_merges_flushed_and_pending_units_per_bucket() {
+        let h = UsageHistory::in_memory(10);
+        let id = MeteringId::new("S:A").unwrap();
+        h.record(&id, at("2026-12-01T15:55:10Z"), 10, 0);
+        h.flush().await.unwrap();
+        h.record(&id, at("2026-12-01T15:59:59Z"), 2, 3);
+        h.record(&id, at("2026-12-01T16:00:00Z"), 0, 7);
+        let all = h.series("S:A", at("2026-12-01T15:00:00Z"), at("2026-12-01T17:00:00Z")).await;
+        let all = all.unwrap();
+        assert_eq!(
+            all,
+            [
+                UsageBucket { start: at("2026-12-01T15:55:00Z"), admitted: 12, refused: 3 },
+                UsageBucket { start: at("2026-12-01T16:00:00Z"), admitted: 0, refused: 7 },
+            ]
+        );
+        // `to` is exclusive, `from` rounds down to its bucket.
+        let one = h.series("S:A", at("2026-12-01T15:57:00Z"), at("2026-12-01T16:00:00Z")).await;
+        assert_eq!(one.unwrap().len(), 1);
+        assert!(
+            h.series("S:B", at("2026-12-01T15:00:00Z"), at("2026-12-01T17:00:00Z"))
+                .await
+                .unwrap()
+                .is_empty()
+        );
+    }
+}

@@ -1,0 +1,272 @@
+//! The in-memory aggregate: what decisions added since the last flush, per metering id and
+//! bucket, and which ids are tracked at all.
+//!
+//! Invariants:
+//! - **No allocation per decision for a known id.** A decision locks one of [`SHARDS`] shards,
+//!   finds its id and adds to the id's newest pending bucket; a new bucket (once per id per
+//!   five minutes) pushes into a vector that kept its capacity across flushes.
+//! - **At most `max_ids` ids tracked.** A new id takes a slot ([`Aggregate::tracked`]) or is
+//!   refused (the caller counts it); a slot is given back only when the id is pruned, after it
+//!   had no decision for the whole retention.
+//! - **At most `max_pending` pending deltas** (across ids), so a store that stays down keeps
+//!   memory bounded: a delta that would need a new one beyond it is dropped (and counted).
+//!   Deltas older than the retention are dropped when the aggregate is pruned.
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use tollgate_quota::MeteringId;
+
+/// Shards of the id map: decisions on different ids rarely wait for each other.
+pub const SHARDS: usize = 32;
+
+/// Units added to one bucket of one id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Delta {
+    /// The bucket's index: its start in Unix seconds divided by the bucket length.
+    pub bucket: i64,
+    /// Units admitted.
+    pub admitted: u64,
+    /// Units refused.
+    pub refused: u64,
+}
+
+/// What one record did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recorded {
+    /// Added.
+    Kept,
+    /// The id is beyond the cap: not tracked.
+    Untracked,
+    /// The pending aggregate is full (the store has not taken a flush for long): dropped.
+    Dropped,
+}
+
+struct Track {
+    /// The newest bucket this id had a decision in.
+    last: i64,
+    /// Deltas not yet written to the store; usually the current bucket only.
+    pending: Vec<Delta>,
+}
+
+/// See the module docs.
+pub struct Aggregate {
+    shards: Box<[Mutex<HashMap<MeteringId, Track>>]>,
+    tracked: AtomicUsize,
+    pending: AtomicUsize,
+    max_ids: usize,
+    max_pending: usize,
+}
+
+impl Aggregate {
+    /// An empty aggregate tracking at most `max_ids` ids and `max_pending` unflushed deltas.
+    pub fn new(max_ids: usize, max_pending: usize) -> Self {
+        let shards = (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect();
+        Self {
+            shards,
+            tracked: AtomicUsize::new(0),
+            pending: AtomicUsize::new(0),
+            max_ids,
+            max_pending,
+        }
+    }
+
+    fn shard(&self, id: &MeteringId) -> MutexGuard<'_, HashMap<MeteringId, Track>> {
+        let mut h = Fnv(0xcbf2_9ce4_8422_2325);
+        id.hash(&mut h);
+        // The modulo keeps the index below SHARDS, so it always fits.
+        let i = (h.finish() % SHARDS as u64) as usize;
+        self.shards[i].lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// How many ids are tracked.
+    pub fn tracked(&self) -> usize {
+        self.tracked.load(Ordering::Relaxed)
+    }
+
+    /// Takes a tracking slot; `false` at the cap.
+    fn take_slot(&self) -> bool {
+        self.tracked
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < self.max_ids).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    /// Adds `d` to `id` (see the module invariants).
+    pub fn record(&self, id: &MeteringId, d: Delta) -> Recorded {
+        let mut shard = self.shard(id);
+        if let Some(t) = shard.get_mut(id) {
+            return self.add(t, d);
+        }
+        if !self.take_slot() {
+            return Recorded::Untracked;
+        }
+        let mut t = Track { last: d.bucket, pending: Vec::with_capacity(2) };
+        let r = self.add(&mut t, d);
+        shard.insert(id.clone(), t);
+        r
+    }
+
+    fn add(&self, t: &mut Track, d: Delta) -> Recorded {
+        t.last = t.last.max(d.bucket);
+        // The newest pending bucket is almost always the one (a restored batch may add older).
+        if let Some(p) = t.pending.iter_mut().rev().find(|p| p.bucket == d.bucket) {
+            p.admitted = p.admitted.saturating_add(d.admitted);
+            p.refused = p.refused.saturating_add(d.refused);
+            return Recorded::Kept;
+        }
+        let taken = self.pending.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+            (n < self.max_pending).then_some(n + 1)
+        });
+        if taken.is_err() {
+            return Recorded::Dropped;
+        }
+        t.pending.push(d);
+        Recorded::Kept
+    }
+
+    /// An id found in the store at start-up, tracked (without pending units) while a slot is
+    /// free; `false` at the cap.
+    pub fn preload(&self, id: MeteringId, last: i64) -> bool {
+        let mut shard = self.shard(&id);
+        if let Some(t) = shard.get_mut(&id) {
+            t.last = t.last.max(last);
+            return true;
+        }
+        if !self.take_slot() {
+            return false;
+        }
+        shard.insert(id, Track { last, pending: Vec::new() });
+        true
+    }
+
+    /// Takes every pending delta out (capacity kept), to be written to the store.
+    pub fn drain(&self) -> Vec<(MeteringId, Delta)> {
+        let mut out = Vec::new();
+        for shard in &*self.shards {
+            let mut shard = shard.lock().unwrap_or_else(PoisonError::into_inner);
+            for (id, t) in shard.iter_mut() {
+                out.extend(t.pending.drain(..).map(|d| (id.clone(), d)));
+            }
+        }
+        self.pending
+            .fetch_sub(out.len().min(self.pending.load(Ordering::Relaxed)), Ordering::Relaxed);
+        out
+    }
+
+    /// Puts back a batch the store did not take, to be retried with the next flush. Returns
+    /// how many deltas were dropped (their id is no longer tracked and no slot is free, or the
+    /// pending aggregate is full).
+    pub fn restore(&self, batch: Vec<(MeteringId, Delta)>) -> usize {
+        batch.into_iter().filter(|(id, d)| self.record(id, *d) != Recorded::Kept).count()
+    }
+
+    /// The pending deltas of `id` with a bucket in `from..to`.
+    pub fn pending(&self, id: &MeteringId, from: i64, to: i64) -> Vec<Delta> {
+        let shard = self.shard(id);
+        shard.get(id).map_or_else(Vec::new, |t| {
+            t.pending.iter().filter(|d| (from..to).contains(&d.bucket)).copied().collect()
+        })
+    }
+
+    /// Drops pending deltas older than `cutoff` (a bucket index) and untracks the ids whose
+    /// newest decision is older; returns the untracked ids (their rows may go from the store).
+    pub fn prune(&self, cutoff: i64) -> Vec<MeteringId> {
+        let mut gone = Vec::new();
+        let mut dropped = 0;
+        for shard in &*self.shards {
+            let mut shard = shard.lock().unwrap_or_else(PoisonError::into_inner);
+            shard.retain(|id, t| {
+                let before = t.pending.len();
+                t.pending.retain(|d| d.bucket >= cutoff);
+                dropped += before - t.pending.len();
+                let keep = t.last >= cutoff;
+                if !keep {
+                    gone.push(id.clone());
+                }
+                keep
+            });
+        }
+        self.pending
+            .fetch_sub(dropped.min(self.pending.load(Ordering::Relaxed)), Ordering::Relaxed);
+        self.tracked.fetch_sub(gone.len().min(self.tracked()), Ordering::Relaxed);
+        gone
+    }
+}
+
+/// FNV-1a: a cheap hash to pick a shard (the map inside hashes again with its own).
+struct Fnv(u64);
+
+impl Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(s: &str) -> MeteringId {
+        MeteringId::new(s).unwrap()
+    }
+
+    fn d(bucket: i64, admitted: u64, refused: u64) -> Delta {
+        Delta { bucket, admitted, refused }
+    }
+
+    #[test]
+    fn deltas_add_up_per_bucket_and_drain_empties() {
+        let a = Aggregate::new(10, 100);
+        assert_eq!(a.record(&id("A:1"), d(5, 3, 0)), Recorded::Kept);
+        assert_eq!(a.record(&id("A:1"), d(5, 2, 4)), Recorded::Kept);
+        assert_eq!(a.record(&id("A:1"), d(6, 1, 0)), Recorded::Kept);
+        assert_eq!(a.pending(&id("A:1"), 0, 6), [d(5, 5, 4)]);
+        let mut batch = a.drain();
+        batch.sort_by_key(|(_, d)| d.bucket);
+        assert_eq!(batch, [(id("A:1"), d(5, 5, 4)), (id("A:1"), d(6, 1, 0))]);
+        assert!(a.drain().is_empty());
+        assert_eq!(a.restore(batch), 0);
+        assert_eq!(a.pending(&id("A:1"), 0, 10).len(), 2);
+    }
+
+    #[test]
+    fn ids_beyond_the_cap_are_not_tracked_until_one_is_pruned() {
+        let a = Aggregate::new(2, 100);
+        assert_eq!(a.record(&id("A:1"), d(5, 1, 0)), Recorded::Kept);
+        assert!(a.preload(id("A:2"), 3));
+        assert_eq!(a.record(&id("A:3"), d(5, 1, 0)), Recorded::Untracked);
+        assert_eq!(a.record(&id("A:2"), d(5, 1, 0)), Recorded::Kept);
+        assert_eq!(a.tracked(), 2);
+        a.drain();
+        // A:2's newest decision is bucket 5 now; nothing older than 6 survives.
+        let mut gone = a.prune(6);
+        gone.sort();
+        assert_eq!(gone, [id("A:1"), id("A:2")]);
+        assert_eq!(a.record(&id("A:3"), d(7, 1, 0)), Recorded::Kept);
+    }
+
+    #[test]
+    fn the_pending_cap_drops_new_buckets_and_pruning_frees_it() {
+        let a = Aggregate::new(10, 2);
+        assert_eq!(a.record(&id("A:1"), d(1, 1, 0)), Recorded::Kept);
+        assert_eq!(a.record(&id("A:1"), d(2, 1, 0)), Recorded::Kept);
+        assert_eq!(a.record(&id("A:1"), d(3, 1, 0)), Recorded::Dropped);
+        assert_eq!(
+            a.record(&id("A:1"), d(2, 1, 0)),
+            Recorded::Kept,
+            "an existing bucket still adds"
+        );
+        a.prune(2);
+        assert_eq!(a.record(&id("A:1"), d(3, 1, 0)), Recorded::Kept);
+        assert_eq!(a.pending(&id("A:1"), 0, 10), [d(2, 2, 0), d(3, 1, 0)]);
+    }
+}

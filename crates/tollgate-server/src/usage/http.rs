@@ -1,0 +1,115 @@
+//! `GET /v1/usage?metering_id=ID[&from=RFC3339][&to=RFC3339]`: one id's usage history as JSON,
+//! `{metering_id, bucket_seconds, from, to, buckets: [{start, admitted, refused}]}`.
+//!
+//! - `from` and `to` default to the last 7 days (now − 7 d .. now). The history keeps no more:
+//!   a `from` before its oldest bucket is clamped to that bucket's start (the answer's `from`
+//!   says so), and a range wholly before it answers no buckets, with `from` = `to`.
+//! - Buckets start in `[from rounded down to 5 minutes, to)`, ascending; only buckets with
+//!   units are listed.
+//! - A missing or empty `metering_id`, a timestamp that is not RFC 3339, or `from` after `to`
+//!   is a 400 problem naming the parameter and the value received.
+//! - Access as `GET /v1/counters` (the `read` permission); with `[server] usage_history =
+//!   false` the answer is 404 problem `usage-history-off`.
+
+use axum::Json;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use jiff::{SignedDuration, Timestamp};
+use serde::{Deserialize, Serialize};
+use tollgate_quota::MeteringId;
+
+use crate::problem::Problem;
+use crate::state::AppState;
+use crate::usage::{BUCKET_SECONDS, RETENTION_BUCKETS, UsageBucket, bucket_start, retention_start};
+use crate::user::Permission;
+
+/// The query string.
+#[derive(Debug, Deserialize)]
+pub struct UsageQuery {
+    metering_id: Option<String>,
+    from: Option<String>,
+    to: Option<String>,
+}
+
+#[derive(Serialize)]
+struct UsageAnswer<'a> {
+    metering_id: &'a str,
+    bucket_seconds: i64,
+    from: Timestamp,
+    to: Timestamp,
+    buckets: Vec<UsageBucket>,
+}
+
+/// `GET /v1/usage` (see the module docs).
+pub async fn get(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    query: Result<Query<UsageQuery>, QueryRejection>,
+) -> Result<Response, Problem> {
+    state.admin().allow(&headers, Permission::Read)?;
+    let Some(usage) = state.usage() else {
+        return Err(Problem::new(StatusCode::NOT_FOUND, "usage-history-off", "Usage history off")
+            .detail("the usage history is turned off ([server] usage_history = false)"));
+    };
+    let Query(q) = query.map_err(|e| {
+        Problem::new(StatusCode::BAD_REQUEST, "invalid-query", "Invalid query")
+            .detail(e.body_text())
+    })?;
+    let raw_id = q.metering_id.unwrap_or_default();
+    if raw_id.is_empty() {
+        return Err(invalid("metering_id", &raw_id, "metering_id is required".into()));
+    }
+    let id =
+        MeteringId::new(&raw_id).map_err(|e| invalid("metering_id", &raw_id, e.to_string()))?;
+    let now = Timestamp::from_second(Timestamp::now().as_second()).unwrap_or(Timestamp::now());
+    let to = timestamp("to", q.to.as_deref())?.unwrap_or(now);
+    let from = timestamp("from", q.from.as_deref())?.unwrap_or_else(|| {
+        now.checked_sub(SignedDuration::from_secs(RETENTION_BUCKETS * BUCKET_SECONDS))
+            .unwrap_or(now)
+    });
+    if from > to {
+        return Err(Problem::new(
+            StatusCode::BAD_REQUEST,
+            "invalid-parameter",
+            "Invalid parameter",
+        )
+        .detail(format!("from ({from}) is after to ({to})"))
+        .with("invalid_parameter", "from")
+        .with("value", q.from.unwrap_or_default())
+        .with("to", q.to.unwrap_or_default()));
+    }
+    let from = from.max(bucket_start(retention_start(now))).min(to);
+    let buckets = usage.series(id.as_str(), from, to).await.map_err(|e| {
+        Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "usage-unavailable",
+            "Usage history unavailable",
+        )
+        .detail(e.to_string())
+    })?;
+    let body =
+        UsageAnswer { metering_id: id.as_str(), bucket_seconds: BUCKET_SECONDS, from, to, buckets };
+    Ok(Json(body).into_response())
+}
+
+fn timestamp(name: &'static str, raw: Option<&str>) -> Result<Option<Timestamp>, Problem> {
+    raw.map(|s| {
+        s.parse::<Timestamp>().map_err(|e| {
+            invalid(
+                name,
+                s,
+                format!("{name} must be an RFC 3339 timestamp such as 2026-12-01T16:00:00Z: {e}"),
+            )
+        })
+    })
+    .transpose()
+}
+
+fn invalid(name: &'static str, value: &str, detail: String) -> Problem {
+    Problem::new(StatusCode::BAD_REQUEST, "invalid-parameter", "Invalid parameter")
+        .detail(detail)
+        .with("invalid_parameter", name)
+        .with("value", value)
+}

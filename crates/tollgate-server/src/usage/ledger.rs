@@ -1,0 +1,52 @@
+//! The ledger: where the usage history is kept, one per counter store kind — in this
+//! process's memory ([`memory`]), in `<data>/usage.redb` ([`file`]) or in Redis ([`redis`]).
+//! A ledger takes whole batches (one write transaction, one pipeline) and answers one id's
+//! buckets in a range.
+
+pub mod file;
+pub mod memory;
+pub mod redis;
+
+use tollgate_quota::MeteringId;
+
+use super::aggregate::Delta;
+
+/// See the module docs.
+pub enum Ledger {
+    /// Lost with the process.
+    Memory(memory::MemoryLedger),
+    /// A redb file beside the counters file.
+    File(file::FileLedger),
+    /// Redis hashes with a TTL, shared by every instance.
+    Redis(redis::RedisLedger),
+}
+
+impl Ledger {
+    /// Adds `batch`, drops buckets older than `cutoff` of the ids written, and every bucket of
+    /// the ids in `gone`. All or nothing where the ledger allows it (the file); the caller
+    /// retries a failed batch.
+    pub async fn write(
+        &self,
+        batch: &[(MeteringId, Delta)],
+        cutoff: i64,
+        gone: &[MeteringId],
+    ) -> Result<(), String> {
+        match self {
+            Self::Memory(l) => {
+                l.write(batch, cutoff, gone);
+                Ok(())
+            }
+            Self::File(l) => l.write(batch.to_vec(), cutoff, gone.to_vec()).await,
+            Self::Redis(l) => l.write(batch).await,
+        }
+    }
+
+    /// The buckets of `id` in `from..to` (bucket indexes), ascending.
+    pub async fn read(&self, id: &MeteringId, from: i64, to: i64) -> Result<Vec<Delta>, String> {
+        match self {
+            Self::Memory(l) => Ok(l.read(id, from, to)),
+            Self::File(l) => l.read(id.clone(), from, to).await,
+            Self::Redis(l) => l.read(id, from, to).await,
+        }
+    }
+}

@@ -1,0 +1,295 @@
+//! The usage history (`GET /v1/usage`) through the real `tollgate serve`: decisions from
+//! `/v1/quota`, gRPC and the gateway show up as admitted and refused units in 5-minute buckets;
+//! the history survives a graceful restart and a kill -9 (embedded) and a restart on Redis;
+//! bad parameters are 400 naming them; `usage_history = false` turns it off (404); the `read`
+//! permission is enforced once users exist; and the id cap holds (counted in a metric).
+
+mod common;
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::time::Duration;
+
+use common::{RedisServer, Server, Status214, free_port, gateway_toml, wait_until};
+use serde_json::Value;
+
+/// One `GET` with optional extra header lines; the status and the body.
+fn get(server: &Server, path: &str, headers: &str) -> (u16, String) {
+    let mut c = std::net::TcpStream::connect(&server.addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(c, "GET {path} HTTP/1.1\r\nhost: x\r\n{headers}connection: close\r\n\r\n").unwrap();
+    let mut s = String::new();
+    c.read_to_string(&mut s).unwrap();
+    let status = s.split(' ').nth(1).unwrap().parse().unwrap();
+    (status, s.split("\r\n\r\n").nth(1).unwrap_or_default().to_owned())
+}
+
+/// One `/v1/quota` check of `weight` units against `limit` per day; the status.
+fn quota(server: &Server, id: &str, limit: u64, weight: u64) -> u16 {
+    let h = format!(
+        "metering-id: {id}\r\nquota-limit: {limit}\r\nquota-timeunit: day\r\nmessage-weight: {weight}\r\n"
+    );
+    get(server, "/v1/quota", &h).0
+}
+
+/// `GET /v1/usage?metering_id=ID` as JSON (must be 200).
+fn usage(server: &Server, id: &str, headers: &str) -> Value {
+    let (status, body) = get(server, &format!("/v1/usage?metering_id={id}"), headers);
+    assert_eq!(status, 200, "{body}");
+    serde_json::from_str(&body).unwrap()
+}
+
+/// Admitted and refused units over every bucket, after checking the buckets' shape.
+fn totals(answer: &Value) -> (u64, u64) {
+    assert_eq!(answer["bucket_seconds"], 300, "{answer}");
+    let buckets = answer["buckets"].as_array().unwrap();
+    let mut last = None;
+    let (mut a, mut r) = (0, 0);
+    for b in buckets {
+        let start: jiff::Timestamp = b["start"].as_str().unwrap().parse().unwrap();
+        assert_eq!(start.as_second() % 300, 0, "aligned to 5 minutes: {answer}");
+        assert!(last < Some(start), "ascending: {answer}");
+        last = Some(start);
+        let (ba, br) = (b["admitted"].as_u64().unwrap(), b["refused"].as_u64().unwrap());
+        assert!(ba + br > 0, "only buckets with data: {answer}");
+        a += ba;
+        r += br;
+    }
+    (a, r)
+}
+
+fn config(dir: &Path, text: &str) -> String {
+    let f = dir.join(format!("c{}.toml", free_port()));
+    std::fs::write(&f, text).unwrap();
+    f.to_str().unwrap().to_owned()
+}
+
+fn serve(store: &str, data: &Path, config: &str) -> Server {
+    Server::start(&["--store", store, "--data", data.to_str().unwrap(), "--config", config])
+}
+
+const SHADOW: &str =
+    "[[policy]]\nmatch = \"Shadow:*\"\nlimit = 4\nunit = \"day\"\nmode = \"shadow\"\n";
+
+/// 5 + 5 admitted of 12; 5 over quota, 20 heavier than the limit: 10 admitted, 25 refused.
+fn decide_on(server: &Server, id: &str) {
+    assert_eq!(quota(server, id, 12, 5), 200);
+    assert_eq!(quota(server, id, 12, 5), 200);
+    assert_eq!(quota(server, id, 12, 5), 429);
+    assert_eq!(quota(server, id, 12, 20), 429);
+}
+
+#[test]
+fn decisions_count_in_units_and_survive_a_restart_and_a_kill() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let cfg = config(dir.path(), SHADOW);
+    let server = serve("embedded", &data, &cfg);
+    decide_on(&server, "Usage:ACME");
+    // A shadow would-reject answers 200 but counts as refused (the engine refused it).
+    assert_eq!(quota(&server, "Shadow:ACME", 4, 3), 200);
+    assert_eq!(quota(&server, "Shadow:ACME", 4, 3), 200);
+    // Read before any flush: the pending units are in the answer already.
+    let answer = usage(&server, "Usage:ACME", "");
+    assert_eq!(answer["metering_id"], "Usage:ACME");
+    assert_eq!(totals(&answer), (10, 25), "{answer}");
+    assert_eq!(totals(&usage(&server, "Shadow:ACME", "")), (3, 3));
+    assert_eq!(totals(&usage(&server, "Usage:Nobody", "")), (0, 0));
+    // Default range: the last 7 days, `to` about now.
+    let from: jiff::Timestamp = answer["from"].as_str().unwrap().parse().unwrap();
+    let to: jiff::Timestamp = answer["to"].as_str().unwrap().parse().unwrap();
+    let span = to.as_second() - from.as_second();
+    assert!((7 * 86_400 - 300..=7 * 86_400).contains(&span), "{answer}");
+    assert!((jiff::Timestamp::now().as_second() - to.as_second()).abs() < 60, "{answer}");
+
+    // A graceful stop flushes; the history is read back from usage.redb.
+    assert!(server.sigterm().success());
+    assert!(data.join("usage.redb").exists());
+    let server = serve("embedded", &data, &cfg);
+    assert_eq!(totals(&usage(&server, "Usage:ACME", "")), (10, 25));
+    assert_eq!(totals(&usage(&server, "Shadow:ACME", "")), (3, 3));
+
+    // kill -9 loses at most the last flush interval (1 s): after 2.5 s all is on disk.
+    assert_eq!(quota(&server, "Usage:ACME", 100, 7), 200);
+    std::thread::sleep(Duration::from_millis(2500));
+    server.sigkill();
+    let server = serve("embedded", &data, &cfg);
+    assert_eq!(totals(&usage(&server, "Usage:ACME", "")), (17, 25));
+}
+
+#[test]
+fn grpc_and_gateway_decisions_are_recorded_too() {
+    use tollgate_rls::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+    use tollgate_rls::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
+    use tollgate_rls::rls::RateLimitRequest;
+    use tollgate_rls::rls::rate_limit_service_client::RateLimitServiceClient;
+
+    let dir = tempfile::tempdir().unwrap();
+    let grpc = format!("127.0.0.1:{}", free_port());
+    let rest = format!(
+        "[server]\ngrpc_listen = \"{grpc}\"\n\n[[rls.rule]]\ndomain = \"edi\"\n\
+         descriptor = [\"partner\"]\nmetering_id = \"Grpc:{{partner}}\"\nlimit = 5\nunit = \"hour\"\n"
+    );
+    let landing = dir.path().join("in");
+    let out = dir.path().join("out");
+    std::fs::create_dir_all(&landing).unwrap();
+    let cfg = config(dir.path(), &gateway_toml(&landing, &out, "", &rest));
+    let server = serve("embedded", &dir.path().join("data"), &cfg);
+
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let mut c = RateLimitServiceClient::connect(format!("http://{grpc}")).await.unwrap();
+        for hits in [3, 2, 4] {
+            let d = RateLimitDescriptor {
+                entries: vec![Entry { key: "partner".into(), value: "ACME".into() }],
+                hits_addend: None,
+            };
+            let r =
+                RateLimitRequest { domain: "edi".into(), descriptors: vec![d], hits_addend: hits };
+            c.should_rate_limit(r).await.unwrap();
+        }
+    });
+    assert_eq!(totals(&usage(&server, "Grpc:ACME", "")), (5, 4), "3 + 2 admitted, 4 over 5");
+
+    std::fs::write(landing.join("a.edi"), Status214::new("CARRIERA", 1).shipment(3).build())
+        .unwrap();
+    wait_until("the gateway delivers", Duration::from_secs(10), || {
+        std::fs::read_dir(&out).map(|d| d.count() > 0).unwrap_or(false)
+    });
+    let (status, counters) = get(&server, "/v1/counters?prefix=ShipmentStatus:", "");
+    assert_eq!(status, 200, "{counters}");
+    let counters: Value = serde_json::from_str(&counters).unwrap();
+    let counter = &counters["counters"][0];
+    let used = counter["used"].as_u64().unwrap();
+    let id = counter["identifier"].as_str().unwrap();
+    assert!(used > 0, "{counters}");
+    assert_eq!(totals(&usage(&server, id, "")), (used, 0), "the gateway's units, as counted");
+}
+
+#[test]
+fn redis_keeps_the_history_across_a_restart_with_a_ttl() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(redis) = RedisServer::start() else { return };
+    let url = redis.url();
+    let cfg = config(dir.path(), "");
+    let id = format!("Usage:R{}", free_port());
+    let server = serve(&url, &dir.path().join("a"), &cfg);
+    decide_on(&server, &id);
+    assert_eq!(totals(&usage(&server, &id, "")), (10, 25));
+    assert!(server.sigterm().success());
+
+    // Another instance (another data directory) reads what the first one wrote.
+    let server = serve(&url, &dir.path().join("b"), &cfg);
+    assert_eq!(totals(&usage(&server, &id, "")), (10, 25));
+    let day = jiff::Timestamp::now().as_second().div_euclid(86_400);
+    let key = format!("tollgate:usage:{{{id}}}:{day}");
+    let ttl: i64 =
+        redis.command(&format!("TTL {key}")).unwrap().trim_start_matches(':').parse().unwrap();
+    assert!((7 * 86_400..=8 * 86_400).contains(&ttl), "TTL of {key}: {ttl}");
+    // kill -9 after a flush interval: nothing is lost.
+    assert_eq!(quota(&server, &id, 100, 7), 200);
+    std::thread::sleep(Duration::from_millis(2500));
+    server.sigkill();
+    let server = serve(&url, &dir.path().join("a"), &cfg);
+    assert_eq!(totals(&usage(&server, &id, "")), (17, 25));
+}
+
+#[test]
+fn bad_parameters_are_400_naming_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve("memory", &dir.path().join("d"), &config(dir.path(), ""));
+    for (query, param, value) in [
+        ("", "metering_id", ""),
+        ("metering_id=", "metering_id", ""),
+        ("metering_id=A%20B", "metering_id", "A B"),
+        ("metering_id=A:1&from=yesterday", "from", "yesterday"),
+        ("metering_id=A:1&to=2026-13-01T00:00:00Z", "to", "2026-13-01T00:00:00Z"),
+        (
+            "metering_id=A:1&from=2026-12-02T00:00:00Z&to=2026-12-01T00:00:00Z",
+            "from",
+            "2026-12-02T00:00:00Z",
+        ),
+    ] {
+        let (status, body) = get(&server, &format!("/v1/usage?{query}"), "");
+        assert_eq!(status, 400, "{query}: {body}");
+        let p: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(p["invalid_parameter"], param, "{query}: {body}");
+        assert_eq!(p["value"], value, "{query}: {body}");
+    }
+    // Older than 7 days is clamped to the history's start; a range before it is empty.
+    let (status, body) = get(&server, "/v1/usage?metering_id=A:1&from=2020-01-01T00:00:00Z", "");
+    assert_eq!(status, 200, "{body}");
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    let from: jiff::Timestamp = answer["from"].as_str().unwrap().parse().unwrap();
+    assert!(jiff::Timestamp::now().as_second() - from.as_second() <= 7 * 86_400, "{body}");
+    let (status, body) = get(
+        &server,
+        "/v1/usage?metering_id=A:1&from=2020-01-01T00:00:00Z&to=2020-01-02T00:00:00Z",
+        "",
+    );
+    assert_eq!(status, 200, "{body}");
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(answer["from"], answer["to"], "{body}");
+    assert_eq!(answer["buckets"], Value::Array(vec![]), "{body}");
+}
+
+#[test]
+fn usage_history_false_turns_it_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("d");
+    let server = serve("embedded", &data, &config(dir.path(), "[server]\nusage_history = false\n"));
+    assert_eq!(quota(&server, "Off:1", 10, 1), 200);
+    let (status, body) = get(&server, "/v1/usage?metering_id=Off:1", "");
+    assert_eq!(status, 404, "{body}");
+    assert!(body.contains("usage-history-off"), "{body}");
+    assert!(!data.join("usage.redb").exists());
+}
+
+#[test]
+fn the_read_permission_is_enforced_once_users_exist() {
+    let dir = tempfile::tempdir().unwrap();
+    let digest = sha256_of("viewer-token").expect("sha256sum (coreutils) runs");
+    let cfg = format!(
+        "[server]\nadmin_token = \"root\"\n\n[[user]]\nname = \"vera\"\ntoken_sha256 = \"{digest}\"\nrole = \"viewer\"\n"
+    );
+    let server = serve("memory", &dir.path().join("d"), &config(dir.path(), &cfg));
+    assert_eq!(quota(&server, "Auth:1", 10, 2), 200);
+    let (status, body) = get(&server, "/v1/usage?metering_id=Auth:1", "");
+    assert_eq!(status, 401, "{body}");
+    let (status, _) =
+        get(&server, "/v1/usage?metering_id=Auth:1", "authorization: Bearer nope\r\n");
+    assert_eq!(status, 401);
+    let answer = usage(&server, "Auth:1", "authorization: Bearer viewer-token\r\n");
+    assert_eq!(totals(&answer), (2, 0));
+    assert_eq!(totals(&usage(&server, "Auth:1", "authorization: Bearer root\r\n")), (2, 0));
+}
+
+fn sha256_of(token: &str) -> Option<String> {
+    let mut c = std::process::Command::new("sha256sum")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .ok()?;
+    c.stdin.take()?.write_all(token.as_bytes()).ok()?;
+    let out = c.wait_with_output().ok()?;
+    Some(String::from_utf8(out.stdout).ok()?.split_whitespace().next()?.to_owned())
+}
+
+#[test]
+fn ids_beyond_the_cap_are_not_tracked_and_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "[server]\nusage_max_ids = 2\n");
+    let server = serve("memory", &dir.path().join("d"), &cfg);
+    for id in ["Cap:1", "Cap:2", "Cap:3", "Cap:3"] {
+        assert_eq!(quota(&server, id, 10, 1), 200);
+    }
+    assert_eq!(totals(&usage(&server, "Cap:1", "")), (1, 0));
+    assert_eq!(totals(&usage(&server, "Cap:2", "")), (1, 0));
+    assert_eq!(totals(&usage(&server, "Cap:3", "")), (0, 0), "beyond the cap");
+    let metrics = server.get("/metrics");
+    let line = metrics
+        .lines()
+        .find(|l| l.starts_with("tollgate_usage_untracked_total"))
+        .unwrap_or_else(|| panic!("{metrics}"));
+    assert!(line.ends_with(" 2"), "{line}");
+}
