@@ -30,6 +30,7 @@ mod item;
 mod landing;
 mod lane;
 mod meter;
+mod openapi;
 mod pipeline;
 mod queue;
 mod receipt;
@@ -245,6 +246,11 @@ impl Gateway {
             .route("/v1/queue/{id}/retry", post(queue::retry).with_state(api.clone()))
             .route("/v1/queue/{id}/release", post(queue::release).with_state(api.clone()))
             .route("/v1/queue/{id}", delete(queue::purge).with_state(api))
+    }
+
+    /// The OpenAPI description of [`Gateway::router`]'s routes, for the binary to merge.
+    pub fn openapi() -> utoipa::openapi::OpenApi {
+        openapi::document()
     }
 
     /// A handle that copies the spool while the gateway runs (`tollgate backup`).

@@ -210,6 +210,14 @@ pub fn tls_reload_failed() {
 }
 
 /// `GET /metrics`: the Prometheus text format. Samples the live-counter gauge first.
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "operations",
+    operation_id = "metrics",
+    summary = "Prometheus metrics (text exposition format)",
+    responses((status = 200, description = "The metrics.", body = String, content_type = "text/plain; version=0.0.4")),
+)]
 pub async fn render(State(state): State<AppState>) -> Response {
     // Counted for stores held in this process; for Redis it would mean a SCAN of the whole
     // shared key space on every scrape, so the gauge is left out there.

@@ -280,6 +280,7 @@ async fn serve(args: ServeArgs, file: ConfigFile, tls: Option<TlsAcceptor>) -> a
 
     app =
         app.route("/v1/admin/backup", axum::routing::post(crate::backup::route).with_state(backup));
+    app = app.merge(crate::openapi::router(&crate::openapi::document(gateway.is_some())));
 
     // One signal stops both listeners.
     let signal = shutdown_signal()?;
