@@ -358,12 +358,12 @@ pub(crate) struct PolicyDoc {
     /// Glob over metering-id (`*`, `?`, `[…]`).
     #[schema(rename = "match", min_length = 1)]
     pattern: String,
-    /// Units per window.
+    /// Units per window (`null` is the same as absent).
     #[schema(required = false)]
-    limit: u64,
-    /// Window length in units.
+    limit: Option<u64>,
+    /// Window length in units (`null` is the same as absent).
     #[schema(required = false, minimum = 1, maximum = 4294967295_u64, format = Int64)]
-    interval: u32,
+    interval: Option<u32>,
     /// second … month (singular or plural, any case, when sent).
     #[schema(required = false, pattern = r"^\s*([Ss][Ee][Cc][Oo][Nn][Dd]|[Mm][Ii][Nn][Uu][Tt][Ee]|[Hh][Oo][Uu][Rr]|[Dd][Aa][Yy]|[Ww][Ee][Ee][Kk]|[Mm][Oo][Nn][Tt][Hh])[Ss]?\s*$")]
     unit: String,
