@@ -365,10 +365,16 @@ pub(crate) struct PolicyDoc {
     #[schema(required = false, minimum = 1, maximum = 4294967295_u64, format = Int64)]
     interval: Option<u32>,
     /// second … month (singular or plural, any case, when sent).
-    #[schema(required = false, pattern = r"^\s*([Ss][Ee][Cc][Oo][Nn][Dd]|[Mm][Ii][Nn][Uu][Tt][Ee]|[Hh][Oo][Uu][Rr]|[Dd][Aa][Yy]|[Ww][Ee][Ee][Kk]|[Mm][Oo][Nn][Tt][Hh])[Ss]?\s*$")]
+    #[schema(
+        required = false,
+        pattern = r"^\s*([Ss][Ee][Cc][Oo][Nn][Dd]|[Mm][Ii][Nn][Uu][Tt][Ee]|[Hh][Oo][Uu][Rr]|[Dd][Aa][Yy]|[Ww][Ee][Ee][Kk]|[Mm][Oo][Nn][Tt][Hh])[Ss]?\s*$"
+    )]
     unit: String,
     /// calendar, flexi or rolling (any case, when sent).
-    #[schema(required = false, pattern = r"^\s*([Cc][Aa][Ll][Ee][Nn][Dd][Aa][Rr]|[Ff][Ll][Ee][Xx][Ii]|[Rr][Oo][Ll][Ll][Ii][Nn][Gg])\s*$")]
+    #[schema(
+        required = false,
+        pattern = r"^\s*([Cc][Aa][Ll][Ee][Nn][Dd][Aa][Rr]|[Ff][Ll][Ee][Xx][Ii]|[Rr][Oo][Ll][Ll][Ii][Nn][Gg])\s*$"
+    )]
     window: String,
     /// The policy beats the headers instead of filling gaps (default false).
     #[schema(rename = "override", required = false)]

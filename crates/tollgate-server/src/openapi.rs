@@ -8,8 +8,8 @@
 //! operations with a body 408 and 413), all RFC 9457 problems.
 
 use utoipa::openapi::path::Operation;
-use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::schema::{Schema, SchemaType, Type};
+use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{
     ContentBuilder, OpenApi as Document, Ref, RefOr, Response, ResponseBuilder, Responses,
 };
@@ -109,7 +109,9 @@ impl Modify for Shared {
             ))),
         );
         if !components.schemas.contains_key("Problem") {
-            components.schemas.insert("Problem".into(), <ProblemDoc as utoipa::PartialSchema>::schema());
+            components
+                .schemas
+                .insert("Problem".into(), <ProblemDoc as utoipa::PartialSchema>::schema());
         }
         for item in doc.paths.paths.values_mut() {
             let ops = [
