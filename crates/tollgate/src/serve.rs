@@ -222,6 +222,7 @@ async fn serve(args: ServeArgs, file: ConfigFile, tls: Option<TlsAcceptor>) -> a
         tracing::warn!("no admin token configured: the admin API is refused on {addr}");
     }
     let clients = ClientKeys::new(&file.client).context("[[client]]")?;
+    let clients_for_grpc = clients.clone();
     let mut state = AppState::builder(Arc::clone(&store), policies, admin.clone())
         .clients(clients.clone())
         .on_store_unavailable(settings.store_section.store_unavailable);
@@ -301,6 +302,7 @@ async fn serve(args: ServeArgs, file: ConfigFile, tls: Option<TlsAcceptor>) -> a
                 Arc::clone(&store),
                 file.rls_rules()?,
                 Arc::clone(state.policies()),
+                clients_for_grpc,
                 settings.store_section.store_unavailable,
             )
             .await?;
