@@ -195,6 +195,11 @@ pub fn tls_incoming(
                     continue;
                 }
             };
+            // As on the plain listener: small answers go out at once, not after the peer's
+            // delayed ACK (Nagle), which would add tens of milliseconds per call.
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!(error = %e, "grpc: cannot set TCP_NODELAY");
+            }
             let (tls, tx) = (tls.clone(), tx.clone());
             tokio::spawn(async move {
                 let _permit = permit;
