@@ -31,6 +31,7 @@ mod item;
 mod landing;
 mod lane;
 mod meter;
+mod openapi;
 mod pipeline;
 mod queue;
 mod receipt;
@@ -308,6 +309,11 @@ impl Gateway {
             .await
             .map_err(|e| spool::SpoolError::Db(format!("read task failed: {e}")))??;
         Ok(items)
+    }
+
+    /// The OpenAPI description of [`Gateway::router`]'s routes, for the binary to merge.
+    pub fn openapi() -> utoipa::openapi::OpenApi {
+        openapi::document()
     }
 
     /// A handle that copies the spool while the gateway runs (`tollgate backup`).

@@ -78,7 +78,77 @@ fn encode(value: &str) -> String {
         .collect()
 }
 
+/// One queue item, as the queue API lists and answers it.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub(crate) struct QueueItem {
+    /// Stable id (sorts by arrival); the `Tollgate-Interchange-Id` of its delivery.
+    id: String,
+    /// received, admitted, held, delivered, rejected, duplicate or dead.
+    #[schema(pattern = "^(received|admitted|held|delivered|rejected|duplicate|dead)$")]
+    state: String,
+    /// Partner name, or the raw `QUAL:ID` of an unknown sender.
+    partner: String,
+    /// Document type (first ST01 / UNH message type).
+    document: String,
+    /// Route name, when one matched.
+    route: Option<String>,
+    /// The counter it is metered against, when routed.
+    metering_id: Option<String>,
+    /// Units it consumes.
+    weight: u64,
+    /// When it was received.
+    #[schema(format = DateTime)]
+    received_at: String,
+    /// When the pipeline next looks at it.
+    #[schema(format = DateTime)]
+    next_attempt_at: Option<String>,
+    /// Metering or delivery attempts so far.
+    attempts: u32,
+    /// Why it is where it is.
+    reason: Option<String>,
+    /// Where its bytes are: `{"file": "spool/<name>.edi", "start", "end"}`.
+    spool: SpoolRange,
+}
+
+/// Where an item's bytes are in the spool.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub(crate) struct SpoolRange {
+    /// `spool/<name>.edi` in the data directory.
+    file: String,
+    /// First byte.
+    start: u64,
+    /// End of the range (exclusive).
+    end: u64,
+}
+
 /// `GET /v1/queue`.
+#[utoipa::path(
+    get,
+    path = "/v1/queue",
+    tag = "gateway",
+    operation_id = "listQueue",
+    summary = "The gateway's queue, a page at a time in arrival order",
+    params(
+        ("state" = Option<String>, Query, description = "Only items in this state (all when empty or absent).",
+            pattern = "^(received|admitted|held|delivered|rejected|duplicate|dead)?$"),
+        ("limit" = Option<u32>, Query, description = "Items per page, 1 to 1,000 (default 100).", minimum = 1, maximum = 1000),
+        ("cursor" = Option<String>, Query, description = "The id of the last item of the previous page."),
+    ),
+    responses(
+        (status = 200, description = "One page of items.", body = Vec<QueueItem>,
+            headers(("Link" = String, description = "`</v1/queue?…&cursor=…>; rel=\"next\"` when there is a next page."))),
+        (status = 400, description = "A query parameter is invalid (problem invalid-query, naming it and the value).", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 401, description = "A token is configured and none, or a wrong one, was sent (problem admin-unauthorized).",
+            body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json",
+            headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"tollgate\"`"))),
+        (status = 403, description = "The user's role does not allow this (problem role-forbidden), or no token is configured and the listener is not loopback (problem admin-token-required).",
+            body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 503, description = "The spool could not be read (problem gateway-unavailable).", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
+    ),
+    security((), ("admin_token" = [])),
+)]
 pub async fn list(
     State(api): State<QueueApi>,
     headers: HeaderMap,
@@ -124,6 +194,31 @@ pub async fn list(
 pub const MAX_PAYLOAD_BYTES: u64 = 64 * 1024;
 
 /// `GET /v1/queue/{id}/payload`.
+#[utoipa::path(
+    get,
+    path = "/v1/queue/{id}/payload",
+    tag = "gateway",
+    operation_id = "getQueueItemPayload",
+    summary = "An item's bytes as received, at most 64 KiB",
+    params(("id" = String, Path, description = "The queue item's id.")),
+    responses(
+        (status = 200, description = "The first 64 KiB of the item's bytes.", body = Vec<u8>, content_type = "application/octet-stream",
+            headers(
+                ("Tollgate-Payload-Bytes" = u64, description = "The whole item's size in bytes."),
+                ("Tollgate-Payload-Truncated" = bool, description = "`true` when the answer is cut at 64 KiB."),
+            )),
+        (status = 400, description = "The id is not UTF-8 once decoded (problem http-error).", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 401, description = "A token is configured and none, or a wrong one, was sent (problem admin-unauthorized).",
+            body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json",
+            headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"tollgate\"`"))),
+        (status = 403, description = "The user's role does not allow this (problem role-forbidden), or no token is configured and the listener is not loopback (problem admin-token-required).",
+            body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 404, description = "No such item (problem queue-item-not-found).", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 410, description = "The bytes are no longer spooled: delivered or purged (problem payload-not-kept).", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 503, description = "The gateway is shutting down or the spool failed (problem gateway-unavailable).", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
+    ),
+    security((), ("admin_token" = [])),
+)]
 pub async fn payload(
     State(api): State<QueueApi>,
     headers: HeaderMap,
@@ -181,6 +276,27 @@ pub async fn payload(
 }
 
 /// `POST /v1/queue/{id}/retry`.
+#[utoipa::path(
+    post,
+    path = "/v1/queue/{id}/retry",
+    tag = "gateway",
+    operation_id = "retryQueueItem",
+    summary = "Re-meter a held or dead item now",
+    params(("id" = String, Path, description = "The queue item's id.")),
+    responses(
+        (status = 200, description = "The item after the operation.", body = QueueItem),
+        (status = 400, description = "The id is not UTF-8 once decoded (problem http-error).", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 401, description = "A token is configured and none, or a wrong one, was sent (problem admin-unauthorized).",
+            body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json",
+            headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"tollgate\"`"))),
+        (status = 403, description = "The user's role does not allow this (problem role-forbidden), or no token is configured and the listener is not loopback (problem admin-token-required).",
+            body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 404, description = "No such item (problem queue-item-not-found), or no route for an empty id.", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 409, description = "Not possible in the item's state (problem queue-item-state).", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 503, description = "The gateway is shutting down or the spool failed (problem gateway-unavailable).", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
+    ),
+    security((), ("admin_token" = [])),
+)]
 pub async fn retry(
     State(api): State<QueueApi>,
     headers: HeaderMap,
@@ -190,6 +306,27 @@ pub async fn retry(
 }
 
 /// `POST /v1/queue/{id}/release`.
+#[utoipa::path(
+    post,
+    path = "/v1/queue/{id}/release",
+    tag = "gateway",
+    operation_id = "releaseQueueItem",
+    summary = "Deliver an item without metering it",
+    params(("id" = String, Path, description = "The queue item's id.")),
+    responses(
+        (status = 200, description = "The item after the operation.", body = QueueItem),
+        (status = 400, description = "The id is not UTF-8 once decoded (problem http-error).", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 401, description = "A token is configured and none, or a wrong one, was sent (problem admin-unauthorized).",
+            body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json",
+            headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"tollgate\"`"))),
+        (status = 403, description = "The user's role does not allow this (problem role-forbidden), or no token is configured and the listener is not loopback (problem admin-token-required).",
+            body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 404, description = "No such item (problem queue-item-not-found), or no route for an empty id.", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 409, description = "Not possible in the item's state (problem queue-item-state).", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 503, description = "The gateway is shutting down or the spool failed (problem gateway-unavailable).", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
+    ),
+    security((), ("admin_token" = [])),
+)]
 pub async fn release(
     State(api): State<QueueApi>,
     headers: HeaderMap,
@@ -199,6 +336,27 @@ pub async fn release(
 }
 
 /// `DELETE /v1/queue/{id}`.
+#[utoipa::path(
+    delete,
+    path = "/v1/queue/{id}",
+    tag = "gateway",
+    operation_id = "purgeQueueItem",
+    summary = "Purge an item and its spooled bytes",
+    params(("id" = String, Path, description = "The queue item's id.")),
+    responses(
+        (status = 204, description = "Purged."),
+        (status = 400, description = "The id is not UTF-8 once decoded (problem http-error).", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 401, description = "A token is configured and none, or a wrong one, was sent (problem admin-unauthorized).",
+            body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json",
+            headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"tollgate\"`"))),
+        (status = 403, description = "The user's role does not allow this (problem role-forbidden), or no token is configured and the listener is not loopback (problem admin-token-required).",
+            body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 404, description = "No such item (problem queue-item-not-found), or no route for an empty id.", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 409, description = "Not possible in the item's state (problem queue-item-state).", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 503, description = "The gateway is shutting down or the spool failed (problem gateway-unavailable).", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
+    ),
+    security((), ("admin_token" = [])),
+)]
 pub async fn purge(
     State(api): State<QueueApi>,
     headers: HeaderMap,

@@ -92,7 +92,42 @@ fn budget_spent(budget: &UploadBudget, wanted: u64) -> Response {
         .into_response()
 }
 
+/// The answer of an accepted upload.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub(crate) struct Accepted {
+    /// The queue item's id (see `/v1/queue`).
+    id: String,
+    /// Always `received`: spooled, not yet metered.
+    #[schema(pattern = "^received$")]
+    state: String,
+}
+
 /// `POST /v1/interchanges`: authorise, reserve memory, read, check senders, spool, answer 202.
+#[utoipa::path(
+    post,
+    path = "/v1/interchanges",
+    tag = "gateway",
+    operation_id = "uploadInterchange",
+    summary = "Upload an X12 or EDIFACT interchange file to the gateway",
+    description = "The bytes are spooled durably before the answer; metering and delivery follow \
+                   asynchronously (follow the item in /v1/queue). Bodies in memory at once are \
+                   bounded by upload_budget_bytes, one body by max_upload_bytes.",
+    request_body(content = String, description = "One file with one or more X12 (ISA) or EDIFACT (UNA/UNB) interchanges.",
+        content_type = "application/octet-stream"),
+    responses(
+        (status = 202, description = "Spooled.", body = Accepted),
+        (status = 400, description = "Not an EDI interchange (problem not-edi), or a bad Content-Length (problem invalid-content-length).", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 401, description = "Credentials are configured and none valid was sent (problems upload-unauthorized, admin-unauthorized, missing-api-key, invalid-api-key).",
+            body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 403, description = "A sender is outside the client's partners (problem partner-not-allowed), or nothing is configured and the listener is not loopback.", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 413, description = "Larger than max_upload_bytes (problem upload-too-large).", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 500, description = "The parser failed on this upload (problem parser-failed).", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 503, description = "The upload budget is spent (problem upload-budget-exhausted, with Retry-After) or the spool failed (problem spool-unavailable).",
+            body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json", headers(("Retry-After" = u64, description = "Seconds to wait."))),
+    ),
+    security((), ("api_key" = []), ("admin_token" = [])),
+)]
 pub async fn upload(
     State(up): State<Upload>,
     peer: Option<axum::Extension<tollgate_server::tls::PeerCertificate>>,

@@ -15,10 +15,12 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod answer;
+pub mod gate;
 pub mod rules;
 pub mod server;
 pub mod service;
 
+pub use gate::{Gate, Open, Outcome};
 pub use rules::{Asked, RlsSection, RuleConfig, RuleError, RuleSet};
 pub use server::{serve, serve_incoming};
 pub use service::{RateLimiter, ResolvedSpec, RulesOnly, SpecSource};

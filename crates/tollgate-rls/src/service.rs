@@ -11,17 +11,24 @@
 //! `FAILED_PRECONDITION`): every descriptor is mapped and its spec resolved before the store
 //! is called for any of them.
 //!
+//! The [`Gate`] sees the call first: a caller it refuses (`UNAUTHENTICATED`), or an id a
+//! caller may not use (`PERMISSION_DENIED`), counts nothing either. It records one outcome per
+//! refused call and per decided descriptor, as `/v1/quota` does per answer.
+//!
 //! A store failure follows `store_unavailable` as over HTTP: `allow` answers OK without a
 //! limit (and `tollgate-degraded: store-unavailable`); `deny` and `local` (whose local
 //! fallback failed too) answer gRPC `UNAVAILABLE`.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use tollgate_quota::store::OnStoreUnavailable;
-use tollgate_quota::{AnyStore, MeteringId, QuotaSpec, Store, WindowKind};
+use tollgate_quota::{AnyStore, MeteringId, Outcome, QuotaSpec, Store, WindowKind};
+use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status};
 
 use crate::answer::{Answer, Checked};
+use crate::gate::{Gate, Open, Outcome as GateOutcome};
 use crate::rls::rate_limit_service_server::RateLimitService;
 use crate::rls::{RateLimitRequest, RateLimitResponse};
 use crate::rules::{Asked, RuleSet};
@@ -63,13 +70,14 @@ impl SpecSource for RulesOnly {
     }
 }
 
-/// The rate limit service: rules, specs and the shared store.
+/// The rate limit service: rules, specs, the shared store and the gate.
 #[derive(Clone)]
 pub struct RateLimiter {
     store: Arc<AnyStore>,
     rules: Arc<RuleSet>,
     specs: Arc<dyn SpecSource>,
     on_store_unavailable: OnStoreUnavailable,
+    gate: Arc<dyn Gate>,
 }
 
 impl RateLimiter {
@@ -80,27 +88,74 @@ impl RateLimiter {
         specs: Arc<dyn SpecSource>,
         on_store_unavailable: OnStoreUnavailable,
     ) -> Self {
-        Self { store, rules: Arc::new(rules), specs, on_store_unavailable }
+        Self { store, rules: Arc::new(rules), specs, on_store_unavailable, gate: Arc::new(Open) }
     }
 
-    /// Decides a request (see the module docs).
+    /// This service, checking callers and recording outcomes through `gate`.
+    pub fn with_gate(mut self, gate: Arc<dyn Gate>) -> Self {
+        self.gate = gate;
+        self
+    }
+
+    /// Decides a call: its caller through the gate, then the request.
+    pub async fn call(
+        &self,
+        metadata: &MetadataMap,
+        req: &RateLimitRequest,
+    ) -> Result<RateLimitResponse, Status> {
+        let client = self.gate.authenticate(metadata).inspect_err(|_| {
+            self.gate.record(GateOutcome::Unauthorized);
+        })?;
+        self.decide_for(client, req).await
+    }
+
+    /// Decides a request from a caller that may use every id (see the module docs).
     pub async fn decide(&self, req: &RateLimitRequest) -> Result<RateLimitResponse, Status> {
+        self.decide_for(None, req).await
+    }
+
+    async fn decide_for(
+        &self,
+        client: Option<usize>,
+        req: &RateLimitRequest,
+    ) -> Result<RateLimitResponse, Status> {
+        let refused = |outcome: GateOutcome| {
+            let gate = &self.gate;
+            move |status: Status| {
+                gate.record(outcome);
+                status
+            }
+        };
         let request_weight = if req.hits_addend == 0 { 1 } else { u64::from(req.hits_addend) };
         // First map every descriptor, so that a refused request counts nothing.
         let mut planned = Vec::with_capacity(req.descriptors.len());
         for (i, d) in req.descriptors.iter().enumerate() {
-            let found = self.rules.find(&req.domain, d).map_err(|e| {
-                Status::invalid_argument(format!("descriptors[{i}] (domain {:?}): {e}", req.domain))
-            })?;
+            let found = self
+                .rules
+                .find(&req.domain, d)
+                .map_err(|e| {
+                    Status::invalid_argument(format!(
+                        "descriptors[{i}] (domain {:?}): {e}",
+                        req.domain
+                    ))
+                })
+                .map_err(refused(GateOutcome::BadRequest))?;
             planned.push(match found {
                 None => None,
                 Some((rule, id)) => {
-                    let resolved = self.specs.resolve(&id, &rule.asked).map_err(|e| {
-                        Status::failed_precondition(format!(
-                            "descriptors[{i}] (domain {:?}, metering id {id}): {e}",
-                            req.domain
-                        ))
-                    })?;
+                    if let Some(client) = client {
+                        self.gate.permit(client, &id).map_err(refused(GateOutcome::Forbidden))?;
+                    }
+                    let resolved = self
+                        .specs
+                        .resolve(&id, &rule.asked)
+                        .map_err(|e| {
+                            Status::failed_precondition(format!(
+                                "descriptors[{i}] (domain {:?}, metering id {id}): {e}",
+                                req.domain
+                            ))
+                        })
+                        .map_err(refused(GateOutcome::BadRequest))?;
                     Some((id, resolved, d.hits_addend.unwrap_or(request_weight)))
                 }
             });
@@ -111,13 +166,27 @@ impl RateLimiter {
                 answer.push(Checked::Unlimited);
                 continue;
             };
-            match self.store.check(&id, &resolved.spec, weight).await {
-                Ok(decision) => answer.push(Checked::Decided {
-                    decision: Box::new(decision),
-                    spec: resolved.spec,
-                    shadow: resolved.shadow,
-                }),
+            let started = Instant::now();
+            let result = self.store.check(&id, &resolved.spec, weight).await;
+            self.gate.store_latency(started.elapsed());
+            match result {
+                Ok(decision) => {
+                    self.gate.record(match decision.outcome {
+                        _ if decision.outcome != Outcome::Allowed && resolved.shadow => {
+                            GateOutcome::ShadowWouldReject
+                        }
+                        Outcome::Allowed => GateOutcome::Allowed,
+                        Outcome::Exceeded => GateOutcome::Exceeded,
+                        Outcome::WeightExceedsLimit => GateOutcome::WeightExceedsLimit,
+                    });
+                    answer.push(Checked::Decided {
+                        decision: Box::new(decision),
+                        spec: resolved.spec,
+                        shadow: resolved.shadow,
+                    });
+                }
                 Err(e) => {
+                    self.gate.record(GateOutcome::StoreError);
                     tracing::warn!(identifier = %id, error = %e, mode = ?self.on_store_unavailable,
                         "store could not decide (rls)");
                     match self.on_store_unavailable {
@@ -141,6 +210,6 @@ impl RateLimitService for RateLimiter {
         &self,
         request: Request<RateLimitRequest>,
     ) -> Result<Response<RateLimitResponse>, Status> {
-        self.decide(request.get_ref()).await.map(Response::new)
+        self.call(request.metadata(), request.get_ref()).await.map(Response::new)
     }
 }

@@ -234,7 +234,80 @@ fn store_problem(e: &tollgate_quota::StoreError) -> Problem {
         .detail(e.to_string())
 }
 
+/// One live counter, as listed by `GET /v1/counters`.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub(crate) struct Counter {
+    /// The metering id.
+    identifier: String,
+    /// Window length in units.
+    #[schema(minimum = 1, maximum = 4294967295_u64, format = Int64)]
+    interval: u32,
+    /// second … month.
+    #[schema(pattern = "^(second|minute|hour|day|week|month)$")]
+    unit: String,
+    /// calendar, flexi or rolling.
+    #[schema(pattern = "^(calendar|flexi|rolling)$")]
+    window: String,
+    /// The calendar anchor, when one was given.
+    #[schema(format = DateTime)]
+    start: Option<String>,
+    /// Units counted in the current window.
+    used: u64,
+    /// Refusals in the current window.
+    exceed_count: u64,
+    /// Refusals since the counter was made.
+    total_exceed_count: u64,
+    /// When the current window began (`null` for rolling windows).
+    #[schema(format = DateTime)]
+    window_start: Option<String>,
+    /// When the current window ends.
+    #[schema(format = DateTime)]
+    window_end: Option<String>,
+}
+
+/// The answer of `GET /v1/counters`.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub(crate) struct CounterList {
+    /// The prefix asked for.
+    prefix: String,
+    /// How many counters are listed.
+    count: usize,
+    /// The counters, by identifier.
+    counters: Vec<Counter>,
+}
+
+/// The answer of `DELETE /v1/counters/{id}`.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub(crate) struct CounterReset {
+    /// The metering id.
+    identifier: String,
+    /// How many counters (one per window shape) were dropped.
+    removed: u64,
+}
+
 /// `GET /v1/counters?prefix=`.
+#[utoipa::path(
+    get,
+    path = "/v1/counters",
+    tag = "admin",
+    operation_id = "listCounters",
+    summary = "List live counters whose metering id starts with a prefix",
+    params(("prefix" = Option<String>, Query, description = "Metering id prefix; all counters when empty or absent.")),
+    responses(
+        (status = 200, description = "The counters.", body = CounterList),
+        (status = 400, description = "The query string is not valid (problem invalid-query).", body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 401, description = "A token is configured and none, or a wrong one, was sent (problem admin-unauthorized).",
+            body = crate::openapi::ProblemDoc, content_type = "application/problem+json",
+            headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"tollgate\"`"))),
+        (status = 403, description = "The user's role does not allow this (problem role-forbidden), or no token is configured and the listener is not loopback (problem admin-token-required).",
+            body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 503, description = "The store could not list (problem store-unavailable).", body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
+    ),
+    security((), ("admin_token" = [])),
+)]
 pub async fn list_counters(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -252,6 +325,26 @@ pub async fn list_counters(
 }
 
 /// `DELETE /v1/counters/{metering-id}`: 200 with how many counters were dropped.
+#[utoipa::path(
+    delete,
+    path = "/v1/counters/{id}",
+    tag = "admin",
+    operation_id = "resetCounter",
+    summary = "Drop every counter of a metering id (all window shapes)",
+    params(("id" = String, Path, description = "The metering id (may contain `/`).", pattern = r"^[!-~]{1,256}$")),
+    responses(
+        (status = 200, description = "The counters were dropped (removed may be 0).", body = CounterReset),
+        (status = 400, description = "The id is not a metering id (problem invalid-metering-id), or not UTF-8 once decoded.", body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 401, description = "A token is configured and none, or a wrong one, was sent (problem admin-unauthorized).",
+            body = crate::openapi::ProblemDoc, content_type = "application/problem+json",
+            headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"tollgate\"`"))),
+        (status = 403, description = "The user's role does not allow this (problem role-forbidden), or no token is configured and the listener is not loopback (problem admin-token-required).",
+            body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 404, description = "An empty id: no route (problem not-found).", body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 503, description = "The store could not reset (problem store-unavailable).", body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
+    ),
+    security((), ("admin_token" = [])),
+)]
 pub async fn reset_counter(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -284,7 +377,80 @@ fn policies_json(state: &AppState) -> Value {
     })
 }
 
+/// The policies in force, as `GET` and `PUT /v1/policies` answer.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub(crate) struct PolicyState {
+    /// The rules, in matching order.
+    policies: Vec<PolicyDoc>,
+    /// The config file they come from, when the server reads one.
+    source: Option<String>,
+    /// Incremented each time a set comes into force.
+    generation: u64,
+    /// Why the last policy file was refused, while it is.
+    last_error: Option<String>,
+}
+
+/// One `[[policy]]`: a glob over metering ids and what it supplies.
+#[derive(utoipa::ToSchema)]
+#[schema(as = Policy)]
+#[allow(dead_code)]
+pub(crate) struct PolicyDoc {
+    /// Glob over metering-id (`*`, `?`, `[…]`).
+    #[schema(rename = "match", min_length = 1)]
+    pattern: String,
+    /// Units per window (`null` is the same as absent).
+    #[schema(required = false)]
+    limit: Option<u64>,
+    /// Window length in units (`null` is the same as absent).
+    #[schema(required = false, minimum = 1, maximum = 4294967295_u64, format = Int64)]
+    interval: Option<u32>,
+    /// second … month (singular or plural, any case, when sent).
+    #[schema(
+        required = false,
+        pattern = r"^\s*([Ss][Ee][Cc][Oo][Nn][Dd]|[Mm][Ii][Nn][Uu][Tt][Ee]|[Hh][Oo][Uu][Rr]|[Dd][Aa][Yy]|[Ww][Ee][Ee][Kk]|[Mm][Oo][Nn][Tt][Hh])[Ss]?\s*$"
+    )]
+    unit: String,
+    /// calendar, flexi or rolling (any case, when sent).
+    #[schema(
+        required = false,
+        pattern = r"^\s*([Cc][Aa][Ll][Ee][Nn][Dd][Aa][Rr]|[Ff][Ll][Ee][Xx][Ii]|[Rr][Oo][Ll][Ll][Ii][Nn][Gg])\s*$"
+    )]
+    window: String,
+    /// The policy beats the headers instead of filling gaps (default false).
+    #[schema(rename = "override", required = false)]
+    override_headers: bool,
+    /// enforce (default) or shadow.
+    #[schema(required = false, pattern = "^(enforce|shadow)$")]
+    mode: String,
+}
+
+/// The body of `PUT /v1/policies`.
+#[derive(utoipa::ToSchema)]
+#[schema(as = PolicyReplacement)]
+#[allow(dead_code)]
+pub(crate) struct PolicyBodyDoc {
+    /// The whole new set, in matching order.
+    policies: Vec<PolicyDoc>,
+}
+
 /// `GET /v1/policies`.
+#[utoipa::path(
+    get,
+    path = "/v1/policies",
+    tag = "admin",
+    operation_id = "getPolicies",
+    summary = "The policies in force, their source and the last reload error",
+    responses(
+        (status = 200, description = "The policies.", body = PolicyState),
+        (status = 401, description = "A token is configured and none, or a wrong one, was sent (problem admin-unauthorized).",
+            body = crate::openapi::ProblemDoc, content_type = "application/problem+json",
+            headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"tollgate\"`"))),
+        (status = 403, description = "The user's role does not allow this (problem role-forbidden), or no token is configured and the listener is not loopback (problem admin-token-required).",
+            body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
+    ),
+    security((), ("admin_token" = [])),
+)]
 pub async fn get_policies(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -327,6 +493,25 @@ fn locate(body: &Value) -> Option<(usize, String)> {
 }
 
 /// `PUT /v1/policies`: validates the whole set, then replaces the one in force.
+#[utoipa::path(
+    put,
+    path = "/v1/policies",
+    tag = "admin",
+    operation_id = "replacePolicies",
+    summary = "Replace the whole policy set (and the config file's [[policy]] tables)",
+    request_body(content = PolicyBodyDoc, description = "The new set; other members are ignored.", content_type = "application/json"),
+    responses(
+        (status = 200, description = "The new set is in force.", body = PolicyState),
+        (status = 400, description = "The body is not a valid policy set (problem invalid-policies, with line and column).", body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 401, description = "A token is configured and none, or a wrong one, was sent (problem admin-unauthorized).",
+            body = crate::openapi::ProblemDoc, content_type = "application/problem+json",
+            headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"tollgate\"`"))),
+        (status = 403, description = "The user's role does not allow this (problem role-forbidden), or no token is configured and the listener is not loopback (problem admin-token-required).",
+            body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 500, description = "The config file could not be rewritten; the old set stays (problem policy-write-failed).", body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
+    ),
+    security((), ("admin_token" = [])),
+)]
 pub async fn put_policies(
     State(state): State<AppState>,
     headers: HeaderMap,

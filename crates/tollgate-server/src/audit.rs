@@ -160,7 +160,47 @@ pub struct AuditQuery {
     limit: Option<String>,
 }
 
+/// One audit record.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub(crate) struct AuditRecord {
+    /// When the change was made.
+    #[schema(format = DateTime)]
+    at: String,
+    /// Who made it (`admin`, a user's name, or `loopback`).
+    who: String,
+    /// Their role.
+    role: String,
+    /// `policies.replace`, `counter.reset`, `queue.retry`, `queue.release` or `queue.purge`.
+    action: String,
+    /// What was changed.
+    target: String,
+    /// The state before.
+    before: serde_json::Value,
+    /// The state after.
+    after: serde_json::Value,
+}
+
 /// `GET /v1/audit?limit=N`: the newest records first (readers and up).
+#[utoipa::path(
+    get,
+    path = "/v1/audit",
+    tag = "admin",
+    operation_id = "listAudit",
+    summary = "The audit log of admin changes, newest first",
+    params(("limit" = Option<u32>, Query, description = "Records to list, 1 to 1,000 (default 100).", minimum = 1, maximum = 1000)),
+    responses(
+        (status = 200, description = "The records, newest first.", body = Vec<AuditRecord>),
+        (status = 400, description = "limit is not a whole number from 1 to 1,000 (problem invalid-query).", body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 401, description = "A token is configured and none, or a wrong one, was sent (problem admin-unauthorized).",
+            body = crate::openapi::ProblemDoc, content_type = "application/problem+json",
+            headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"tollgate\"`"))),
+        (status = 403, description = "The user's role does not allow this (problem role-forbidden), or no token is configured and the listener is not loopback (problem admin-token-required).",
+            body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 503, description = "The log could not be read (problem audit-unreadable).", body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
+    ),
+    security((), ("admin_token" = [])),
+)]
 pub async fn list(
     State(state): State<AppState>,
     headers: HeaderMap,

@@ -169,6 +169,24 @@ impl ClientKeys {
         Ok(Self { clients })
     }
 
+    /// The index of the client whose key is `presented` (for [`ClientKeys::client`]). Every
+    /// key is compared, without stopping early, so timing does not tell which prefix matched.
+    pub fn find_key(&self, presented: &[u8]) -> Option<usize> {
+        let mut found = None;
+        for (i, c) in self.clients.iter().enumerate() {
+            let Some(key) = &c.key else { continue };
+            if constant_time_eq(key.as_bytes(), presented) && found.is_none() {
+                found = Some(i);
+            }
+        }
+        found
+    }
+
+    /// The client at `index` (see [`ClientKeys::find_key`]).
+    pub fn client(&self, index: usize) -> Option<&Client> {
+        self.clients.get(index)
+    }
+
     /// True when keys are required.
     pub fn enabled(&self) -> bool {
         !self.clients.is_empty()
@@ -218,17 +236,7 @@ impl ClientKeys {
             .detail("this service requires a client key in the x-api-key header")
             .with("header", API_KEY_HEADER));
         };
-        let presented = presented.as_bytes();
-        // Compare against every key without stopping early, so timing does not tell which
-        // prefix matched.
-        let mut found = None;
-        for c in &self.clients {
-            let Some(key) = &c.key else { continue };
-            if constant_time_eq(key.as_bytes(), presented) && found.is_none() {
-                found = Some(c);
-            }
-        }
-        found.map(Some).ok_or_else(|| {
+        self.find_key(presented.as_bytes()).map(|i| Some(&self.clients[i])).ok_or_else(|| {
             Problem::new(StatusCode::UNAUTHORIZED, "invalid-api-key", "Invalid API key")
                 .detail("the key in x-api-key is not a configured client key")
                 .with("header", API_KEY_HEADER)

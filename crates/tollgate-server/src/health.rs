@@ -25,11 +25,51 @@ use tollgate_quota::StoreHealth;
 use crate::state::AppState;
 
 /// `GET /healthz`.
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    tag = "operations",
+    operation_id = "healthz",
+    summary = "Liveness: 200 ok while the process serves HTTP",
+    responses((status = 200, description = "Alive.", body = String, content_type = "text/plain", example = "ok")),
+)]
 pub async fn healthz() -> &'static str {
     "ok"
 }
 
+/// The body of `GET /readyz` (see the module docs).
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub(crate) struct Readiness {
+    /// `ready`, `degraded` (still serving; see the errors) or `not-ready` (503).
+    #[schema(pattern = "^(ready|degraded|not-ready)$")]
+    status: String,
+    /// memory, embedded or redis.
+    store: String,
+    /// Why the shared store is not answering, while it is not.
+    store_error: Option<String>,
+    /// The policies in force.
+    policies: serde_json::Value,
+    /// Config changes that only a restart applies.
+    restart_needed: Vec<String>,
+    /// Registered checks by name: `{"ok": bool, "error"?: string}`.
+    checks: serde_json::Value,
+    /// The certificate in use over HTTPS (`null` over plain HTTP).
+    tls: Option<serde_json::Value>,
+}
+
 /// `GET /readyz`.
+#[utoipa::path(
+    get,
+    path = "/readyz",
+    tag = "operations",
+    operation_id = "readyz",
+    summary = "Readiness: the store, the policies and the registered checks",
+    responses(
+        (status = 200, description = "Ready or degraded (still serving).", body = Readiness),
+        (status = 503, description = "A registered check fails.", body = Readiness),
+    ),
+)]
 pub async fn readyz(State(state): State<AppState>) -> Response {
     let status = state.policies().status();
     let mut checks = Map::new();

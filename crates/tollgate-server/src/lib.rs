@@ -33,6 +33,7 @@ pub mod headers;
 pub mod health;
 pub mod limits;
 pub mod metrics;
+pub mod openapi;
 pub mod parse_error;
 pub mod policy;
 pub mod problem;

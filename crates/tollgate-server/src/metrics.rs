@@ -2,7 +2,7 @@
 //!
 //! | metric | kind | meaning |
 //! |---|---|---|
-//! | `tollgate_decisions_total{outcome}` | counter | `/v1/quota` answers by outcome |
+//! | `tollgate_decisions_total{outcome,transport}` | counter | `/v1/quota` answers (`transport="http"`) and gRPC `ShouldRateLimit` decisions, one per decided descriptor or refused call (`transport="grpc"`), by outcome |
 //! | `tollgate_store_latency_seconds` | histogram | time the store took to decide |
 //! | `tollgate_live_counters` | gauge | live counters in a memory or embedded store (sampled at scrape time) |
 //! | `tollgate_policy_reloads_total` | counter | policy sets taken from the file |
@@ -48,6 +48,26 @@ pub const STORE_DEGRADED: &str = "tollgate_store_degraded";
 pub const TLS_RELOADS: &str = "tollgate_tls_reloads_total";
 /// Changed certificate pairs refused.
 pub const TLS_RELOAD_ERRORS: &str = "tollgate_tls_reload_errors_total";
+
+/// Where a decision was asked (the `transport` label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// `GET /v1/quota`.
+    Http,
+    /// Envoy's rate limit service (`ShouldRateLimit`).
+    Grpc,
+}
+
+impl Transport {
+    const ALL: [Self; 2] = [Self::Http, Self::Grpc];
+
+    fn label(self) -> &'static str {
+        match self {
+            Self::Http => "http",
+            Self::Grpc => "grpc",
+        }
+    }
+}
 
 /// Why a `/v1/quota` request was answered the way it was (the `outcome` label).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -159,7 +179,8 @@ pub fn install() -> PrometheusHandle {
 /// Handles of the per-request metrics, registered once: recording through a handle is an
 /// atomic add, where the `counter!` macro would look the metric up on every request.
 struct Hot {
-    decisions: [metrics::Counter; 8],
+    /// By transport, then outcome (both label sets are fixed: bounded series).
+    decisions: [[metrics::Counter; 8]; 2],
     store_latency: metrics::Histogram,
 }
 
@@ -170,8 +191,11 @@ fn hot() -> &'static Hot {
         // Handles must be registered with the Prometheus recorder, not the no-op default.
         install();
         Hot {
-            decisions: DecisionOutcome::ALL
-                .map(|o| metrics::counter!(DECISIONS, "outcome" => o.label())),
+            decisions: Transport::ALL.map(|t| {
+                DecisionOutcome::ALL.map(|o| {
+                    metrics::counter!(DECISIONS, "outcome" => o.label(), "transport" => t.label())
+                })
+            }),
             store_latency: metrics::histogram!(STORE_LATENCY),
         }
     })
@@ -179,7 +203,16 @@ fn hot() -> &'static Hot {
 
 /// Counts one `/v1/quota` answer.
 pub fn decision(outcome: DecisionOutcome) {
-    hot().decisions[outcome.index()].increment(1);
+    decision_via(Transport::Http, outcome);
+}
+
+/// Counts one decision asked over `transport`.
+pub fn decision_via(transport: Transport, outcome: DecisionOutcome) {
+    let t = match transport {
+        Transport::Http => 0,
+        Transport::Grpc => 1,
+    };
+    hot().decisions[t][outcome.index()].increment(1);
 }
 
 /// Records how long the store took.
@@ -214,6 +247,14 @@ pub fn tls_reload_failed() {
 }
 
 /// `GET /metrics`: the Prometheus text format. Samples the live-counter gauge first.
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "operations",
+    operation_id = "metrics",
+    summary = "Prometheus metrics (text exposition format)",
+    responses((status = 200, description = "The metrics.", body = String, content_type = "text/plain; version=0.0.4")),
+)]
 pub async fn render(State(state): State<AppState>) -> Response {
     // Counted for stores held in this process; for Redis it would mean a SCAN of the whole
     // shared key space on every scrape, so the gauge is left out there.

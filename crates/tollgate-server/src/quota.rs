@@ -48,23 +48,99 @@ pub static TOLLGATE_SHADOW: HeaderName = HeaderName::from_static("tollgate-shado
 /// `Tollgate-Degraded: local | store-unavailable` when the shared store could not decide.
 pub static TOLLGATE_DEGRADED: HeaderName = HeaderName::from_static("tollgate-degraded");
 
-/// The JSON body of a 200 or 429 answer.
-#[derive(Debug, Serialize)]
-struct QuotaAnswer<'a> {
+/// The JSON body of a 200 or 429 answer. The counts are `null` only in the answer given when
+/// the store could not decide and `store_unavailable = "allow"` (`Tollgate-Degraded:
+/// store-unavailable`).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[schema(as = QuotaAnswer)]
+pub(crate) struct QuotaAnswer<'a> {
+    /// True when the caller should go on (200).
     allowed: bool,
+    /// The metering id.
     identifier: &'a str,
+    /// Units per window.
     limit: u64,
+    /// Units counted in the current window, this request's included when it was admitted.
+    #[schema(value_type = Option<u64>)]
     used: u64,
+    /// Units left in the current window.
+    #[schema(value_type = Option<u64>)]
     available: u64,
+    /// This request's weight.
     weight: u64,
+    /// Refusals in the current window.
+    #[schema(value_type = Option<u64>)]
     exceed_count: u64,
+    /// Refusals since the counter was made.
+    #[schema(value_type = Option<u64>)]
     total_exceed_count: u64,
+    /// When the current window began (`null` for rolling windows and undecided answers).
+    #[schema(value_type = Option<String>, format = DateTime)]
     window_start: Option<Timestamp>,
+    /// When the current window ends.
+    #[schema(value_type = Option<String>, format = DateTime)]
     window_end: Option<Timestamp>,
+    /// On a 429: seconds until this weight fits (as `Retry-After`).
     retry_after_s: Option<u64>,
 }
 
 /// `GET /v1/quota`.
+#[utoipa::path(
+    get,
+    path = "/v1/quota",
+    tag = "quota",
+    operation_id = "checkQuota",
+    summary = "Count a message against its quota, and say whether it may go on",
+    description = "The request headers name the counter and the quota; a server [[policy]] \
+                   whose glob matches metering-id fills in what the headers leave out (or \
+                   overrides them). Nothing is counted for a refused request (4xx).",
+    params(
+        ("metering-id" = String, Header, description = "The counter identifier: 1 to 256 bytes of visible ASCII.",
+            pattern = r"^[!-~]{1,256}$", example = "ORDERS:ACME"),
+        ("quota-limit" = Option<u64>, Header, description = "Units allowed per window (required unless a policy supplies it).",
+            minimum = 0, maximum = 18446744073709551615_u64),
+        ("quota-interval" = Option<u32>, Header, description = "Window length in units; default 1, or the policy's. interval × unit may not exceed 100 years.",
+            minimum = 1, maximum = 4294967295_u64, format = Int64),
+        ("quota-timeunit" = Option<String>, Header, description = "The window's unit, singular or plural, any case (required unless a policy supplies it).",
+            pattern = r"^([Ss][Ee][Cc][Oo][Nn][Dd]|[Mm][Ii][Nn][Uu][Tt][Ee]|[Hh][Oo][Uu][Rr]|[Dd][Aa][Yy]|[Ww][Ee][Ee][Kk]|[Mm][Oo][Nn][Tt][Hh])[Ss]?$"),
+        ("quota-window" = Option<String>, Header, description = "calendar (default), flexi or rolling, any case.",
+            pattern = r"^([Cc][Aa][Ll][Ee][Nn][Dd][Aa][Rr]|[Ff][Ll][Ee][Xx][Ii]|[Rr][Oo][Ll][Ll][Ii][Nn][Gg])$"),
+        ("quota-start" = Option<String>, Header, description = "RFC 3339 anchor of calendar windows, between 1900-01-01 and 2200-01-01.",
+            format = DateTime, example = "2026-01-01T00:00:00Z"),
+        ("message-weight" = Option<u64>, Header, description = "Units this message consumes; default 1 (0 asks without counting).",
+            minimum = 0, maximum = 18446744073709551615_u64),
+    ),
+    responses(
+        (status = 200, description = "Go on (also a shadow-mode refusal, and a store failure under store_unavailable = \"allow\").",
+            body = QuotaAnswer<'_>, headers(
+                ("RateLimit" = String, description = "Units left and seconds to reset: `\"q\";r=<available>;t=<seconds>`."),
+                ("RateLimit-Policy" = String, description = "The quota and window: `\"q\";q=<limit>;w=<window seconds>`."),
+                ("Tollgate-Shadow" = String, description = "`would-reject` when a shadow-mode policy would have refused."),
+                ("Tollgate-Degraded" = String, description = "`local` (decided from local memory during a store outage) or `store-unavailable`."),
+            )),
+        (status = 400, description = "A quota header is missing or invalid (problem invalid-header, naming it and the value).",
+            body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 401, description = "Client keys are configured and x-api-key is missing or unknown (problems missing-api-key, invalid-api-key, unknown-certificate-subject).",
+            body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 403, description = "The client key may not use this metering-id (problem metering-id-not-allowed).",
+            body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 429, description = "Hold it: over the limit (JSON answer with Retry-After), or a weight larger than the limit that can never fit (problem weight-exceeds-limit, no Retry-After).",
+            content(
+                (QuotaAnswer<'_> = "application/json"),
+                (crate::openapi::ProblemDoc = "application/problem+json"),
+            ),
+            headers(
+                ("RateLimit" = String, description = "Units left and seconds to reset."),
+                ("RateLimit-Policy" = String, description = "The quota and window."),
+                ("Retry-After" = u64, description = "Seconds until this weight fits."),
+                ("Tollgate-Degraded" = String, description = "`local` when decided from local memory."),
+            )),
+        (status = 503, description = "The store could not decide and store_unavailable is deny or local (problem store-unavailable).",
+            body = crate::openapi::ProblemDoc, content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds to wait before asking again."))),
+    ),
+    security((), ("api_key" = [])),
+)]
 pub async fn check(State(state): State<AppState>, request: Request) -> Response {
     // The whole request rather than a `HeaderMap` extractor, which would clone every header.
     let peer = request.extensions().get::<PeerCertificate>();

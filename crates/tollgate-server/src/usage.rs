@@ -66,9 +66,10 @@ pub const FLUSH_ERRORS: &str = "tollgate_usage_flush_errors_total";
 pub const TRACKED_IDS: &str = "tollgate_usage_tracked_ids";
 
 /// One 5-minute bucket of one id.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct UsageBucket {
     /// The bucket's start (a multiple of 5 minutes since the Unix epoch, UTC).
+    #[schema(value_type = String, format = DateTime)]
     pub start: Timestamp,
     /// Units admitted in it.
     pub admitted: u64,

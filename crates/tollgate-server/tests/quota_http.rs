@@ -438,9 +438,9 @@ async fn metrics_and_health() {
     assert_eq!(r.status(), 200);
     let m = r.text().await.unwrap();
     for needle in [
-        "tollgate_decisions_total{outcome=\"allowed\"}",
-        "tollgate_decisions_total{outcome=\"exceeded\"}",
-        "tollgate_decisions_total{outcome=\"bad_request\"}",
+        "tollgate_decisions_total{outcome=\"allowed\",transport=\"http\"}",
+        "tollgate_decisions_total{outcome=\"exceeded\",transport=\"http\"}",
+        "tollgate_decisions_total{outcome=\"bad_request\",transport=\"http\"}",
         "tollgate_store_latency_seconds_bucket",
         "tollgate_live_counters",
         "tollgate_policy_reload_errors_total",

@@ -16,6 +16,7 @@ mod edi;
 mod fd_limit;
 mod logging;
 mod notify;
+mod openapi;
 mod queue;
 mod rls;
 mod serve;

@@ -235,6 +235,7 @@ async fn serve(args: ServeArgs, file: ConfigFile, tls: Option<TlsAcceptor>) -> a
         tracing::warn!("no admin token configured: the admin API is refused on {addr}");
     }
     let clients = ClientKeys::new(&file.client).context("[[client]]")?;
+    let clients_for_grpc = clients.clone();
     let mut state = AppState::builder(Arc::clone(&store), policies, admin.clone())
         .clients(clients.clone())
         .on_store_unavailable(settings.store_section.store_unavailable);
@@ -309,6 +310,7 @@ async fn serve(args: ServeArgs, file: ConfigFile, tls: Option<TlsAcceptor>) -> a
         app.route("/v1/admin/backup", axum::routing::post(crate::backup::route).with_state(backup));
     // The console at /ui/, a client of the same API (same guard, sessions and audit log).
     app = app.merge(tollgate_console::Console::new(state.clone(), console_routes(&file)).router());
+    app = app.merge(crate::openapi::router(&crate::openapi::document(gateway.is_some())));
 
     // One signal stops both listeners.
     let signal = shutdown_signal()?;
@@ -329,6 +331,7 @@ async fn serve(args: ServeArgs, file: ConfigFile, tls: Option<TlsAcceptor>) -> a
                 Arc::clone(&store),
                 file.rls_rules()?,
                 Arc::clone(state.policies()),
+                clients_for_grpc,
                 settings.store_section.store_unavailable,
             )
             .await?;

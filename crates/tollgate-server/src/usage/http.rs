@@ -33,16 +33,50 @@ pub struct UsageQuery {
     to: Option<String>,
 }
 
-#[derive(Serialize)]
-struct UsageAnswer<'a> {
+/// One id's usage history.
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(as = Usage)]
+pub struct UsageAnswer<'a> {
+    /// The metering id asked for.
     metering_id: &'a str,
+    /// The length of a bucket: 300 (5 minutes).
+    #[schema(minimum = 300, maximum = 300)]
     bucket_seconds: i64,
+    /// The start of the range answered (clamped to the oldest bucket kept).
+    #[schema(value_type = String, format = DateTime)]
     from: Timestamp,
+    /// The end of the range answered (exclusive).
+    #[schema(value_type = String, format = DateTime)]
     to: Timestamp,
+    /// The buckets with units, ascending.
     buckets: Vec<UsageBucket>,
 }
 
 /// `GET /v1/usage` (see the module docs).
+#[utoipa::path(
+    get,
+    path = "/v1/usage",
+    tag = "admin",
+    operation_id = "getUsage",
+    summary = "One metering id's admitted and refused units in 5-minute buckets, up to 7 days",
+    params(
+        ("metering_id" = String, Query, description = "The metering id.", min_length = 1),
+        ("from" = Option<String>, Query, description = "RFC 3339; default 7 days before `to`, clamped to the oldest bucket kept.", format = DateTime),
+        ("to" = Option<String>, Query, description = "RFC 3339; default now.", format = DateTime),
+    ),
+    responses(
+        (status = 200, description = "The buckets with units, ascending.", body = UsageAnswer<'_>),
+        (status = 400, description = "A parameter is missing or malformed, or from is after to (problem invalid-parameter or invalid-query, naming the parameter and the value).", body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 401, description = "A token is configured and none, or a wrong one, was sent (problem admin-unauthorized).",
+            body = crate::openapi::ProblemDoc, content_type = "application/problem+json",
+            headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"tollgate\"`"))),
+        (status = 403, description = "The user's role does not allow this (problem role-forbidden), or no token is configured and the listener is not loopback (problem admin-token-required).",
+            body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 404, description = "The usage history is turned off (problem usage-history-off).", body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 503, description = "The history could not be read (problem usage-unavailable).", body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
+    ),
+    security((), ("admin_token" = [])),
+)]
 pub async fn get(
     State(state): State<AppState>,
     headers: HeaderMap,

@@ -1,0 +1,59 @@
+//! [`Gate`]: what the embedding server adds around each `ShouldRateLimit` call, the same rules
+//! and records as for `GET /v1/quota`: who may call (client keys), which metering ids a caller
+//! may use, and the decision metrics. This crate knows no HTTP; the binary implements it.
+
+use std::time::Duration;
+
+use tollgate_quota::MeteringId;
+use tonic::Status;
+use tonic::metadata::MetadataMap;
+
+/// Why a call or a descriptor was answered the way it was (the metrics' `outcome`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// A descriptor within its limit.
+    Allowed,
+    /// A descriptor over its limit.
+    Exceeded,
+    /// A descriptor whose weight is larger than its limit.
+    WeightExceedsLimit,
+    /// A descriptor over its limit under a shadow policy (answered OK).
+    ShadowWouldReject,
+    /// A call refused as `INVALID_ARGUMENT` or `FAILED_PRECONDITION`.
+    BadRequest,
+    /// A call refused as `UNAUTHENTICATED`.
+    Unauthorized,
+    /// A call refused as `PERMISSION_DENIED`.
+    Forbidden,
+    /// The store could not decide (answered per `store_unavailable`).
+    StoreError,
+}
+
+/// The checks and records around a call; see the module docs.
+pub trait Gate: Send + Sync + 'static {
+    /// The caller, from the call's metadata: `Ok(None)` when any caller may use any id,
+    /// `Ok(Some(n))` for the gate's client `n`, `UNAUTHENTICATED` otherwise. Runs first.
+    fn authenticate(&self, metadata: &MetadataMap) -> Result<Option<usize>, Status>;
+    /// `PERMISSION_DENIED` when client `n` may not use `id`. Runs for every mapped id before
+    /// any is counted.
+    fn permit(&self, client: usize, id: &MeteringId) -> Result<(), Status>;
+    /// Counts one call refused, or one descriptor decided.
+    fn record(&self, outcome: Outcome);
+    /// Records how long the store took for one descriptor.
+    fn store_latency(&self, took: Duration);
+}
+
+/// A [`Gate`] that lets every caller in and records nothing.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Open;
+
+impl Gate for Open {
+    fn authenticate(&self, _: &MetadataMap) -> Result<Option<usize>, Status> {
+        Ok(None)
+    }
+    fn permit(&self, _: usize, _: &MeteringId) -> Result<(), Status> {
+        Ok(())
+    }
+    fn record(&self, _: Outcome) {}
+    fn store_latency(&self, _: Duration) {}
+}

@@ -1,0 +1,187 @@
+//! Envoy's rate limit service follows `/v1/quota`'s rules for callers and is counted in the same
+//! metrics, against the real `tollgate serve` and a real gRPC client: once `[[client]]` keys
+//! are configured both need a key (gRPC: `x-api-key` metadata or `authorization: Bearer`),
+//! a client's `allow` globs limit both, a refused call counts nothing, and gRPC decisions
+//! appear in `tollgate_decisions_total` with `transport="grpc"`.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::time::Duration;
+
+use common::{Server, free_port};
+use tollgate_rls::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+use tollgate_rls::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
+use tollgate_rls::rls::RateLimitRequest;
+use tollgate_rls::rls::rate_limit_response::Code;
+use tollgate_rls::rls::rate_limit_service_client::RateLimitServiceClient;
+
+const CONFIG: &str = r#"
+[[client]]
+name = "acme"
+key = "acme-key-0123456789"
+allow = ["Doc:ACME*"]
+
+[[client]]
+name = "ops"
+key = "ops-key-0123456789"
+
+[[rls.rule]]
+domain = "edi"
+descriptor = ["partner"]
+metering_id = "Doc:{partner}"
+limit = 2
+unit = "hour"
+"#;
+
+fn serve(dir: &Path, rest: &str) -> (Server, String) {
+    let grpc = format!("127.0.0.1:{}", free_port());
+    let file = dir.join("rls.toml");
+    std::fs::write(&file, format!("[server]\ngrpc_listen = \"{grpc}\"\n{rest}")).unwrap();
+    let server = Server::start(&["--store", "memory", "--config", file.to_str().unwrap()]);
+    (server, grpc)
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+}
+
+fn partner(p: &str) -> tonic::Request<RateLimitRequest> {
+    tonic::Request::new(RateLimitRequest {
+        domain: "edi".into(),
+        descriptors: vec![RateLimitDescriptor {
+            entries: vec![Entry { key: "partner".into(), value: p.into() }],
+            hits_addend: None,
+        }],
+        hits_addend: 0,
+    })
+}
+
+fn with(
+    mut r: tonic::Request<RateLimitRequest>,
+    key: &str,
+    value: &str,
+) -> tonic::Request<RateLimitRequest> {
+    r.metadata_mut()
+        .insert(key.parse::<tonic::metadata::MetadataKey<_>>().unwrap(), value.parse().unwrap());
+    r
+}
+
+/// `GET path` with extra header lines: the status and the whole answer.
+fn http_get(addr: &str, path: &str, extra: &str) -> (u16, String) {
+    let mut c = TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(c, "GET {path} HTTP/1.1\r\nhost: {addr}\r\n{extra}connection: close\r\n\r\n").unwrap();
+    let mut s = String::new();
+    c.read_to_string(&mut s).unwrap();
+    (s.split(' ').nth(1).unwrap().parse().unwrap(), s)
+}
+
+/// The value of the `tollgate_decisions_total` series with these labels (0 when absent).
+fn decisions(metrics: &str, outcome: &str, transport: &str) -> u64 {
+    let series =
+        format!("tollgate_decisions_total{{outcome=\"{outcome}\",transport=\"{transport}\"}} ");
+    metrics.lines().find_map(|l| l.strip_prefix(&series)).map_or(0, |v| v.trim().parse().unwrap())
+}
+
+#[test]
+fn client_keys_are_required_over_grpc_as_over_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, grpc) = serve(dir.path(), CONFIG);
+
+    // HTTP, the rule being followed: no key 401, a key 200, an id outside `allow` 403.
+    let quota = "/v1/quota";
+    let id = "metering-id: Doc:ACME\r\nquota-limit: 2\r\nquota-timeunit: hour\r\n";
+    assert_eq!(http_get(&server.addr, quota, id).0, 401);
+    let acme = "x-api-key: acme-key-0123456789\r\n";
+    assert_eq!(http_get(&server.addr, quota, &format!("{id}{acme}")).0, 200);
+    let other = "metering-id: Doc:GLOBEX\r\nquota-limit: 2\r\nquota-timeunit: hour\r\n";
+    assert_eq!(http_get(&server.addr, quota, &format!("{other}{acme}")).0, 403);
+
+    runtime().block_on(async {
+        let mut c = RateLimitServiceClient::connect(format!("http://{grpc}")).await.unwrap();
+        // No key, a wrong key, a key under another scheme: UNAUTHENTICATED, nothing counted.
+        for r in [
+            partner("ACME"),
+            with(partner("ACME"), "x-api-key", "wrong"),
+            with(partner("ACME"), "authorization", "Bearer wrong"),
+            with(partner("ACME"), "authorization", "Basic acme-key-0123456789"),
+        ] {
+            let e = c.should_rate_limit(r).await.unwrap_err();
+            assert_eq!(e.code(), tonic::Code::Unauthenticated, "{e:?}");
+        }
+        // The key as x-api-key or as a bearer token (any case of the scheme) is let in.
+        let r = c
+            .should_rate_limit(with(partner("ACME"), "x-api-key", "acme-key-0123456789"))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(r.overall_code, Code::Ok as i32);
+        assert_eq!(r.statuses[0].limit_remaining, 0, "HTTP and gRPC share the counter");
+        let r = c
+            .should_rate_limit(with(partner("ACME"), "authorization", "bearer acme-key-0123456789"))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(r.overall_code, Code::OverLimit as i32, "the third check of a limit of 2");
+        // An id outside the client's `allow`: PERMISSION_DENIED, and it counts nothing (the
+        // client without `allow` then finds the whole limit left).
+        let e = c
+            .should_rate_limit(with(partner("GLOBEX"), "x-api-key", "acme-key-0123456789"))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e:?}");
+        assert!(e.message().contains("Doc:GLOBEX"), "{}", e.message());
+        let r = c
+            .should_rate_limit(with(partner("GLOBEX"), "x-api-key", "ops-key-0123456789"))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(r.statuses[0].limit_remaining, 1);
+    });
+
+    // Every gRPC refusal and decision above is in the metrics, apart from HTTP's.
+    let (_, m) = http_get(&server.addr, "/metrics", "");
+    assert_eq!(decisions(&m, "unauthorized", "grpc"), 4, "{m}");
+    assert_eq!(decisions(&m, "forbidden", "grpc"), 1, "{m}");
+    assert_eq!(decisions(&m, "allowed", "grpc"), 2, "{m}");
+    assert_eq!(decisions(&m, "exceeded", "grpc"), 1, "{m}");
+    assert_eq!(decisions(&m, "allowed", "http"), 1, "{m}");
+    assert_eq!(decisions(&m, "unauthorized", "http"), 1, "{m}");
+    assert_eq!(decisions(&m, "forbidden", "http"), 1, "{m}");
+}
+
+#[test]
+fn without_client_keys_grpc_needs_none_and_counts_by_outcome() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = "[[rls.rule]]\ndomain = \"edi\"\ndescriptor = [\"partner\"]\n\
+                 metering_id = \"Doc:{partner}\"\nlimit = 1\nunit = \"hour\"\n\
+                 [[rls.rule]]\ndomain = \"edi\"\ndescriptor = [\"nolimit\"]\n\
+                 metering_id = \"Free:{nolimit}\"\n";
+    let (server, grpc) = serve(dir.path(), rules);
+    runtime().block_on(async {
+        let mut c = RateLimitServiceClient::connect(format!("http://{grpc}")).await.unwrap();
+        for _ in 0..3 {
+            c.should_rate_limit(partner("ACME")).await.unwrap();
+        }
+        // A rule without a limit and no policy: FAILED_PRECONDITION, a bad request.
+        let r = tonic::Request::new(RateLimitRequest {
+            domain: "edi".into(),
+            descriptors: vec![RateLimitDescriptor {
+                entries: vec![Entry { key: "nolimit".into(), value: "x".into() }],
+                hits_addend: None,
+            }],
+            hits_addend: 0,
+        });
+        let e = c.should_rate_limit(r).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::FailedPrecondition);
+    });
+    let (_, m) = http_get(&server.addr, "/metrics", "");
+    assert_eq!(decisions(&m, "allowed", "grpc"), 1, "{m}");
+    assert_eq!(decisions(&m, "exceeded", "grpc"), 2, "{m}");
+    assert_eq!(decisions(&m, "bad_request", "grpc"), 1, "{m}");
+    assert_eq!(decisions(&m, "allowed", "http"), 0, "{m}");
+    assert!(m.contains("tollgate_store_latency_seconds_count"), "{m}");
+}
