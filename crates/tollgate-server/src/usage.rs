@@ -266,6 +266,19 @@ impl UsageHistory {
         }
     }
 
+    /// Flushes, then writes a copy of the history into the backup directory `dir`: the file's
+    /// name, or `None` when the history is not kept in the data directory (memory, Redis).
+    pub async fn backup_to(
+        &self,
+        dir: &std::path::Path,
+    ) -> Result<Option<&'static str>, UsageError> {
+        if !matches!(self.inner.ledger, Ledger::File(_)) {
+            return Ok(None);
+        }
+        self.flush().await?;
+        self.inner.ledger.backup_to(dir).await.map_err(UsageError::Unavailable)
+    }
+
     /// The buckets of `metering_id` that start in `[from, to)` (`from` rounded down to a
     /// bucket), ascending, only those with units; empty for an unknown id.
     pub async fn series(

@@ -4,7 +4,8 @@
 //! A running server's redb files are locked by it and not consistent to copy byte by byte, so
 //! the server writes the backup itself: `counters.redb` from a snapshot taken after a flush
 //! (every answered check is in it), `gateway.redb` from a snapshot and the spool files that
-//! snapshot needs (`spool/`), and the audit log (`audit.jsonl`, appended to only). `DIR` is a new directory on the server's host; a restore is
+//! snapshot needs (`spool/`), the usage history (`usage.redb`, from a snapshot after a flush),
+//! and the audit log (`audit.jsonl`, appended to only). `DIR` is a new directory on the server's host; a restore is
 //! copying its contents into an empty data directory and starting `tollgate serve` on it.
 
 use std::path::{Path, PathBuf};
@@ -21,6 +22,7 @@ use tollgate_gateway::SpoolBackup;
 use tollgate_quota::AnyStore;
 use tollgate_server::admin::AdminGuard;
 use tollgate_server::problem::Problem;
+use tollgate_server::usage::UsageHistory;
 
 use crate::admin::{self, AdminTarget, encode_segment};
 use crate::config::embedded_file;
@@ -64,6 +66,8 @@ pub struct BackupApi {
     pub gateway: Option<SpoolBackup>,
     /// Admin authorization.
     pub guard: AdminGuard,
+    /// The usage history, when kept.
+    pub usage: Option<UsageHistory>,
 }
 
 /// The query of `POST /v1/admin/backup`.
@@ -153,9 +157,14 @@ async fn write(api: &BackupApi, dir: &Path) -> anyhow::Result<Value> {
         }
         None => json!([]),
     };
+    let usage = match &api.usage {
+        Some(history) => json!(history.backup_to(dir).await?),
+        None => Value::Null,
+    };
     let report = json!({
         "to": dir.display().to_string(),
         "audit": audit,
+        "usage": usage,
         "version": env!("CARGO_PKG_VERSION"),
         "created_at": jiff::Timestamp::now().to_string(),
         "counters": counters,

@@ -270,8 +270,12 @@ async fn serve(args: ServeArgs, file: ConfigFile, tls: Option<TlsAcceptor>) -> a
         );
     }
     let mut app = router(state.clone());
-    let mut backup =
-        crate::backup::BackupApi { store: Arc::clone(&store), gateway: None, guard: admin.clone() };
+    let mut backup = crate::backup::BackupApi {
+        store: Arc::clone(&store),
+        gateway: None,
+        guard: admin.clone(),
+        usage: usage.clone(),
+    };
 
     // The EDI gateway, when configured: same store, same admin guard, routes merged.
     let gateway = match file.gateway.clone() {

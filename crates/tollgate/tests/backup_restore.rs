@@ -104,7 +104,8 @@ fn a_restored_backup_has_the_counters_and_the_queue() {
     assert_eq!(report["counters"], "counters.redb", "{report}");
     assert_eq!(report["gateway"]["spool_files"], 1, "only the held item's file: {report}");
     assert_eq!(report["audit"], serde_json::json!(["audit.jsonl"]), "{report}");
-    for f in ["counters.redb", "gateway.redb", "backup.json"] {
+    assert_eq!(report["usage"], "usage.redb", "{report}");
+    for f in ["counters.redb", "gateway.redb", "usage.redb", "backup.json"] {
         assert!(to.join(f).is_file(), "{f} missing from the backup");
     }
 
@@ -121,6 +122,13 @@ fn a_restored_backup_has_the_counters_and_the_queue() {
     copy_dir(&to, &restored);
     let s = serve(&restored);
     assert_eq!(check(&s, "Backup:A", 0), (0, 3), "the counter as it was at the backup");
+    // The usage history came back: the 3 units admitted before the backup (not the 1 after).
+    let usage = s.get("/v1/usage?metering_id=Backup:A");
+    let body = usage.split("\r\n\r\n").nth(1).unwrap_or_default();
+    let answer: serde_json::Value = serde_json::from_str(body).unwrap();
+    let admitted: u64 =
+        answer["buckets"].as_array().unwrap().iter().filter_map(|b| b["admitted"].as_u64()).sum();
+    assert_eq!(admitted, 3, "{body}");
     let held_after = held(&s);
     assert_eq!(held_after.len(), 1, "{held_after:?}");
     for key in ["id", "partner", "route", "metering_id", "weight", "received_at"] {

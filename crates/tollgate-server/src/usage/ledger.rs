@@ -49,4 +49,13 @@ impl Ledger {
             Self::Redis(l) => l.read(id, from, to).await,
         }
     }
+
+    /// Writes a copy of the ledger into the backup directory `dir`; the file's name, or
+    /// `None` for a ledger kept elsewhere (memory, Redis).
+    pub async fn backup_to(&self, dir: &std::path::Path) -> Result<Option<&'static str>, String> {
+        match self {
+            Self::File(l) => l.backup_to(dir).await.map(|()| Some(file::FILE_NAME)),
+            Self::Memory(_) | Self::Redis(_) => Ok(None),
+        }
+    }
 }

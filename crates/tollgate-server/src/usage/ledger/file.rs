@@ -55,6 +55,34 @@ impl FileLedger {
         }
     }
 
+    /// Copies every row into a new `usage.redb` in `dir` (a backup), from one read
+    /// transaction: a consistent snapshot while flushes go on.
+    pub async fn backup_to(&self, dir: &Path) -> Result<(), String> {
+        let db = Arc::clone(&self.db);
+        let path = dir.join(FILE_NAME);
+        tokio::task::spawn_blocking(move || {
+            let shown = path.display().to_string();
+            let copy = || -> Result<(), redb::Error> {
+                let from = db.begin_read()?;
+                let rows = from.open_table(TABLE)?;
+                let to = Database::create(&path)?;
+                let tx = to.begin_write()?;
+                {
+                    let mut table = tx.open_table(TABLE)?;
+                    for row in rows.iter()? {
+                        let (k, v) = row?;
+                        table.insert(k.value(), v.value())?;
+                    }
+                }
+                tx.commit()?;
+                Ok(())
+            };
+            copy().map_err(|e| format!("{shown}: {e}"))
+        })
+        .await
+        .map_err(|e| format!("usage backup task failed: {e}"))?
+    }
+
     /// See [`super::Ledger::write`].
     pub async fn write(
         &self,
