@@ -1,5 +1,5 @@
 //! The ledger: where the usage history is kept, one per counter store kind — in this
-//! process's memory ([`memory`]), in `<data>/usage.redb` ([`file`]) or in Redis ([`redis`]).
+//! process's memory ([`memory`]), in `<data>/usage.redb` ([`mod@file`]) or in Redis ([`redis`]).
 //! A ledger takes whole batches (one write transaction, one pipeline) and answers one id's
 //! buckets in a range.
 
