@@ -1,7 +1,8 @@
 //! `GET /v1/usage?metering_id=ID[&from=RFC3339][&to=RFC3339]`: one id's usage history as JSON,
 //! `{metering_id, bucket_seconds, from, to, buckets: [{start, admitted, refused}]}`.
 //!
-//! - `from` and `to` default to the last 7 days (now − 7 d .. now). The history keeps no more:
+//! - `from` and `to` default to the last 7 days (now − 7 d .. now); an omitted `to` is now (or
+//!   `from`, when that is later), an omitted `from` is 7 days before `to`. The history keeps no more:
 //!   a `from` before its oldest bucket is clamped to that bucket's start (the answer's `from`
 //!   says so), and a range wholly before it answers no buckets, with `from` = `to`.
 //! - Buckets start in `[from rounded down to 5 minutes, to)`, ascending; only buckets with
@@ -98,10 +99,12 @@ pub async fn get(
     let id =
         MeteringId::new(&raw_id).map_err(|e| invalid("metering_id", &raw_id, e.to_string()))?;
     let now = Timestamp::from_second(Timestamp::now().as_second()).unwrap_or(Timestamp::now());
-    let to = timestamp("to", q.to.as_deref())?.unwrap_or(now);
-    let from = timestamp("from", q.from.as_deref())?.unwrap_or_else(|| {
-        now.checked_sub(SignedDuration::from_secs(RETENTION_BUCKETS * BUCKET_SECONDS))
-            .unwrap_or(now)
+    // An omitted bound follows the other: `to` is now (or `from`, when that is later), `from`
+    // is 7 days before `to`; only two explicit bounds can be the wrong way round.
+    let asked_from = timestamp("from", q.from.as_deref())?;
+    let to = timestamp("to", q.to.as_deref())?.unwrap_or(asked_from.map_or(now, |f| f.max(now)));
+    let from = asked_from.unwrap_or_else(|| {
+        to.checked_sub(SignedDuration::from_secs(RETENTION_BUCKETS * BUCKET_SECONDS)).unwrap_or(to)
     });
     if from > to {
         return Err(Problem::new(
