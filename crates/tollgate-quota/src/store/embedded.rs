@@ -13,6 +13,10 @@
 //!   the commit is truthful.
 //! * **Strict durability** answers only once "committed" has reached the check's own sequence
 //!   number; buffered checks answer at once and reach the disk within one flush interval.
+//! * **Group commit, never a commit per check.** A strict check wakes the flusher; every check
+//!   queued until it takes the queue, and every one queued while its commit is in flight (taken
+//!   next, at once), shares one redb write transaction and one fsync. Strict decisions per
+//!   second are about the checks in flight divided by one commit's time.
 //! * **Disk never holds more than memory** for a key: the flusher writes memory's state (or
 //!   deletes the row when memory has dropped the counter), never a sum.
 //! * **Resets are ordered before later increments**: a reset drops the counters in memory, then
