@@ -6,7 +6,8 @@
 #   benches/peer.sh
 #
 # Environment: DURATION (default 10s), CONNECTIONS ("64 16"), THREADS (2), ROUNDS (3),
-# TOLLGATE_BENCH_IDS (10000), CARGO_TARGET_DIR (target). Needs wrk (apt-get install wrk).
+# TOLLGATE_BENCH_IDS (10000), CARGO_TARGET_DIR (target). Needs wrk (apt-get install wrk),
+# and protoc to build ThrottleCrab (apt-get install protobuf-compiler).
 # BASELINE_BIN=path/to/an/older/tollgate adds that binary as a third server ("baseline") in
 # the same rounds, to show a change before and after in one run.
 #
@@ -34,6 +35,7 @@ command -v wrk >/dev/null || { echo "wrk not found (apt-get install -y wrk)" >&2
 
 PEER="$TARGET/peers/bin/throttlecrab-server"
 if ! [ -x "$PEER" ] || ! "$PEER" --version 2>/dev/null | grep -q "$PEER_VERSION"; then
+  command -v protoc >/dev/null || { echo "protoc not found, needed to build throttlecrab-server (apt-get install -y protobuf-compiler)" >&2; exit 2; }
   echo "# installing throttlecrab-server $PEER_VERSION into $TARGET/peers" >&2
   CARGO_TARGET_DIR="$TARGET/peers-build" cargo install throttlecrab-server \
     --version "$PEER_VERSION" --locked --root "$TARGET/peers"
