@@ -8,6 +8,7 @@
 # Environment: DURATION (default 10s), CONNECTIONS ("64 16"), THREADS (2), ROUNDS (3),
 # TOLLGATE_BENCH_IDS (10000), CARGO_TARGET_DIR (target). Needs wrk (apt-get install wrk),
 # and protoc to build ThrottleCrab (apt-get install protobuf-compiler).
+# TOLLGATE_BIN=path/to/tollgate uses that build instead of building the release binary.
 # BASELINE_BIN=path/to/an/older/tollgate adds that binary as a third server ("baseline") in
 # the same rounds, to show a change before and after in one run.
 #
@@ -41,8 +42,12 @@ if ! [ -x "$PEER" ] || ! "$PEER" --version 2>/dev/null | grep -q "$PEER_VERSION"
     --version "$PEER_VERSION" --locked --root "$TARGET/peers"
 fi
 
-cargo build --release -q -p tollgate
-BIN="$TARGET/release/tollgate"
+if [ -n "${TOLLGATE_BIN:-}" ]; then
+  BIN="$TOLLGATE_BIN"
+else
+  cargo build --release -q -p tollgate
+  BIN="$TARGET/release/tollgate"
+fi
 
 WORK="$(mktemp -d)"
 PIDS=()
