@@ -23,6 +23,7 @@
 use crate::tls::PeerCertificate;
 use std::time::Instant;
 
+use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::header::{CONTENT_TYPE, HeaderName, HeaderValue, RETRY_AFTER};
 use axum::http::{HeaderMap, StatusCode};
@@ -184,18 +185,22 @@ async fn decide(
 }
 
 /// Turns a decision into the HTTP answer (see the module docs).
+///
+/// Hot path: the headers go straight into one pre-sized map and the body into one pre-sized
+/// buffer, so an answer costs a handful of allocations (the body, the two RateLimit values).
 fn answer(d: &Decision, spec: &QuotaSpec, shadow: bool) -> Response {
     let would_reject = d.outcome != Outcome::Allowed;
-    let mut extra: Vec<(HeaderName, HeaderValue)> = Vec::with_capacity(4);
-    extra.push((RATELIMIT_POLICY.clone(), value(rate_headers::ratelimit_policy(d, spec))));
-    extra.push((RATELIMIT.clone(), value(rate_headers::ratelimit(d))));
+    let mut headers = HeaderMap::with_capacity(8);
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(RATELIMIT_POLICY.clone(), value(rate_headers::ratelimit_policy(d, spec)));
+    headers.insert(RATELIMIT.clone(), value(rate_headers::ratelimit(d)));
     if d.degraded {
-        extra.push((TOLLGATE_DEGRADED.clone(), HeaderValue::from_static("local")));
+        headers.insert(TOLLGATE_DEGRADED.clone(), HeaderValue::from_static("local"));
     }
 
     let (status, retry_after) = if shadow && would_reject {
         metrics::decision(DecisionOutcome::ShadowWouldReject);
-        extra.push((TOLLGATE_SHADOW.clone(), HeaderValue::from_static("would-reject")));
+        headers.insert(TOLLGATE_SHADOW.clone(), HeaderValue::from_static("would-reject"));
         (StatusCode::OK, None)
     } else {
         match d.outcome {
@@ -207,7 +212,7 @@ fn answer(d: &Decision, spec: &QuotaSpec, shadow: bool) -> Response {
                 metrics::decision(DecisionOutcome::Exceeded);
                 let wait = rate_headers::retry_after_secs(d);
                 if let Some(wait) = wait {
-                    extra.push((RETRY_AFTER, value(wait.to_string())));
+                    headers.insert(RETRY_AFTER, HeaderValue::from(wait));
                 }
                 (StatusCode::TOO_MANY_REQUESTS, wait)
             }
@@ -228,8 +233,12 @@ fn answer(d: &Decision, spec: &QuotaSpec, shadow: bool) -> Response {
                 .with("weight", d.weight)
                 .with("used", d.used)
                 .with("available", d.available);
-                for (n, v) in extra {
-                    p = p.header(n, v);
+                for (n, v) in headers {
+                    if let Some(n) = n
+                        && n != CONTENT_TYPE
+                    {
+                        p = p.header(n, v);
+                    }
                 }
                 return p.into_response();
             }
@@ -249,7 +258,7 @@ fn answer(d: &Decision, spec: &QuotaSpec, shadow: bool) -> Response {
         window_end: d.window_end,
         retry_after_s: retry_after,
     };
-    json_response(status, &body, extra)
+    json_answer(status, &body, d.identifier.as_str().len(), headers)
 }
 
 /// The answer when the store could not decide, per `store_unavailable`.
@@ -276,9 +285,11 @@ fn store_failed(
                 "window_end": null,
                 "retry_after_s": null,
             });
-            let extra =
-                vec![(TOLLGATE_DEGRADED.clone(), HeaderValue::from_static("store-unavailable"))];
-            Ok(json_response(StatusCode::OK, &body, extra))
+            let mut headers = HeaderMap::with_capacity(2);
+            headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            headers
+                .insert(TOLLGATE_DEGRADED.clone(), HeaderValue::from_static("store-unavailable"));
+            Ok(json_answer(StatusCode::OK, &body, req.id.as_str().len(), headers))
         }
         OnStoreUnavailable::Deny | OnStoreUnavailable::Local => Err((
             DecisionOutcome::StoreError,
@@ -290,21 +301,25 @@ fn store_failed(
     }
 }
 
-fn json_response(
+/// The fixed part of a [`QuotaAnswer`]: member names, two RFC 3339 instants and eight
+/// numbers fit in this many bytes; the identifier (and any escaping of it) comes on top.
+const BODY_BYTES: usize = 384;
+
+/// A JSON answer with `headers` (which carry the content type), serialised into one buffer
+/// sized for the body.
+fn json_answer(
     status: StatusCode,
     body: &impl Serialize,
-    extra: Vec<(HeaderName, HeaderValue)>,
+    id_len: usize,
+    headers: HeaderMap,
 ) -> Response {
-    let mut bytes = Vec::with_capacity(320);
+    let mut bytes = Vec::with_capacity(BODY_BYTES + id_len);
     if serde_json::to_writer(&mut bytes, body).is_err() {
         bytes.clear();
     }
-    let mut resp = (status, bytes).into_response();
-    let h = resp.headers_mut();
-    h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    for (n, v) in extra {
-        h.insert(n, v);
-    }
+    let mut resp = Response::new(Body::from(bytes));
+    *resp.status_mut() = status;
+    *resp.headers_mut() = headers;
     resp
 }
 
@@ -346,6 +361,28 @@ mod tests {
         let r = answer(&decision(Outcome::Allowed), &spec(), false);
         assert_eq!(r.status(), StatusCode::OK);
         assert_eq!(r.headers()["ratelimit-policy"], "\"q\";q=1000;w=86400");
+        assert_eq!(r.headers()["ratelimit"], "\"q\";r=50;t=3600");
+        assert!(r.headers().get(RETRY_AFTER).is_none());
+    }
+
+    #[tokio::test]
+    async fn answer_keeps_content_type_and_every_body_member() {
+        let r = answer(&decision(Outcome::Exceeded), &spec(), false);
+        assert_eq!(r.headers()[CONTENT_TYPE], "application/json");
+        let bytes = axum::body::to_bytes(r.into_body(), 4096).await.unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(v["allowed"], false);
+        assert_eq!(v["identifier"], "S:C");
+        assert_eq!(v["retry_after_s"], 3600);
+        assert_eq!(v["window_start"], "2026-01-01T00:00:00Z");
+        assert_eq!(v.as_object().map(|o| o.len()), Some(11), "{v}");
+    }
+
+    #[test]
+    fn weight_exceeds_limit_is_a_problem_with_ratelimit_headers() {
+        let r = answer(&decision(Outcome::WeightExceedsLimit), &spec(), false);
+        assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(r.headers()[CONTENT_TYPE], crate::problem::PROBLEM_JSON);
         assert_eq!(r.headers()["ratelimit"], "\"q\";r=50;t=3600");
         assert!(r.headers().get(RETRY_AFTER).is_none());
     }

@@ -36,7 +36,7 @@ use axum::body::Body;
 use axum::http::header::{CONNECTION, CONTENT_TYPE, HeaderValue};
 use axum::http::{HeaderMap, Method, Request, Response, StatusCode, Uri};
 use axum::response::IntoResponse;
-use hyper::body::Incoming;
+use hyper::body::{Body as _, Incoming};
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
@@ -220,11 +220,17 @@ async fn handle(
     }
     let method = req.method().clone();
     let uri = req.uri().clone();
-    let stalled = StallFlag::default();
-    let flag = stalled.clone();
-    let req = req.map(|b| Body::new(StallTimeout::new(b, body_timeout, flag)));
+    // A request without a body (every `GET /v1/quota`) cannot stall: it skips the watch.
+    let stalled = (!req.body().is_end_stream()).then(StallFlag::default);
+    let req = match &stalled {
+        Some(flag) => {
+            let flag = flag.clone();
+            req.map(|b| Body::new(StallTimeout::new(b, body_timeout, flag)))
+        }
+        None => req.map(Body::new),
+    };
     let response = app.oneshot(req).await?;
-    if stalled.fired() {
+    if stalled.as_ref().is_some_and(StallFlag::fired) {
         // Whatever the route made of its failed body, the cause was the client's silence.
         return Ok(Problem::new(StatusCode::REQUEST_TIMEOUT, "body-timeout", "Request Timeout")
             .detail(format!(

@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# Tollgate against ThrottleCrab, side by side in one run: `GET /v1/quota` (embedded store,
+# benches/load.lua) against ThrottleCrab's `POST /throttle` (benches/peer.lua), the same
+# 10,000 ids, the same admitted-always limit, the two servers alternating round by round.
+#
+#   benches/peer.sh
+#
+# Environment: DURATION (default 10s), CONNECTIONS ("64 16"), THREADS (2), ROUNDS (3),
+# TOLLGATE_BENCH_IDS (10000), CARGO_TARGET_DIR (target). Needs wrk (apt-get install wrk),
+# and protoc to build ThrottleCrab (apt-get install protobuf-compiler).
+# TOLLGATE_BIN=path/to/tollgate uses that build instead of building the release binary.
+# BASELINE_BIN=path/to/an/older/tollgate adds that binary as a third server ("baseline") in
+# the same rounds, to show a change before and after in one run.
+#
+# It installs throttlecrab-server 0.4.40 into target/peers if it is not there yet
+# (`cargo install --locked`, a few minutes once), builds the release `tollgate`, starts
+# `throttlecrab-server --http` and `tollgate serve --store embedded` (fresh data directory) on
+# free loopback ports, warms both up, then for each connection count runs ROUNDS rounds of
+# wrk --latency on each server in turn, and prints every round and a summary per connection
+# count: median decisions/s, p50 and p99 of each, and the median per-round ratio
+# Tollgate/ThrottleCrab. Goal: ratio >= 1.2 and Tollgate p99 <= ThrottleCrab p99.
+# Everything started here is stopped at the end.
+set -euo pipefail
+
+DURATION="${DURATION:-10s}"
+CONNECTIONS="${CONNECTIONS:-64 16}"
+THREADS="${THREADS:-2}"
+ROUNDS="${ROUNDS:-3}"
+export TOLLGATE_BENCH_IDS="${TOLLGATE_BENCH_IDS:-10000}"
+PEER_VERSION=0.4.40
+
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$ROOT"
+TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
+command -v wrk >/dev/null || { echo "wrk not found (apt-get install -y wrk)" >&2; exit 2; }
+
+PEER="$TARGET/peers/bin/throttlecrab-server"
+if ! [ -x "$PEER" ] || ! "$PEER" --version 2>/dev/null | grep -q "$PEER_VERSION"; then
+  command -v protoc >/dev/null || { echo "protoc not found, needed to build throttlecrab-server (apt-get install -y protobuf-compiler)" >&2; exit 2; }
+  echo "# installing throttlecrab-server $PEER_VERSION into $TARGET/peers" >&2
+  CARGO_TARGET_DIR="$TARGET/peers-build" cargo install throttlecrab-server \
+    --version "$PEER_VERSION" --locked --root "$TARGET/peers"
+fi
+
+if [ -n "${TOLLGATE_BIN:-}" ]; then
+  BIN="$TOLLGATE_BIN"
+else
+  cargo build --release -q -p tollgate
+  BIN="$TARGET/release/tollgate"
+fi
+
+WORK="$(mktemp -d)"
+PIDS=()
+NAMES=()
+cleanup() {
+  local pid
+  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+declare -A URL
+start_tollgate() { # name binary
+  RUST_LOG=warn "$2" serve --listen 127.0.0.1:0 --store embedded --data "$WORK/data-$1" \
+    >"$WORK/$1.stdout" 2>"$WORK/$1.stderr" &
+  PIDS+=($!)
+  NAMES+=("$1")
+  for _ in $(seq 1 200); do
+    grep -q '^listening on ' "$WORK/$1.stdout" 2>/dev/null && break
+    sleep 0.05
+  done
+  URL[$1]="$(sed -n 's/^listening on //p' "$WORK/$1.stdout" | head -n1)"
+  [ -n "${URL[$1]}" ] || { echo "$1 did not start:" >&2; cat "$WORK/$1.stderr" >&2; exit 1; }
+}
+SERVERS=(tollgate throttlecrab)
+start_tollgate tollgate "$BIN"
+if [ -n "${BASELINE_BIN:-}" ]; then
+  start_tollgate baseline "$BASELINE_BIN"
+  SERVERS+=(baseline)
+fi
+
+PEER_PORT="$(free_port)"
+"$PEER" --http --http-host 127.0.0.1 --http-port "$PEER_PORT" >"$WORK/peer.log" 2>&1 &
+PIDS+=($!)
+NAMES+=(throttlecrab-server)
+PEER_URL="http://127.0.0.1:$PEER_PORT"
+URL[throttlecrab]="$PEER_URL"
+for _ in $(seq 1 200); do
+  curl -s -o /dev/null -X POST -H 'Content-Type: application/json' \
+    -d '{"key":"warm","max_burst":10,"count_per_period":10,"period":60}' "$PEER_URL/throttle" && break
+  sleep 0.05
+done
+curl -fsS -o /dev/null -X POST -H 'Content-Type: application/json' \
+  -d '{"key":"warm","max_burst":10,"count_per_period":10,"period":60}' "$PEER_URL/throttle" \
+  || { echo "throttlecrab-server did not start:" >&2; cat "$WORK/peer.log" >&2; exit 1; }
+
+echo "# tollgate $(git rev-parse --short HEAD 2>/dev/null || echo '?') at ${URL[tollgate]} (embedded store); throttlecrab-server $PEER_VERSION at $PEER_URL${BASELINE_BIN:+; baseline $BASELINE_BIN at ${URL[baseline]:-}}"
+echo "# wrk -t$THREADS -c{$CONNECTIONS} -d$DURATION --latency, ids=$TOLLGATE_BENCH_IDS, rounds=$ROUNDS, servers alternating"
+echo "# $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -sr), load average $(cut -d' ' -f1-3 /proc/loadavg)"
+
+run() { # server connections duration
+  local script=benches/load.lua
+  [ "$1" = throttlecrab ] && script=benches/peer.lua
+  wrk -t"$THREADS" -c"$2" -d"$3" --latency -s "$script" "${URL[$1]}" | grep '^RESULT' \
+    | sed "s/^RESULT /RESULT server=$1 c=$2 /"
+}
+
+for s in "${SERVERS[@]}"; do run "$s" 64 3s >/dev/null; done
+
+: >"$WORK/results"
+for c in $CONNECTIONS; do
+  for i in $(seq 1 "$ROUNDS"); do
+    for s in "${SERVERS[@]}"; do run "$s" "$c" "$DURATION" | tee -a "$WORK/results"; done
+  done
+done
+
+awk -v servers="${SERVERS[*]}" '
+  function field(name,   i, kv) { for (i = 1; i <= NF; i++) { split($i, kv, "="); if (kv[1] == name) return kv[2] } }
+  function median(a, n,   i, j, t, b) {
+    for (i = 1; i <= n; i++) b[i] = a[i]
+    for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (b[j] < b[i]) { t = b[i]; b[i] = b[j]; b[j] = t }
+    return (n % 2) ? b[(n + 1) / 2] : (b[n / 2] + b[n / 2 + 1]) / 2
+  }
+  /^RESULT/ {
+    s = field("server"); c = field("c")
+    if (!(c in seen)) { seen[c] = 1; order[++nc] = c }
+    k = s SUBSEP c; i = ++n[k]
+    rps[k, i] = field("rps"); p50[k, i] = field("p50_us"); p99[k, i] = field("p99_us")
+    bad[k] += field("non2xx") + field("socket_errors")
+  }
+  END {
+    printf "%-5s %-13s %10s %8s %8s %7s\n", "conns", "server", "rps", "p50_ms", "p99_ms", "errors"
+    for (x = 1; x <= nc; x++) {
+      c = order[x]
+      ns = split(servers, names, " ")
+      for (y = 1; y <= ns; y++) {
+        s = names[y]; k = s SUBSEP c
+        for (i = 1; i <= n[k]; i++) { a1[i] = rps[k, i]; a2[i] = p50[k, i]; a3[i] = p99[k, i] }
+        mr[s] = median(a1, n[k]); m50[s] = median(a2, n[k]); m99[s] = median(a3, n[k])
+        printf "%-5s %-13s %10.0f %8.2f %8.2f %7d\n", c, s, mr[s], m50[s] / 1000, m99[s] / 1000, bad[k]
+      }
+      m = n["tollgate", c]
+      for (i = 1; i <= m; i++) r[i] = rps["tollgate", c, i] / rps["throttlecrab", c, i]
+      printf "SUMMARY c=%s ratio=%.2f (goal >= 1.2) tollgate_p99=%.2fms throttlecrab_p99=%.2fms (goal: tollgate <= throttlecrab) errors=%d\n", \
+        c, median(r, m), m99["tollgate"] / 1000, m99["throttlecrab"] / 1000, bad["tollgate", c] + bad["throttlecrab", c]
+      if ("baseline" in m99) {
+        for (i = 1; i <= m; i++) r[i] = rps["baseline", c, i] / rps["throttlecrab", c, i]
+        printf "BASELINE c=%s ratio=%.2f baseline_p99=%.2fms\n", c, median(r, m), m99["baseline"] / 1000
+      }
+    }
+  }' "$WORK/results"
+echo "# CPU time used by each server over the run:"
+for i in "${!PIDS[@]}"; do echo "#   ${NAMES[$i]}: $(ps -o time= -p "${PIDS[$i]}" | tr -d ' ')"; done
+echo "# load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"
