@@ -63,7 +63,7 @@ fn listener_limits_are_read_and_zero_is_refused() {
         ("[server]\nbody_timeout_ms = 99999999999\n", "2:19", "body_timeout_ms = 99999999999"),
         ("[server]\nmax_connections = 0\n", "2:19", "max_connections = 0: "),
         ("[server]\nlog_format = \"yaml\"\n", "2:14", "log_format = \"yaml\": expected"),
-        ("[server]\nusage_history = \"no\"\n", "2:17", "usage_history = \"no\": must be true"),
+        ("[server]\nusage_history = \"no\"\n", "2:17", "usage_history = \"no\": expected true"),
         ("[server]\nusage_max_ids = 0\n", "2:17", "usage_max_ids = 0: must be between"),
     ] {
         let e = ConfigFile::parse(Path::new("t.toml"), src).unwrap_err().to_string();
