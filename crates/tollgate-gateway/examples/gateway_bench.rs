@@ -75,7 +75,7 @@ async fn throughput(size: usize, n: usize) {
         .unwrap();
     }
     let actual = std::fs::metadata(stage.join("000000.edi")).unwrap().len();
-    let gw = start(root.path(), u64::MAX / 4).await;
+    let gw = start(root.path(), 1_000_000_000_000).await;
     let inbound = root.path().join("in");
     let out = root.path().join("out");
     let t0 = Instant::now();

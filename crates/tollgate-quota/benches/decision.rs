@@ -46,7 +46,7 @@ fn on_threads(threads: usize, iters: u64, per_thread: impl Fn(usize, u64) + Sync
 }
 
 fn decision(c: &mut Criterion) {
-    let spec = QuotaSpec::new(u64::MAX / 2, 1, TimeUnit::Day).unwrap();
+    let spec = QuotaSpec::new(1_000_000_000_000, 1, TimeUnit::Day).unwrap();
     let quota = Quota::per_second(NonZeroU32::MAX);
     let mut group = c.benchmark_group("decision");
     group

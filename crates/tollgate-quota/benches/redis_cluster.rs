@@ -45,7 +45,7 @@ fn redis(c: &mut Criterion) {
         .build()
         .expect("runtime");
     let ids = ids();
-    let spec = QuotaSpec::new(u64::MAX / 4, 1, TimeUnit::Day).unwrap();
+    let spec = QuotaSpec::new(1_000_000_000_000, 1, TimeUnit::Day).unwrap();
     let mut group = c.benchmark_group("redis_decisions");
     group.throughput(Throughput::Elements(IN_FLIGHT as u64));
     group.sample_size(20).warm_up_time(Duration::from_secs(2));

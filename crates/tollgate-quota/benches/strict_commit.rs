@@ -28,7 +28,7 @@ fn strict_commit(c: &mut Criterion) {
     let ids: Vec<MeteringId> = (0..IDS)
         .map(|i| MeteringId::new(&format!("ShipmentStatus:Carrier{i:02}")).unwrap())
         .collect();
-    let spec = QuotaSpec::new(u64::MAX / 4, 1, TimeUnit::Day).unwrap();
+    let spec = QuotaSpec::new(1_000_000_000_000, 1, TimeUnit::Day).unwrap();
     let mut group = c.benchmark_group("embedded_decisions");
     group.sample_size(20).warm_up_time(Duration::from_secs(1));
     group.measurement_time(Duration::from_secs(5));

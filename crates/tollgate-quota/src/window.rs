@@ -110,32 +110,64 @@ pub(crate) fn sub_len(shape: &CounterShape, at: i64) -> i64 {
 
 /// The calendar window `[start, end)` holding `now`, in microseconds.
 pub(crate) fn calendar_us(shape: &CounterShape, now: i64) -> (i64, i64) {
-    let anchor = match (shape.start, shape.unit) {
-        (Some(secs), _) => secs.saturating_mul(1_000_000),
-        (None, TimeUnit::Week) => FIRST_MONDAY_US,
-        (None, _) => 0,
-    };
-    match fixed_len_us(shape) {
-        Some(len) => {
-            let (anchor, now, len) = (i128::from(anchor), i128::from(now), i128::from(len));
-            let start = anchor + (now - anchor).div_euclid(len) * len;
-            (clamp_us(start), clamp_us(start + len))
-        }
-        None => calendar_months_us(anchor, i64::from(shape.interval.max(1)), now),
-    }
+    let frame = CalendarFrame::of(shape);
+    frame.bounds(frame.index(now))
 }
 
-/// Calendar months of `interval` counted from `anchor`, holding `now`.
-fn calendar_months_us(anchor: i64, interval: i64, now: i64) -> (i64, i64) {
-    let a = civil(anchor);
-    let n = civil(now);
-    let mut months = (i64::from(n.year()) - i64::from(a.year())) * 12
-        + (i64::from(n.month()) - i64::from(a.month()));
-    if add_months(anchor, months) > now {
-        months -= 1;
+/// How one calendar shape numbers its windows: window `k` starts `k` lengths after the anchor.
+/// Computed once per shape, so finding the window of an instant is a division for fixed units.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CalendarFrame {
+    /// The anchor in microseconds: the start of window 0.
+    anchor: i64,
+    /// The window length in microseconds for fixed units, `None` for months.
+    len: Option<i64>,
+    /// Months per window (months only).
+    months: i64,
+}
+
+impl CalendarFrame {
+    /// The frame of `shape` (its window kind is not looked at).
+    pub(crate) fn of(shape: &CounterShape) -> Self {
+        let anchor = match (shape.start, shape.unit) {
+            (Some(secs), _) => secs.saturating_mul(1_000_000),
+            (None, TimeUnit::Week) => FIRST_MONDAY_US,
+            (None, _) => 0,
+        };
+        Self { anchor, len: fixed_len_us(shape), months: i64::from(shape.interval.max(1)) }
     }
-    let k = months.div_euclid(interval) * interval;
-    (add_months(anchor, k), add_months(anchor, k.saturating_add(interval)))
+
+    /// The number of the window holding `now` (negative before the anchor).
+    pub(crate) fn index(&self, now: i64) -> i64 {
+        match self.len {
+            // `now - anchor` fits: both lie within jiff's range, far inside i64.
+            Some(len) => now.saturating_sub(self.anchor).div_euclid(len),
+            None => {
+                let (a, n) = (civil(self.anchor), civil(now));
+                let mut months = (i64::from(n.year()) - i64::from(a.year())) * 12
+                    + (i64::from(n.month()) - i64::from(a.month()));
+                if add_months(self.anchor, months) > now {
+                    months -= 1;
+                }
+                months.div_euclid(self.months)
+            }
+        }
+    }
+
+    /// `[start, end)` of window `k`, clamped to jiff's range.
+    pub(crate) fn bounds(&self, k: i64) -> (i64, i64) {
+        match self.len {
+            Some(len) => {
+                let start = i128::from(self.anchor) + i128::from(k) * i128::from(len);
+                (clamp_us(start), clamp_us(start + i128::from(len)))
+            }
+            None => {
+                let first = k.saturating_mul(self.months);
+                let (start, end) = (first, first.saturating_add(self.months));
+                (add_months(self.anchor, start), add_months(self.anchor, end))
+            }
+        }
+    }
 }
 
 /// `at + months` calendar months in UTC (day clamped to the month's end), clamped to range.

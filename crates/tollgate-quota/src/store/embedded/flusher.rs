@@ -104,6 +104,7 @@ impl Shared {
         resets: &[MeteringId],
         evicted: &[(String, CounterShape)],
     ) -> Result<(), redb::Error> {
+        let now = self.clock.now();
         let txn = db.begin_write()?;
         {
             let mut table = txn.open_table(COUNTERS)?;
@@ -113,7 +114,7 @@ impl Shared {
                 table.retain_in::<&[u8], _>(lo.as_slice()..hi.as_slice(), |_, _| false)?;
             }
             for (id, shape) in evicted {
-                if self.counters.snapshot(id, shape).is_none() {
+                if self.counters.snapshot(id, shape, now).is_none() {
                     table.remove(encode_key(id, shape).as_slice())?;
                 }
             }
@@ -123,7 +124,7 @@ impl Shared {
                     continue;
                 }
                 let key = encode_key(id.as_str(), shape);
-                match self.counters.snapshot(id.as_str(), shape) {
+                match self.counters.snapshot(id.as_str(), shape, now) {
                     Some(counter) => {
                         table.insert(key.as_slice(), encode_counter(&counter).as_slice())?;
                     }
