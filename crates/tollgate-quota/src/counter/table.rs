@@ -123,10 +123,14 @@ fn lock(counter: &Mutex<Counter>) -> MutexGuard<'_, Counter> {
     counter.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Grows `v` by an eighth (at least `extra`) when full, so spare capacity stays small.
+/// Grows `v` when full: doubling while small, then by an eighth, so spare capacity stays small
+/// where it matters and the allocator is not asked for many small sizes it cannot give back.
 fn reserve<T>(v: &mut Vec<T>, extra: usize) {
+    const SMALL_BYTES: usize = 256 << 10;
     if v.capacity() - v.len() < extra {
-        v.reserve_exact((v.capacity() / 8).max(extra).max(16));
+        let cap = v.capacity();
+        let step = if cap * std::mem::size_of::<T>() < SMALL_BYTES { cap } else { cap / 8 };
+        v.reserve_exact(step.max(extra).max(16));
     }
 }
 

@@ -59,6 +59,18 @@ use row::{decode_counter, decode_key, encode_counter, encode_key, id_prefix};
 /// Counter rows: key = id, 0x00, shape; value = the counter state (see `row`).
 const COUNTERS: TableDefinition<'static, &[u8], &[u8]> = TableDefinition::new("counters");
 
+/// redb's page cache for the counters file. The file is only read at start-up and written
+/// behind, so a small cache bounds the store's memory to its counters plus this; pages outside
+/// it are read again from the operating system's cache when a commit touches them.
+const PAGE_CACHE_BYTES: usize = 16 << 20;
+
+/// How a counters file is opened: with a bounded page cache.
+fn builder() -> redb::Builder {
+    let mut b = Database::builder();
+    b.set_cache_size(PAGE_CACHE_BYTES);
+    b
+}
+
 /// How often the flusher sweeps expired counters out of memory (and so out of the file).
 const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
@@ -351,7 +363,7 @@ fn open_and_load(path: &Path, now: jiff::Timestamp) -> Result<(Database, Counter
         Err(e) => return Err(Unreadable::Io(format!("{shown}: {e}"))),
     };
     let attempt = std::panic::catch_unwind(|| {
-        let db = if exists { Database::open(path) } else { Database::create(path) }
+        let db = if exists { builder().open(path) } else { builder().create(path) }
             .map_err(|e| classify(path, "opening", e.into()))?;
         let counters = Counters::with_eviction_log();
         load(&db, &counters, now).map_err(|e| classify(path, "loading counters from", e))?;
