@@ -154,6 +154,14 @@ impl CalendarFrame {
         }
     }
 
+    /// True when window `k` holds `now`: a multiplication where [`CalendarFrame::index`]
+    /// divides. Months always answer false (their windows are found through the calendar).
+    pub(crate) fn holds(&self, k: i64, now: i64) -> bool {
+        let Some(len) = self.len else { return false };
+        let start = k.checked_mul(len).and_then(|d| d.checked_add(self.anchor));
+        start.is_some_and(|start| start <= now && now - start < len)
+    }
+
     /// `[start, end)` of window `k`, clamped to jiff's range.
     pub(crate) fn bounds(&self, k: i64) -> (i64, i64) {
         match self.len {

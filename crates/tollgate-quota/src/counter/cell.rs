@@ -74,6 +74,17 @@ fn offset(word: u64, k: i64) -> i64 {
     i64::from(tag.wrapping_sub(tag_of(k)) as i16)
 }
 
+/// The rejections an `exceed` word holds for `window`.
+fn exceed_in(word: u64, window: i64) -> u64 {
+    if offset(word, window) == 0 { count(word) } else { 0 }
+}
+
+/// The carried total a `total` word holds for `window`.
+fn total_in(word: u64, window: i64) -> u64 {
+    // One window behind: a carry about to happen (see `carry_total`).
+    if offset(word, window) >= -1 { count(word) } else { 0 }
+}
+
 /// A calendar counter's three words. 24 bytes.
 pub(super) struct CalendarCell<W = AtomicU64> {
     usage: W,
@@ -112,6 +123,9 @@ impl<W: Word> CalendarCell<W> {
     /// Checks `weight` units against `limit` (at most [`MAX_COUNT`]) when the clock is in window
     /// `now`, and counts them when admitted.
     pub(super) fn decide(&self, now: i64, limit: u64, weight: u64) -> CellTally {
+        // Read with the usage word (they share a cache line): an admission reports them as they
+        // were just before it, which is as current as any read after it could be.
+        let (exceed_word, total_word) = (self.exceed.get(), self.total.get());
         let mut word = self.usage.get();
         let (outcome, window, used, gap) = loop {
             let ahead = offset(word, now);
@@ -133,7 +147,7 @@ impl<W: Word> CalendarCell<W> {
             self.carry_total(window, gap);
         }
         let (exceed, total) = if outcome == Outcome::Allowed {
-            (self.exceed_in(window), self.total_in(window))
+            (exceed_in(exceed_word, window), total_in(total_word, window))
         } else {
             (self.count_exceed(window), self.count_total(window))
         };
@@ -167,14 +181,11 @@ impl<W: Word> CalendarCell<W> {
     }
 
     fn exceed_in(&self, window: i64) -> u64 {
-        let word = self.exceed.get();
-        if offset(word, window) == 0 { count(word) } else { 0 }
+        exceed_in(self.exceed.get(), window)
     }
 
     fn total_in(&self, window: i64) -> u64 {
-        let word = self.total.get();
-        // One window behind: a carry about to happen (see `carry_total`).
-        if offset(word, window) >= -1 { count(word) } else { 0 }
+        total_in(self.total.get(), window)
     }
 
     /// Counts one rejection in `window`; returns the window's rejections.

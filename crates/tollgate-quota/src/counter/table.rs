@@ -18,6 +18,7 @@
 //! * **Every slot's id is `ids[at..at + len]`.** Bytes of removed ids are counted in `garbage`
 //!   until the sweep compacts the arena, which it does once they are half of it.
 
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use hashbrown::hash_table::Entry as TableEntry;
@@ -100,6 +101,26 @@ struct Slots {
 struct Shape {
     key: ShapeKey,
     frame: CalendarFrame,
+    /// The window last found for this shape: most checks fall in it, and testing that costs a
+    /// multiplication where finding a window costs a division.
+    recent: AtomicI64,
+}
+
+impl Shape {
+    fn new(key: ShapeKey) -> Self {
+        Self { key, frame: CalendarFrame::of(&key.shape()), recent: AtomicI64::new(i64::MIN) }
+    }
+
+    /// The number of the window holding `now_us`.
+    fn window(&self, now_us: i64) -> i64 {
+        let recent = self.recent.load(Ordering::Relaxed);
+        if self.frame.holds(recent, now_us) {
+            return recent;
+        }
+        let k = self.frame.index(now_us);
+        self.recent.store(k, Ordering::Relaxed);
+        k
+    }
 }
 
 /// One calendar counter: where its id is, its shape, and its cell. 32 bytes.
@@ -196,8 +217,8 @@ impl Cells {
     /// Decides on slot `n`.
     fn decide(&self, n: usize, limit: u64, weight: u64, now_us: i64) -> Option<Tally> {
         let slot = self.data.slots.get(n)?;
-        let frame = self.data.shape(slot)?.frame;
-        Some(tally(slot.cell.decide(frame.index(now_us), limit, weight), &frame))
+        let shape = self.data.shape(slot)?;
+        Some(tally(slot.cell.decide(shape.window(now_us), limit, weight), &shape.frame))
     }
 
     /// Adds a cell holding `state`; `None` when the shape list or the id arena is full.
@@ -214,7 +235,7 @@ impl Cells {
             Some(i) => u16::try_from(i).ok()?,
             None => {
                 let i = u16::try_from(data.shapes.len()).ok().filter(|&i| i < u16::MAX)?;
-                data.shapes.push(Shape { key: *key, frame: CalendarFrame::of(&key.shape()) });
+                data.shapes.push(Shape::new(*key));
                 i
             }
         };

@@ -82,7 +82,8 @@ impl Shared {
     ) -> Result<T, String> {
         let mut db = lock(&self.db);
         if db.is_none() {
-            let reopened = super::builder().open(&self.path)
+            let reopened = super::builder()
+                .open(&self.path)
                 .map_err(|e| format!("reopening {}: {e}", self.path.display()))?;
             *db = Some(reopened);
         }
