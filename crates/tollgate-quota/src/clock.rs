@@ -10,6 +10,12 @@ use jiff::Timestamp;
 pub trait Clock: Send + Sync + 'static {
     /// The current instant.
     fn now(&self) -> Timestamp;
+
+    /// The current instant in microseconds since the Unix epoch, within jiff's range: what the
+    /// engine computes with, read without building a [`Timestamp`] where a clock can.
+    fn now_us(&self) -> i64 {
+        self.now().as_microsecond()
+    }
 }
 
 /// The system's wall clock (UTC), read cheaply.
@@ -110,6 +116,15 @@ impl Clock for SystemClock {
     fn now(&self) -> Timestamp {
         Timestamp::from_microsecond(FastWall::get().now_us()).unwrap_or_else(|_| Timestamp::now())
     }
+
+    fn now_us(&self) -> i64 {
+        let us = FastWall::get().now_us();
+        if (crate::window::MIN_US..=crate::window::MAX_US).contains(&us) {
+            us
+        } else {
+            Timestamp::now().as_microsecond()
+        }
+    }
 }
 
 /// A clock that only moves when told to; cloning shares the same time.
@@ -137,6 +152,10 @@ impl ManualClock {
 }
 
 impl Clock for ManualClock {
+    fn now_us(&self) -> i64 {
+        self.now().as_microsecond()
+    }
+
     fn now(&self) -> Timestamp {
         // The stored value always came from a valid Timestamp, plus bounded advances.
         Timestamp::from_microsecond(self.micros.load(Ordering::SeqCst)).unwrap_or(Timestamp::MAX)

@@ -135,7 +135,18 @@ impl Counters {
         weight: u64,
         now: Timestamp,
     ) -> Decision {
-        let now_us = now.as_microsecond();
+        self.check_us(id, spec, weight, now.as_microsecond())
+    }
+
+    /// [`Counters::check_at`] with the time in microseconds since the Unix epoch (within
+    /// jiff's range, as [`crate::Clock::now_us`] gives it).
+    pub fn check_us(
+        &self,
+        id: &MeteringId,
+        spec: &QuotaSpec,
+        weight: u64,
+        now_us: i64,
+    ) -> Decision {
         let key = ShapeKey::of(&spec.counter_shape());
         let hash = key_hash(&self.hasher, id.as_bytes(), &key);
         let lane = self.lane(hash);

@@ -304,7 +304,7 @@ impl Store for EmbeddedStore {
         if let Some(e) = lock(&self.shared.failure).clone() {
             return Err(StoreError::Io(format!("the counters file cannot be written: {e}")));
         }
-        let decision = self.shared.counters.check_at(id, spec, weight, self.shared.clock.now());
+        let decision = self.shared.counters.check_us(id, spec, weight, self.shared.clock.now_us());
         if decision.outcome == Outcome::Allowed && weight == 0 {
             // A probe changed nothing worth writing.
             return Ok(decision);

@@ -65,7 +65,7 @@ impl MemoryStore {
 
     /// Checks synchronously: the same answer as [`Store::check`], without a future.
     pub fn check_now(&self, id: &MeteringId, spec: &QuotaSpec, weight: u64) -> Decision {
-        self.counters.check_at(id, spec, weight, self.clock.now())
+        self.counters.check_us(id, spec, weight, self.clock.now_us())
     }
 
     /// Drops every counter that holds nothing any more; returns how many were dropped.
