@@ -10,8 +10,11 @@ impl Shared {
         // Set while the last commit failed: the batch was queued again and is retried every
         // flush interval, even when no new work arrives, until the disk takes it.
         let mut retrying = false;
+        // The queue's buffer from the last batch, handed back to the queue empty: a buffer made
+        // anew for every batch leaves the allocator holding freed memory it seldom returns.
+        let mut spare: Vec<(MeteringId, CounterShape)> = Vec::new();
         loop {
-            let (dirty, resets, seq, stopping) = {
+            let (mut dirty, resets, seq, stopping) = {
                 let mut q = lock(&self.queue);
                 let deadline = Instant::now() + self.flush_interval;
                 while !q.urgent && !self.stop.load(Ordering::SeqCst) {
@@ -23,7 +26,8 @@ impl Shared {
                 }
                 q.urgent = false;
                 let stopping = self.stop.load(Ordering::SeqCst);
-                (std::mem::take(&mut q.dirty), std::mem::take(&mut q.resets), q.seq, stopping)
+                let dirty = std::mem::replace(&mut q.dirty, std::mem::take(&mut spare));
+                (dirty, std::mem::take(&mut q.resets), q.seq, stopping)
             };
             if Instant::now() >= next_sweep {
                 self.counters.evict_expired(self.clock.now());
@@ -44,7 +48,7 @@ impl Shared {
                         *lock(&self.failure) = Some(e.to_string());
                         // Try these keys again with the next batch.
                         let mut q = lock(&self.queue);
-                        let mut retry = dirty;
+                        let mut retry = std::mem::take(&mut dirty);
                         retry.append(&mut q.dirty);
                         q.dirty = retry;
                         let mut again = resets;
@@ -55,6 +59,12 @@ impl Shared {
                 // Waiters learn of a failure through `failure`; they must not hang.
                 self.committed.send_replace(seq);
             }
+            // Kept for the next batch, unless a burst left it far larger than batches now are.
+            if dirty.capacity() > 4 * dirty.len().max(4096) {
+                dirty = Vec::new();
+            }
+            dirty.clear();
+            spare = dirty;
             if stopping {
                 return;
             }
