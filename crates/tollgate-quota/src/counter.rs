@@ -42,6 +42,7 @@ use crate::spec::{CounterShape, MeteringId, QuotaSpec};
 use crate::store::CounterInfo;
 
 mod cell;
+mod cells;
 mod state;
 mod table;
 #[cfg(test)]
