@@ -103,11 +103,7 @@ pub(crate) struct PolicyBodyDoc {
     summary = "The policies in force, their source and the last reload error",
     responses(
         (status = 200, description = "The policies.", body = PolicyState),
-        (status = 401, description = "A token is configured and none, or a wrong one, was sent (problem admin-unauthorized).",
-            body = crate::openapi::ProblemDoc, content_type = "application/problem+json",
-            headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"tollgate\"`"))),
-        (status = 403, description = "The user's role does not allow this (problem role-forbidden), or no token is configured and the listener is not loopback (problem admin-token-required).",
-            body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
+        crate::openapi::AdminAccessRefused,
     ),
     security((), ("admin_token" = [])),
 )]
@@ -163,11 +159,7 @@ fn locate(body: &Value) -> Option<(usize, String)> {
     responses(
         (status = 200, description = "The new set is in force.", body = PolicyState),
         (status = 400, description = "The body is not a valid policy set (problem invalid-policies, with line and column).", body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
-        (status = 401, description = "A token is configured and none, or a wrong one, was sent (problem admin-unauthorized).",
-            body = crate::openapi::ProblemDoc, content_type = "application/problem+json",
-            headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"tollgate\"`"))),
-        (status = 403, description = "The user's role does not allow this (problem role-forbidden), or no token is configured and the listener is not loopback (problem admin-token-required).",
-            body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
+        crate::openapi::AdminAccessRefused,
         (status = 500, description = "The config file could not be rewritten; the old set stays (problem policy-write-failed).", body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
     ),
     security((), ("admin_token" = [])),
