@@ -5,7 +5,8 @@
 //! reads and acts through `/v1/*` with the same credentials and the same audit log as any
 //! script. What it adds on the server:
 //! - the pages and their assets, embedded in the binary ([`pages`]);
-//! - login and logout, which turn a token into a session cookie and a CSRF token ([`login`]);
+//! - login and logout, which turn a token into a session cookie and a CSRF token ([`login`]),
+//!   with failed logins limited per source address ([`failed_logins`]);
 //! - `GET /ui/api/overview`, one page of the overview computed from the counters
 //!   ([`overview`]), and `GET /ui/api/routes`, the gateway's route limits; both ask the admin
 //!   guard for read access, as `/v1/counters` does.
@@ -16,6 +17,7 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+pub mod failed_logins;
 pub mod login;
 pub mod overview;
 pub mod pages;
@@ -50,12 +52,13 @@ pub const CONTENT_SECURITY_POLICY_VALUE: &str = "default-src 'none'; script-src 
 pub struct Console {
     app: AppState,
     routes: Arc<[RouteLimit]>,
+    failed_logins: Arc<failed_logins::FailedLogins>,
 }
 
 impl Console {
     /// A console over the service `app` and the gateway's `routes` (empty without a gateway).
     pub fn new(app: AppState, routes: Vec<RouteLimit>) -> Self {
-        Self { app, routes: routes.into() }
+        Self { app, routes: routes.into(), failed_logins: Arc::default() }
     }
 
     /// The console's routes: `/` (a redirect), `/ui/…` pages, assets, login and its JSON.

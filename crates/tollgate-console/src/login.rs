@@ -3,13 +3,20 @@
 //! `SameSite=Strict`, `Path=/`, `Secure` over TLS); `GET /ui/api/session` tells the page who is
 //! logged in and hands it the CSRF token; `POST /ui/logout` (with that token) ends the session.
 //!
+//! Wrong tokens are limited per source address ([`crate::failed_logins`]): beyond the limit a
+//! login answers 429 `too-many-failed-logins` with `Retry-After`, whatever the token.
+//!
 //! Without any credentials configured, the admin API is open on a loopback listener; the
 //! console then needs no login either (the session answer says `"open": true`), and refuses
 //! everything elsewhere, as the API does.
 
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::time::Duration;
+
+use axum::Extension;
 use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::header::SET_COOKIE;
+use axum::extract::{ConnectInfo, State};
+use axum::http::header::{RETRY_AFTER, SET_COOKIE};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Json, Response};
 use serde::Deserialize;
@@ -55,8 +62,29 @@ fn refused(detail: &str) -> Problem {
     Problem::new(StatusCode::UNAUTHORIZED, "login-failed", "Login failed").detail(detail)
 }
 
+/// The 429 of an address that has used up its failed logins; it may try again after `wait`.
+fn too_many(c: &Console, ip: IpAddr, wait: Duration) -> Problem {
+    // Whole seconds, rounded up, so that a client waiting that long is let in.
+    let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    let limit = c.failed_logins.max_failures();
+    let window = c.failed_logins.window().as_secs();
+    Problem::new(StatusCode::TOO_MANY_REQUESTS, "too-many-failed-logins", "Too many failed logins")
+        .detail(format!(
+            "{limit} logins with a wrong token came from {ip} within {window} s; logins from \
+             this address are refused for {secs} s more"
+        ))
+        .with("limit", limit)
+        .with("window_seconds", window)
+        .with("retry_after", secs)
+        .header(RETRY_AFTER, HeaderValue::from(secs))
+}
+
 /// `POST /ui/login`.
-pub async fn login(State(c): State<Console>, body: Bytes) -> Result<Response, Problem> {
+pub async fn login(
+    State(c): State<Console>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+    body: Bytes,
+) -> Result<Response, Problem> {
     let guard = c.app.admin();
     if guard.is_open() {
         let actor = Actor { name: "loopback".into(), role: tollgate_server::user::Role::Admin };
@@ -77,9 +105,13 @@ pub async fn login(State(c): State<Console>, body: Bytes) -> Result<Response, Pr
         Problem::new(StatusCode::BAD_REQUEST, "invalid-login", "Invalid login")
             .detail(format!("expected {{\"token\": \"…\"}}: {e}"))
     })?;
+    // Counted as a failure before the token is checked, given back when it is right.
+    let ip = peer.map_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED), |Extension(ConnectInfo(a))| a.ip());
+    c.failed_logins.attempt(ip).map_err(|wait| too_many(&c, ip, wait))?;
     let actor = guard
         .identify(parsed.token.trim())
         .ok_or_else(|| refused("the token is neither the admin token nor a user's"))?;
+    c.failed_logins.succeeded(ip);
     let login = guard.sessions().open(actor.clone());
     let mut res = Json(session_json(&actor, &login.csrf, false)).into_response();
     if let Some(v) = cookie(&c, &login.id, SESSION_TTL.as_secs()) {

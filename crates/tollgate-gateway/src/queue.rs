@@ -140,11 +140,7 @@ pub(crate) struct SpoolRange {
         (status = 200, description = "One page of items.", body = Vec<QueueItem>,
             headers(("Link" = String, description = "`</v1/queue?…&cursor=…>; rel=\"next\"` when there is a next page."))),
         (status = 400, description = "A query parameter is invalid (problem invalid-query, naming it and the value).", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
-        (status = 401, description = "A token is configured and none, or a wrong one, was sent (problem admin-unauthorized).",
-            body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json",
-            headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"tollgate\"`"))),
-        (status = 403, description = "The user's role does not allow this (problem role-forbidden), or no token is configured and the listener is not loopback (problem admin-token-required).",
-            body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
+        tollgate_server::openapi::AdminAccessRefused,
         (status = 503, description = "The spool could not be read (problem gateway-unavailable).", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
     ),
     security((), ("admin_token" = [])),
@@ -208,11 +204,7 @@ pub const MAX_PAYLOAD_BYTES: u64 = 64 * 1024;
                 ("Tollgate-Payload-Truncated" = bool, description = "`true` when the answer is cut at 64 KiB."),
             )),
         (status = 400, description = "The id is not UTF-8 once decoded (problem http-error).", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
-        (status = 401, description = "A token is configured and none, or a wrong one, was sent (problem admin-unauthorized).",
-            body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json",
-            headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"tollgate\"`"))),
-        (status = 403, description = "The user's role does not allow this (problem role-forbidden), or no token is configured and the listener is not loopback (problem admin-token-required).",
-            body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
+        tollgate_server::openapi::AdminAccessRefused,
         (status = 404, description = "No such item (problem queue-item-not-found).", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
         (status = 410, description = "The bytes are no longer spooled: delivered or purged (problem payload-not-kept).", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
         (status = 503, description = "The gateway is shutting down or the spool failed (problem gateway-unavailable).", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
@@ -275,6 +267,40 @@ pub async fn payload(
     }
 }
 
+/// The answers of an action on one queue item (retry, release, purge) that it refuses.
+#[derive(utoipa::IntoResponses)]
+#[allow(dead_code)]
+pub(crate) enum QueueItemRefused {
+    /// 400: a path that is not an id.
+    #[response(
+        status = 400,
+        description = "The id is not UTF-8 once decoded (problem http-error).",
+        content_type = "application/problem+json"
+    )]
+    BadId(tollgate_server::openapi::ProblemDoc),
+    /// 404: no such item.
+    #[response(
+        status = 404,
+        description = "No such item (problem queue-item-not-found), or no route for an empty id.",
+        content_type = "application/problem+json"
+    )]
+    NotFound(tollgate_server::openapi::ProblemDoc),
+    /// 409: the item's state does not allow the action.
+    #[response(
+        status = 409,
+        description = "Not possible in the item's state (problem queue-item-state).",
+        content_type = "application/problem+json"
+    )]
+    State(tollgate_server::openapi::ProblemDoc),
+    /// 503: the gateway cannot act now.
+    #[response(
+        status = 503,
+        description = "The gateway is shutting down or the spool failed (problem gateway-unavailable).",
+        content_type = "application/problem+json"
+    )]
+    Unavailable(tollgate_server::openapi::ProblemDoc),
+}
+
 /// `POST /v1/queue/{id}/retry`.
 #[utoipa::path(
     post,
@@ -285,15 +311,8 @@ pub async fn payload(
     params(("id" = String, Path, description = "The queue item's id.")),
     responses(
         (status = 200, description = "The item after the operation.", body = QueueItem),
-        (status = 400, description = "The id is not UTF-8 once decoded (problem http-error).", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
-        (status = 401, description = "A token is configured and none, or a wrong one, was sent (problem admin-unauthorized).",
-            body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json",
-            headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"tollgate\"`"))),
-        (status = 403, description = "The user's role does not allow this (problem role-forbidden), or no token is configured and the listener is not loopback (problem admin-token-required).",
-            body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
-        (status = 404, description = "No such item (problem queue-item-not-found), or no route for an empty id.", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
-        (status = 409, description = "Not possible in the item's state (problem queue-item-state).", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
-        (status = 503, description = "The gateway is shutting down or the spool failed (problem gateway-unavailable).", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
+        tollgate_server::openapi::AdminAccessRefused,
+        QueueItemRefused,
     ),
     security((), ("admin_token" = [])),
 )]
@@ -315,15 +334,8 @@ pub async fn retry(
     params(("id" = String, Path, description = "The queue item's id.")),
     responses(
         (status = 200, description = "The item after the operation.", body = QueueItem),
-        (status = 400, description = "The id is not UTF-8 once decoded (problem http-error).", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
-        (status = 401, description = "A token is configured and none, or a wrong one, was sent (problem admin-unauthorized).",
-            body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json",
-            headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"tollgate\"`"))),
-        (status = 403, description = "The user's role does not allow this (problem role-forbidden), or no token is configured and the listener is not loopback (problem admin-token-required).",
-            body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
-        (status = 404, description = "No such item (problem queue-item-not-found), or no route for an empty id.", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
-        (status = 409, description = "Not possible in the item's state (problem queue-item-state).", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
-        (status = 503, description = "The gateway is shutting down or the spool failed (problem gateway-unavailable).", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
+        tollgate_server::openapi::AdminAccessRefused,
+        QueueItemRefused,
     ),
     security((), ("admin_token" = [])),
 )]
@@ -345,15 +357,8 @@ pub async fn release(
     params(("id" = String, Path, description = "The queue item's id.")),
     responses(
         (status = 204, description = "Purged."),
-        (status = 400, description = "The id is not UTF-8 once decoded (problem http-error).", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
-        (status = 401, description = "A token is configured and none, or a wrong one, was sent (problem admin-unauthorized).",
-            body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json",
-            headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"tollgate\"`"))),
-        (status = 403, description = "The user's role does not allow this (problem role-forbidden), or no token is configured and the listener is not loopback (problem admin-token-required).",
-            body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
-        (status = 404, description = "No such item (problem queue-item-not-found), or no route for an empty id.", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
-        (status = 409, description = "Not possible in the item's state (problem queue-item-state).", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
-        (status = 503, description = "The gateway is shutting down or the spool failed (problem gateway-unavailable).", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
+        tollgate_server::openapi::AdminAccessRefused,
+        QueueItemRefused,
     ),
     security((), ("admin_token" = [])),
 )]

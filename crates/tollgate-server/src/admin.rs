@@ -1,15 +1,6 @@
-//! The admin API: live counters and the policy set, behind [`AdminGuard`].
-//!
-//! - `GET /v1/counters?prefix=P` lists live counters whose id starts with `P`.
-//! - `DELETE /v1/counters/{metering-id}` drops every counter of that id.
-//! - `GET /v1/policies` shows the policies in force, their source and the last reload error.
-//! - `PUT /v1/policies` with `{"policies": [ … ]}` (the `[[policy]]` keys, as JSON) validates
-//!   the whole set and replaces the one in force. When the server reads a config file, the
-//!   file's `[[policy]]` tables are rewritten atomically too, so the change survives a reload
-//!   and a restart (other sections, comments, the file's mode, owner and symlink are kept;
-//!   see [`crate::config_file`]). A refused set is a 400 `invalid-policies` that names the
-//!   first refused rule and key (`index`, `field`, `pointer` such as `/policies/0/limit`), so a
-//!   form can show the error beside its field.
+//! The admin API's gate: [`AdminGuard`] decides who may call it, from bearer tokens, `[[user]]`
+//! roles and console sessions. The endpoints live beside it, one module per concept:
+//! [`counters`] (live counters) and [`policies`] (the policy set).
 //!
 //! Access: with a configured admin token or `[[user]]`s, `Authorization: Bearer <token>` is
 //! required (401 otherwise; the scheme is case-insensitive, the token is not): the admin
@@ -19,26 +10,22 @@
 //! credentials configured, the admin API is open only when the server listens on a loopback
 //! address, and refused with 403 elsewhere.
 
+pub mod counters;
+pub mod policies;
+
+pub use counters::{CounterQuery, list_counters, reset_counter};
+pub use policies::{get_policies, put_policies};
+
 use std::sync::Arc;
 
-use axum::Json;
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, Query, State};
 use axum::http::header::{AUTHORIZATION, HeaderValue, WWW_AUTHENTICATE};
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
-use serde_json::{Value, json};
-use tollgate_quota::{CounterInfo, MeteringId, Store};
+use serde_json::Value;
 
 use crate::audit::AuditLog;
 use crate::client::constant_time_eq;
-use crate::config::PolicyRule;
-use crate::policy::PolicySet;
 use crate::problem::Problem;
 use crate::session::{CSRF_HEADER, SessionError, Sessions};
-use crate::state::AppState;
 use crate::user::{Actor, Permission, Role, Users};
 
 /// Decides whether a request may use the admin API (shared with the gateway's admin routes).
@@ -207,348 +194,6 @@ fn bearer(value: &str) -> Option<&str> {
     scheme.eq_ignore_ascii_case("bearer").then(|| credentials.trim())
 }
 
-/// `?prefix=` of the counter listing.
-#[derive(Debug, Deserialize)]
-pub struct CounterQuery {
-    #[serde(default)]
-    prefix: String,
-}
-
-fn counter_json(c: &CounterInfo) -> Value {
-    json!({
-        "identifier": c.identifier.as_str(),
-        "interval": c.interval,
-        "unit": c.unit.as_str(),
-        "window": c.window.as_str(),
-        "start": c.start.map(|t| t.to_string()),
-        "used": c.used,
-        "exceed_count": c.exceed_count,
-        "total_exceed_count": c.total_exceed_count,
-        "window_start": c.window_start.map(|t| t.to_string()),
-        "window_end": c.window_end.map(|t| t.to_string()),
-    })
-}
-
-fn store_problem(e: &tollgate_quota::StoreError) -> Problem {
-    Problem::new(StatusCode::SERVICE_UNAVAILABLE, "store-unavailable", "Store unavailable")
-        .detail(e.to_string())
-}
-
-/// One live counter, as listed by `GET /v1/counters`.
-#[derive(utoipa::ToSchema)]
-#[allow(dead_code)]
-pub(crate) struct Counter {
-    /// The metering id.
-    identifier: String,
-    /// Window length in units.
-    #[schema(minimum = 1, maximum = 4294967295_u64, format = Int64)]
-    interval: u32,
-    /// second … month.
-    #[schema(pattern = "^(second|minute|hour|day|week|month)$")]
-    unit: String,
-    /// calendar, flexi or rolling.
-    #[schema(pattern = "^(calendar|flexi|rolling)$")]
-    window: String,
-    /// The calendar anchor, when one was given.
-    #[schema(format = DateTime)]
-    start: Option<String>,
-    /// Units counted in the current window.
-    used: u64,
-    /// Refusals in the current window.
-    exceed_count: u64,
-    /// Refusals since the counter was made.
-    total_exceed_count: u64,
-    /// When the current window began (`null` for rolling windows).
-    #[schema(format = DateTime)]
-    window_start: Option<String>,
-    /// When the current window ends.
-    #[schema(format = DateTime)]
-    window_end: Option<String>,
-}
-
-/// The answer of `GET /v1/counters`.
-#[derive(utoipa::ToSchema)]
-#[allow(dead_code)]
-pub(crate) struct CounterList {
-    /// The prefix asked for.
-    prefix: String,
-    /// How many counters are listed.
-    count: usize,
-    /// The counters, by identifier.
-    counters: Vec<Counter>,
-}
-
-/// The answer of `DELETE /v1/counters/{id}`.
-#[derive(utoipa::ToSchema)]
-#[allow(dead_code)]
-pub(crate) struct CounterReset {
-    /// The metering id.
-    identifier: String,
-    /// How many counters (one per window shape) were dropped.
-    removed: u64,
-}
-
-/// `GET /v1/counters?prefix=`.
-#[utoipa::path(
-    get,
-    path = "/v1/counters",
-    tag = "admin",
-    operation_id = "listCounters",
-    summary = "List live counters whose metering id starts with a prefix",
-    params(("prefix" = Option<String>, Query, description = "Metering id prefix; all counters when empty or absent.")),
-    responses(
-        (status = 200, description = "The counters.", body = CounterList),
-        (status = 400, description = "The query string is not valid (problem invalid-query).", body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
-        (status = 401, description = "A token is configured and none, or a wrong one, was sent (problem admin-unauthorized).",
-            body = crate::openapi::ProblemDoc, content_type = "application/problem+json",
-            headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"tollgate\"`"))),
-        (status = 403, description = "The user's role does not allow this (problem role-forbidden), or no token is configured and the listener is not loopback (problem admin-token-required).",
-            body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
-        (status = 503, description = "The store could not list (problem store-unavailable).", body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
-    ),
-    security((), ("admin_token" = [])),
-)]
-pub async fn list_counters(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    query: Result<Query<CounterQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Response, Problem> {
-    state.admin().allow(&headers, Permission::Read)?;
-    let Query(q) = query.map_err(|e| {
-        Problem::new(StatusCode::BAD_REQUEST, "invalid-query", "Invalid query")
-            .detail(e.body_text())
-    })?;
-    let mut counters = state.store().counters(&q.prefix).await.map_err(|e| store_problem(&e))?;
-    counters.sort_by(|a, b| a.identifier.cmp(&b.identifier));
-    let list: Vec<Value> = counters.iter().map(counter_json).collect();
-    Ok(Json(json!({ "prefix": q.prefix, "count": list.len(), "counters": list })).into_response())
-}
-
-/// `DELETE /v1/counters/{metering-id}`: 200 with how many counters were dropped.
-#[utoipa::path(
-    delete,
-    path = "/v1/counters/{id}",
-    tag = "admin",
-    operation_id = "resetCounter",
-    summary = "Drop every counter of a metering id (all window shapes)",
-    params(("id" = String, Path, description = "The metering id (may contain `/`).", pattern = r"^[!-~]{1,256}$")),
-    responses(
-        (status = 200, description = "The counters were dropped (removed may be 0).", body = CounterReset),
-        (status = 400, description = "The id is not a metering id (problem invalid-metering-id), or not UTF-8 once decoded.", body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
-        (status = 401, description = "A token is configured and none, or a wrong one, was sent (problem admin-unauthorized).",
-            body = crate::openapi::ProblemDoc, content_type = "application/problem+json",
-            headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"tollgate\"`"))),
-        (status = 403, description = "The user's role does not allow this (problem role-forbidden), or no token is configured and the listener is not loopback (problem admin-token-required).",
-            body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
-        (status = 404, description = "An empty id: no route (problem not-found).", body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
-        (status = 503, description = "The store could not reset (problem store-unavailable).", body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
-    ),
-    security((), ("admin_token" = [])),
-)]
-pub async fn reset_counter(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-) -> Result<Response, Problem> {
-    let who = state.admin().allow(&headers, Permission::Limits)?;
-    let id = MeteringId::new(&id).map_err(|e| {
-        Problem::new(StatusCode::BAD_REQUEST, "invalid-metering-id", "Invalid metering id")
-            .detail(e.to_string())
-            .with("value", id.clone())
-    })?;
-    let before = state.store().counters(id.as_str()).await.map_err(|e| store_problem(&e))?;
-    let before: Vec<Value> =
-        before.iter().filter(|c| c.identifier == id).map(counter_json).collect();
-    let removed = state.store().reset(&id).await.map_err(|e| store_problem(&e))?;
-    tracing::info!(identifier = %id, removed, "counter reset via the API");
-    let after = json!({ "removed": removed });
-    state.admin().record(&who, "counter.reset", id.as_str(), Value::Array(before), after);
-    Ok(Json(json!({ "identifier": id.as_str(), "removed": removed })).into_response())
-}
-
-fn policies_json(state: &AppState) -> Value {
-    let policies = state.policies();
-    let status = policies.status();
-    json!({
-        "policies": policies.current().rules(),
-        "source": policies.file().map(|f| f.display().to_string()),
-        "generation": status.generation,
-        "last_error": status.last_error,
-    })
-}
-
-/// The policies in force, as `GET` and `PUT /v1/policies` answer.
-#[derive(utoipa::ToSchema)]
-#[allow(dead_code)]
-pub(crate) struct PolicyState {
-    /// The rules, in matching order.
-    policies: Vec<PolicyDoc>,
-    /// The config file they come from, when the server reads one.
-    source: Option<String>,
-    /// Incremented each time a set comes into force.
-    generation: u64,
-    /// Why the last policy file was refused, while it is.
-    last_error: Option<String>,
-}
-
-/// One `[[policy]]`: a glob over metering ids and what it supplies.
-#[derive(utoipa::ToSchema)]
-#[schema(as = Policy)]
-#[allow(dead_code)]
-pub(crate) struct PolicyDoc {
-    /// Glob over metering-id (`*`, `?`, `[…]`).
-    #[schema(rename = "match", min_length = 1)]
-    pattern: String,
-    /// Units per window (`null` is the same as absent).
-    #[schema(required = false)]
-    limit: Option<u64>,
-    /// Window length in units (`null` is the same as absent).
-    #[schema(required = false, minimum = 1, maximum = 4294967295_u64, format = Int64)]
-    interval: Option<u32>,
-    /// second … month (singular or plural, any case, when sent).
-    #[schema(
-        required = false,
-        pattern = r"^\s*([Ss][Ee][Cc][Oo][Nn][Dd]|[Mm][Ii][Nn][Uu][Tt][Ee]|[Hh][Oo][Uu][Rr]|[Dd][Aa][Yy]|[Ww][Ee][Ee][Kk]|[Mm][Oo][Nn][Tt][Hh])[Ss]?\s*$"
-    )]
-    unit: String,
-    /// calendar, flexi or rolling (any case, when sent).
-    #[schema(
-        required = false,
-        pattern = r"^\s*([Cc][Aa][Ll][Ee][Nn][Dd][Aa][Rr]|[Ff][Ll][Ee][Xx][Ii]|[Rr][Oo][Ll][Ll][Ii][Nn][Gg])\s*$"
-    )]
-    window: String,
-    /// The policy beats the headers instead of filling gaps (default false).
-    #[schema(rename = "override", required = false)]
-    override_headers: bool,
-    /// enforce (default) or shadow.
-    #[schema(required = false, pattern = "^(enforce|shadow)$")]
-    mode: String,
-}
-
-/// The body of `PUT /v1/policies`.
-#[derive(utoipa::ToSchema)]
-#[schema(as = PolicyReplacement)]
-#[allow(dead_code)]
-pub(crate) struct PolicyBodyDoc {
-    /// The whole new set, in matching order.
-    policies: Vec<PolicyDoc>,
-}
-
-/// `GET /v1/policies`.
-#[utoipa::path(
-    get,
-    path = "/v1/policies",
-    tag = "admin",
-    operation_id = "getPolicies",
-    summary = "The policies in force, their source and the last reload error",
-    responses(
-        (status = 200, description = "The policies.", body = PolicyState),
-        (status = 401, description = "A token is configured and none, or a wrong one, was sent (problem admin-unauthorized).",
-            body = crate::openapi::ProblemDoc, content_type = "application/problem+json",
-            headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"tollgate\"`"))),
-        (status = 403, description = "The user's role does not allow this (problem role-forbidden), or no token is configured and the listener is not loopback (problem admin-token-required).",
-            body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
-    ),
-    security((), ("admin_token" = [])),
-)]
-pub async fn get_policies(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-) -> Result<Response, Problem> {
-    state.admin().allow(&headers, Permission::Read)?;
-    Ok(Json(policies_json(&state)).into_response())
-}
-
-/// The body of `PUT /v1/policies` (other members, such as those `GET` returns, are ignored).
-#[derive(Debug, Deserialize)]
-struct PolicyBody {
-    policies: Vec<PolicyRule>,
-}
-
-/// The first refused rule of a `{"policies": [ … ]}` body and the key to blame: each key is
-/// tried alone beside a valid `match` (the same checks as the file), then the keys named in
-/// the whole rule's error (checks across keys, such as `interval` against `unit`).
-fn locate(body: &Value) -> Option<(usize, String)> {
-    let rules = body.get("policies")?.as_array()?;
-    let refused = |v: &Value| serde_json::from_value::<PolicyRule>(v.clone()).err();
-    for (index, rule) in rules.iter().enumerate() {
-        let Some(err) = refused(rule) else { continue };
-        let Some(fields) = rule.as_object() else { return Some((index, "match".into())) };
-        if !fields.contains_key("match") || refused(&json!({ "match": fields["match"] })).is_some()
-        {
-            return Some((index, "match".into()));
-        }
-        for (key, value) in fields.iter().filter(|(k, _)| k.as_str() != "match") {
-            if refused(&json!({ "match": fields["match"], key.as_str(): value })).is_some() {
-                return Some((index, key.clone()));
-            }
-        }
-        let text = err.to_string();
-        let named = ["interval", "limit", "unit", "window", "mode", "override"]
-            .into_iter()
-            .find(|k| text.contains(k) && fields.contains_key(*k));
-        return Some((index, named.unwrap_or("match").to_owned()));
-    }
-    None
-}
-
-/// `PUT /v1/policies`: validates the whole set, then replaces the one in force.
-#[utoipa::path(
-    put,
-    path = "/v1/policies",
-    tag = "admin",
-    operation_id = "replacePolicies",
-    summary = "Replace the whole policy set (and the config file's [[policy]] tables)",
-    request_body(content = PolicyBodyDoc, description = "The new set; other members are ignored.", content_type = "application/json"),
-    responses(
-        (status = 200, description = "The new set is in force.", body = PolicyState),
-        (status = 400, description = "The body is not a valid policy set (problem invalid-policies, with line and column).", body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
-        (status = 401, description = "A token is configured and none, or a wrong one, was sent (problem admin-unauthorized).",
-            body = crate::openapi::ProblemDoc, content_type = "application/problem+json",
-            headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"tollgate\"`"))),
-        (status = 403, description = "The user's role does not allow this (problem role-forbidden), or no token is configured and the listener is not loopback (problem admin-token-required).",
-            body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
-        (status = 500, description = "The config file could not be rewritten; the old set stays (problem policy-write-failed).", body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
-    ),
-    security((), ("admin_token" = [])),
-)]
-pub async fn put_policies(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, Problem> {
-    let who = state.admin().allow(&headers, Permission::Limits)?;
-    let body = body.map_err(|e| {
-        let status = e.status();
-        if status == StatusCode::PAYLOAD_TOO_LARGE {
-            Problem::new(status, "body-too-large", "Request body too large").detail(e.body_text())
-        } else {
-            Problem::new(status, "invalid-body", "Invalid request body").detail(e.body_text())
-        }
-    })?;
-    let parsed: PolicyBody = serde_json::from_slice(&body).map_err(|e| {
-        let problem = Problem::new(StatusCode::BAD_REQUEST, "invalid-policies", "Invalid policies")
-            .detail(format!("line {} column {}: {e}", e.line(), e.column()));
-        // Which rule and key, so a form can show the error beside its field.
-        match serde_json::from_slice::<Value>(&body).ok().as_ref().and_then(locate) {
-            Some((index, field)) => problem
-                .with("index", index)
-                .with("field", field.clone())
-                .with("pointer", format!("/policies/{index}/{field}")),
-            None => problem,
-        }
-    })?;
-    let before = json!(state.policies().current().rules());
-    let set = PolicySet::new(parsed.policies);
-    state.policies().replace(set).map_err(|e| {
-        Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "policy-write-failed", "Policies not saved")
-            .detail(e)
-    })?;
-    let after = json!(state.policies().current().rules());
-    state.admin().record(&who, "policies.replace", "policies", before, after);
-    Ok(Json(policies_json(&state)).into_response())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -580,20 +225,6 @@ mod tests {
             h.insert(AUTHORIZATION, HeaderValue::from_static(v));
             assert!(g.authorize(&h).is_err(), "{v}");
         }
-    }
-
-    #[test]
-    fn a_refused_rule_is_located_by_index_and_key() {
-        let at = |v: Value| locate(&v);
-        assert_eq!(at(json!({"policies": [{"match": "a:*", "limit": 5}]})), None);
-        let two = json!({"policies": [{"match": "a:*"}, {"match": "b:*", "limit": -1}]});
-        assert_eq!(at(two), Some((1, "limit".into())));
-        let unit = json!({"policies": [{"match": "a:*", "unit": "fortnight"}]});
-        assert_eq!(at(unit), Some((0, "unit".into())));
-        let unknown = json!({"policies": [{"match": "a:*", "limt": 3}]});
-        assert_eq!(at(unknown), Some((0, "limt".into())));
-        let across = json!({"policies": [{"match": "a:*", "interval": 100000, "unit": "month"}]});
-        assert_eq!(at(across), Some((0, "interval".into())));
     }
 
     #[test]

@@ -192,11 +192,7 @@ pub(crate) struct AuditRecord {
     responses(
         (status = 200, description = "The records, newest first.", body = Vec<AuditRecord>),
         (status = 400, description = "limit is not a whole number from 1 to 1,000 (problem invalid-query).", body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
-        (status = 401, description = "A token is configured and none, or a wrong one, was sent (problem admin-unauthorized).",
-            body = crate::openapi::ProblemDoc, content_type = "application/problem+json",
-            headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"tollgate\"`"))),
-        (status = 403, description = "The user's role does not allow this (problem role-forbidden), or no token is configured and the listener is not loopback (problem admin-token-required).",
-            body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
+        crate::openapi::AdminAccessRefused,
         (status = 503, description = "The log could not be read (problem audit-unreadable).", body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
     ),
     security((), ("admin_token" = [])),

@@ -41,6 +41,28 @@ pub struct ProblemDoc {
     detail: String,
 }
 
+/// The answers of every route behind [`crate::admin::AdminGuard`] to a caller it refuses:
+/// name it in `responses(...)` beside the route's own answers.
+#[derive(utoipa::IntoResponses)]
+#[allow(dead_code)]
+pub enum AdminAccessRefused {
+    /// 401: no valid credentials.
+    #[response(
+        status = 401,
+        description = "Credentials are configured and none valid was sent: no bearer token or a wrong one, or an expired or logged-out session cookie (problem admin-unauthorized).",
+        content_type = "application/problem+json",
+        headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"tollgate\"`"))
+    )]
+    Unauthorized(ProblemDoc),
+    /// 403: credentials that do not cover the route, or none configured off loopback.
+    #[response(
+        status = 403,
+        description = "The user's role does not allow this (problem role-forbidden), a session cookie came without its CSRF token (problem csrf-token-required), or no credentials are configured and the listener is not loopback (problem admin-token-required).",
+        content_type = "application/problem+json"
+    )]
+    Forbidden(ProblemDoc),
+}
+
 #[derive(OpenApi)]
 #[openapi(
     info(
@@ -51,10 +73,10 @@ pub struct ProblemDoc {
     ),
     paths(
         crate::quota::check,
-        crate::admin::list_counters,
-        crate::admin::reset_counter,
-        crate::admin::get_policies,
-        crate::admin::put_policies,
+        crate::admin::counters::list_counters,
+        crate::admin::counters::reset_counter,
+        crate::admin::policies::get_policies,
+        crate::admin::policies::put_policies,
         crate::audit::list,
         crate::usage::http::get,
         crate::health::healthz,

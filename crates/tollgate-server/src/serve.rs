@@ -24,15 +24,20 @@
 //! that never sends a head); the limits and rewrites then apply to the decrypted stream. The
 //! verified client certificate's subject, under mTLS, is put on every request of the
 //! connection as a [`PeerCertificate`] extension.
+//!
+//! Every request carries the client's address as axum's [`ConnectInfo<SocketAddr>`]
+//! extension (what per-address limits, such as the console's failed logins, count by).
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::net::SocketAddr;
 use std::pin::pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
+use axum::extract::ConnectInfo;
 use axum::http::header::{CONNECTION, CONTENT_TYPE, HeaderValue};
 use axum::http::{HeaderMap, Method, Request, Response, StatusCode, Uri};
 use axum::response::IntoResponse;
@@ -117,9 +122,9 @@ where
             },
             () = &mut shutdown => break,
         };
-        let stream = tokio::select! {
+        let (stream, addr) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _peer)) => stream,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     // Out of file descriptors and the like: back off instead of spinning.
                     tracing::warn!(error = %e, "accept failed");
@@ -145,7 +150,7 @@ where
             let result = match tls {
                 None => {
                     let service = hyper::service::service_fn(move |req| {
-                        handle(app.clone(), req, body_timeout, None)
+                        handle(app.clone(), req, body_timeout, addr, None)
                     });
                     let io = TokioIo::new(ProblemIo::new(stream));
                     watcher.watch(builder.serve_connection(io, service)).await
@@ -166,7 +171,7 @@ where
                     };
                     let peer = TlsAcceptor::peer(&stream);
                     let service = hyper::service::service_fn(move |req| {
-                        handle(app.clone(), req, body_timeout, peer.clone())
+                        handle(app.clone(), req, body_timeout, addr, peer.clone())
                     });
                     let io = TokioIo::new(ProblemIo::new(stream));
                     watcher.watch(builder.serve_connection(io, service)).await
@@ -189,8 +194,10 @@ async fn handle(
     app: Router,
     mut req: Request<Incoming>,
     body_timeout: Duration,
+    addr: SocketAddr,
     peer: Option<PeerCertificate>,
 ) -> Result<Response<Body>, Infallible> {
+    req.extensions_mut().insert(ConnectInfo(addr));
     if let Some(peer) = peer {
         req.extensions_mut().insert(peer);
     }

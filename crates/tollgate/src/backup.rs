@@ -88,10 +88,7 @@ pub struct BackupQuery {
     responses(
         (status = 201, description = "Written; what was copied (also in DIR/backup.json).", body = Object),
         (status = 400, description = "to is missing or not absolute (problem backup-target).", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
-        (status = 401, description = "A token is configured and none, or a wrong one, was sent (problem admin-unauthorized).",
-            body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json",
-            headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"tollgate\"`"))),
-        (status = 403, description = "Not the admin token or an admin user (problem role-forbidden), or no token is configured and the listener is not loopback.", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
+        tollgate_server::openapi::AdminAccessRefused,
         (status = 409, description = "The directory cannot be created: it exists, or its parent does not (problem backup-target).", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
         (status = 500, description = "Copying failed; the directory holds an incomplete backup (problem backup-failed).", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
     ),

@@ -11,6 +11,7 @@ mod admin;
 mod backup;
 mod check;
 mod config;
+mod console;
 mod counters;
 mod edi;
 mod fd_limit;
@@ -21,6 +22,7 @@ mod queue;
 mod rls;
 mod serve;
 mod simulate;
+mod store;
 
 use std::process::ExitCode;
 

@@ -5,6 +5,7 @@
 //! gRPC is served over TLS too ([`tls_incoming`]), with the listener's rotating certificate
 //! offered as `h2`.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -28,6 +29,8 @@ use tollgate_server::policy::Policies;
 use tollgate_server::tls::TlsAcceptor;
 use tonic::Status;
 use tonic::metadata::MetadataMap;
+
+use crate::config::ConfigFile;
 
 /// Completes a rule's spec as `/v1/quota` completes one from its headers: the rule's values
 /// play the headers' part, the first `[[policy]]` matching the id fills the gaps (or wins,
@@ -113,6 +116,47 @@ impl Gate for ClientGate {
     fn store_latency(&self, took: Duration) {
         metrics::store_latency(took);
     }
+}
+
+/// The running gRPC listener of `tollgate serve`.
+pub struct Grpc(tokio::task::JoinHandle<Result<(), tonic::transport::Error>>);
+
+impl Grpc {
+    /// Waits until the listener has stopped (after its stop future completed) and says why
+    /// it failed, if it did.
+    pub async fn finished(self) -> anyhow::Result<()> {
+        self.0.await.context("the gRPC server task")?.context("serving gRPC")
+    }
+}
+
+/// Starts Envoy's rate limit service when `[server] grpc_listen` is set (`None` otherwise):
+/// the `[[rls]]` rules over `store`, specs completed by `policies`, `clients`' keys required,
+/// over TLS when `tls` is given; prints `grpc listening on ADDR` once bound and serves until
+/// `stop` completes.
+pub async fn start(
+    file: &ConfigFile,
+    store: &Arc<AnyStore>,
+    policies: Arc<Policies>,
+    clients: ClientKeys,
+    on_store_unavailable: OnStoreUnavailable,
+    tls: Option<&TlsAcceptor>,
+    stop: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<Option<Grpc>> {
+    let Some(addr) = file.server.grpc_listen else { return Ok(None) };
+    let rules = file.rls_rules()?;
+    let (listener, limiter) =
+        bind(addr, Arc::clone(store), rules, policies, clients, on_store_unavailable).await?;
+    let bound = listener.local_addr().context("grpc listener address")?;
+    println!("grpc listening on {bound}");
+    let task = match tls {
+        Some(tls) => {
+            let handshake = file.server.limits().header_timeout;
+            let incoming = tls_incoming(listener, tls, handshake);
+            tokio::spawn(tollgate_rls::serve_incoming(incoming, limiter, stop))
+        }
+        None => tokio::spawn(tollgate_rls::serve(listener, limiter, stop)),
+    };
+    Ok(Some(Grpc(task)))
 }
 
 /// Binds `addr` for gRPC and builds the service; the caller serves it with

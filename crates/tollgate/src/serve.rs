@@ -16,9 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use tollgate_quota::store::{
-    EmbeddedOptions, EmbeddedStore, MemoryStore, OnCorrupt, RedisOptions, RedisStore,
-};
+use tollgate_quota::store::OnCorrupt;
 use tollgate_quota::{AnyStore, Store, StoreHealth};
 use tollgate_server::admin::AdminGuard;
 use tollgate_server::client::ClientKeys;
@@ -27,7 +25,7 @@ use tollgate_server::tls::{TlsAcceptor, TlsFiles};
 use tollgate_server::usage::UsageHistory;
 use tollgate_server::{AppState, router};
 
-use crate::config::{ConfigFile, StoreKind, StoreSection, embedded_file};
+use crate::config::{ConfigFile, StoreKind, StoreSection};
 use crate::logging::LogFormat;
 
 /// The address used when neither a flag nor the file gives one.
@@ -210,7 +208,15 @@ pub fn run(args: ServeArgs) -> ExitCode {
 
 async fn serve(args: ServeArgs, file: ConfigFile, tls: Option<TlsAcceptor>) -> anyhow::Result<()> {
     let settings = Settings::resolve(&args, &file)?;
-    let store = Arc::new(open_store(&settings).await?);
+    let store = Arc::new(
+        crate::store::open(
+            &settings.store,
+            &settings.data,
+            &settings.store_section,
+            settings.on_corrupt,
+        )
+        .await?,
+    );
 
     let policies = match &args.config {
         Some(path) => {
@@ -313,7 +319,7 @@ async fn serve(args: ServeArgs, file: ConfigFile, tls: Option<TlsAcceptor>) -> a
     app =
         app.route("/v1/admin/backup", axum::routing::post(crate::backup::route).with_state(backup));
     // The console at /ui/, a client of the same API (same guard, sessions and audit log).
-    app = app.merge(tollgate_console::Console::new(state.clone(), console_routes(&file)).router());
+    app = app.merge(crate::console::router(state.clone(), &file));
     app = app.merge(crate::openapi::router(&crate::openapi::document(gateway.is_some())));
 
     // One signal stops both listeners.
@@ -328,31 +334,16 @@ async fn serve(args: ServeArgs, file: ConfigFile, tls: Option<TlsAcceptor>) -> a
     };
 
     // Envoy's rate limit service, when `[server] grpc_listen` is set: same store, same policies.
-    let grpc = match file.server.grpc_listen {
-        Some(grpc_addr) => {
-            let (listener, limiter) = crate::rls::bind(
-                grpc_addr,
-                Arc::clone(&store),
-                file.rls_rules()?,
-                Arc::clone(state.policies()),
-                clients_for_grpc,
-                settings.store_section.store_unavailable,
-            )
-            .await?;
-            let bound = listener.local_addr().context("grpc listener address")?;
-            println!("grpc listening on {bound}");
-            let stop = stopped(stop_rx.clone());
-            Some(match &tls {
-                Some(tls) => {
-                    let handshake = file.server.limits().header_timeout;
-                    let incoming = crate::rls::tls_incoming(listener, tls, handshake);
-                    tokio::spawn(tollgate_rls::serve_incoming(incoming, limiter, stop))
-                }
-                None => tokio::spawn(tollgate_rls::serve(listener, limiter, stop)),
-            })
-        }
-        None => None,
-    };
+    let grpc = crate::rls::start(
+        &file,
+        &store,
+        Arc::clone(state.policies()),
+        clients_for_grpc,
+        settings.store_section.store_unavailable,
+        tls.as_ref(),
+        stopped(stop_rx.clone()),
+    )
+    .await?;
 
     let shutdown = stopped(stop_rx);
     tracing::info!(%addr, store = store.kind(), "tollgate serving");
@@ -372,7 +363,7 @@ async fn serve(args: ServeArgs, file: ConfigFile, tls: Option<TlsAcceptor>) -> a
         .await
         .context("serving HTTP")?;
     if let Some(grpc) = grpc {
-        grpc.await.context("the gRPC server task")?.context("serving gRPC")?;
+        grpc.finished().await?;
     }
 
     if let Some(gw) = gateway {
@@ -389,59 +380,6 @@ async fn serve(args: ServeArgs, file: ConfigFile, tls: Option<TlsAcceptor>) -> a
     store.flush().await.context("flushing the store")?;
     tracing::info!("stopped");
     Ok(())
-}
-
-/// The gateway's routes and their limits, as the console shows them.
-fn console_routes(file: &ConfigFile) -> Vec<tollgate_console::RouteLimit> {
-    let routes = file.gateway.iter().flat_map(|g| g.route.iter());
-    routes
-        .map(|r| tollgate_console::RouteLimit {
-            name: r.name.get_ref().to_string(),
-            documents: r.documents.iter().map(|d| d.get_ref().clone()).collect(),
-            metering_id: r.metering_id.get_ref().as_str().to_owned(),
-            limit: r.limit,
-            interval: r.interval.get_ref().get(),
-            unit: r.unit.as_str().to_owned(),
-        })
-        .collect()
-}
-
-async fn open_store(s: &Settings) -> anyhow::Result<AnyStore> {
-    match &s.store {
-        StoreKind::Memory => Ok(AnyStore::Memory(MemoryStore::new())),
-        StoreKind::Embedded => {
-            std::fs::create_dir_all(&s.data).with_context(|| {
-                format!("cannot create the data directory {}", s.data.display())
-            })?;
-            let path = embedded_file(&s.data);
-            let opts = EmbeddedOptions {
-                path: path.clone(),
-                flush_interval: s.store_section.flush_interval,
-                durability: s.store_section.durability,
-                on_corrupt: s.on_corrupt,
-            };
-            let store = EmbeddedStore::open(opts)
-                .with_context(|| format!("cannot open the embedded store {}", path.display()))?;
-            Ok(AnyStore::Embedded(store))
-        }
-        StoreKind::Redis(url) => {
-            let mut opts = RedisOptions::new(url.as_str());
-            if let Some(prefix) = &s.store_section.key_prefix {
-                opts.key_prefix = prefix.clone();
-            }
-            if let Some(timeout) = s.store_section.timeout {
-                opts.timeout = timeout;
-            }
-            opts.on_unavailable = s.store_section.store_unavailable;
-            opts.ca_file = s.store_section.ca_file.clone();
-            opts.cluster = s.store_section.cluster;
-            // Fails only for a malformed URL; an unreachable Redis is handled per request.
-            let store = RedisStore::connect(opts)
-                .await
-                .with_context(|| format!("cannot use the redis store {}", url.as_str()))?;
-            Ok(AnyStore::Redis(store))
-        }
-    }
 }
 
 /// A future completing on SIGTERM or SIGINT (Ctrl-C). The handlers are installed when this

@@ -68,11 +68,7 @@ pub struct UsageAnswer<'a> {
     responses(
         (status = 200, description = "The buckets with units, ascending.", body = UsageAnswer<'_>),
         (status = 400, description = "A parameter is missing or malformed, or from is after to (problem invalid-parameter or invalid-query, naming the parameter and the value).", body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
-        (status = 401, description = "A token is configured and none, or a wrong one, was sent (problem admin-unauthorized).",
-            body = crate::openapi::ProblemDoc, content_type = "application/problem+json",
-            headers(("WWW-Authenticate" = String, description = "`Bearer realm=\"tollgate\"`"))),
-        (status = 403, description = "The user's role does not allow this (problem role-forbidden), or no token is configured and the listener is not loopback (problem admin-token-required).",
-            body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
+        crate::openapi::AdminAccessRefused,
         (status = 404, description = "The usage history is turned off (problem usage-history-off).", body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
         (status = 503, description = "The history could not be read (problem usage-unavailable).", body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
     ),

@@ -1,0 +1,204 @@
+//! Failed console logins per source address: after [`MAX_FAILURES`] wrong tokens from one
+//! address within [`WINDOW`], `POST /ui/login` from it answers 429 with `Retry-After` until the
+//! window that began with its first failure is over, so tokens cannot be guessed through the
+//! console faster than that. Other addresses are not affected.
+//!
+//! Every login counts as a failure before its token is checked, and a correct token gives its
+//! one back: parallel guesses cannot slip past the limit, and logging in with a token one
+//! holds does not reset the count of the guesses made beside it.
+//!
+//! An address is the client's IP as the listener saw it (never `X-Forwarded-For`, which a
+//! client could forge); IPv6 addresses count by their /64, the block one host usually holds.
+//! Behind a reverse proxy all clients share the proxy's address, and so its count. A request
+//! without a known address (a router called in-process) counts under the unspecified address.
+//!
+//! Bounds: at most [`MAX_ADDRESSES`] addresses are tracked. An attempt from a new address when
+//! the table is full first drops the expired entries, then the entry whose window ends first.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Wrong tokens one address may send within [`WINDOW`].
+pub const MAX_FAILURES: u32 = 10;
+/// The window that begins with an address's first failure.
+pub const WINDOW: Duration = Duration::from_secs(5 * 60);
+/// The most addresses tracked at once.
+pub const MAX_ADDRESSES: usize = 4096;
+
+/// One address's failures in its current window.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    /// When the window ends (its first failure plus the window's length).
+    ends: Instant,
+    failures: u32,
+}
+
+/// The failed logins of the current window, per source address.
+#[derive(Debug)]
+pub struct FailedLogins {
+    map: Mutex<HashMap<IpAddr, Entry>>,
+    max_failures: u32,
+    window: Duration,
+    max_addresses: usize,
+}
+
+impl Default for FailedLogins {
+    fn default() -> Self {
+        Self::new(MAX_FAILURES, WINDOW, MAX_ADDRESSES)
+    }
+}
+
+/// The key an address counts under: IPv4 as is (and IPv4-mapped IPv6 as IPv4), IPv6 by /64.
+fn key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6((u128::from(v6) & !((1u128 << 64) - 1)).into()),
+        },
+    }
+}
+
+impl FailedLogins {
+    /// A table allowing `max_failures` per `window` per address (at least one of each) and
+    /// tracking at most `max_addresses` (at least one).
+    pub fn new(max_failures: u32, window: Duration, max_addresses: usize) -> Self {
+        Self {
+            map: Mutex::default(),
+            max_failures: max_failures.max(1),
+            window,
+            max_addresses: max_addresses.max(1),
+        }
+    }
+
+    /// Wrong tokens one address may send within [`FailedLogins::window`].
+    pub fn max_failures(&self) -> u32 {
+        self.max_failures
+    }
+
+    /// The window that begins with an address's first failure.
+    pub fn window(&self) -> Duration {
+        self.window
+    }
+
+    /// Counts a login attempt from `ip` as a failure, or `Err(wait)` (counting nothing) while
+    /// `ip` has used up its failures: how long until it may try again.
+    pub fn attempt(&self, ip: IpAddr) -> Result<(), Duration> {
+        self.attempt_at(ip, Instant::now())
+    }
+
+    /// Gives back the failure [`FailedLogins::attempt`] counted: `ip` sent a correct token.
+    pub fn succeeded(&self, ip: IpAddr) {
+        if let Some(e) = self.lock().get_mut(&key(ip)) {
+            e.failures = e.failures.saturating_sub(1);
+        }
+    }
+
+    /// How many addresses are tracked (expired ones included until they are dropped).
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// True when no address is tracked.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<IpAddr, Entry>> {
+        self.map.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn attempt_at(&self, ip: IpAddr, now: Instant) -> Result<(), Duration> {
+        let ip = key(ip);
+        let mut map = self.lock();
+        if let Some(e) = map.get_mut(&ip) {
+            if e.ends <= now {
+                *e = Entry { ends: now + self.window, failures: 1 };
+            } else if e.failures >= self.max_failures {
+                return Err(e.ends - now);
+            } else {
+                e.failures += 1;
+            }
+            return Ok(());
+        }
+        // Invariant: the table never holds more than `max_addresses` entries.
+        if map.len() >= self.max_addresses {
+            map.retain(|_, e| e.ends > now);
+        }
+        if map.len() >= self.max_addresses {
+            let first = map.iter().min_by_key(|(_, e)| e.ends).map(|(k, _)| *k);
+            if let Some(k) = first {
+                map.remove(&k);
+            }
+        }
+        map.insert(ip, Entry { ends: now + self.window, failures: 1 });
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn an_address_is_refused_after_its_failures_until_its_window_ends() {
+        let t = FailedLogins::new(3, Duration::from_secs(60), 16);
+        let start = Instant::now();
+        for _ in 0..3 {
+            assert_eq!(t.attempt_at(ip("192.0.2.1"), start), Ok(()));
+        }
+        let later = start + Duration::from_secs(20);
+        assert_eq!(t.attempt_at(ip("192.0.2.1"), later), Err(Duration::from_secs(40)));
+        assert_eq!(t.attempt_at(ip("192.0.2.1"), later), Err(Duration::from_secs(40)));
+        assert_eq!(t.attempt_at(ip("192.0.2.2"), later), Ok(()), "other addresses go on");
+        let over = start + Duration::from_secs(60);
+        assert_eq!(t.attempt_at(ip("192.0.2.1"), over), Ok(()), "a new window");
+        assert_eq!(t.attempt_at(ip("192.0.2.1"), over), Ok(()));
+    }
+
+    #[test]
+    fn a_correct_token_gives_back_its_own_attempt_only() {
+        let t = FailedLogins::new(2, Duration::from_secs(60), 16);
+        let now = Instant::now();
+        assert_eq!(t.attempt_at(ip("192.0.2.1"), now), Ok(()));
+        // A correct token: its attempt is given back, the failure before it stays.
+        assert_eq!(t.attempt_at(ip("192.0.2.1"), now), Ok(()));
+        t.succeeded(ip("192.0.2.1"));
+        assert_eq!(t.attempt_at(ip("192.0.2.1"), now), Ok(()));
+        assert!(t.attempt_at(ip("192.0.2.1"), now).is_err());
+    }
+
+    #[test]
+    fn ipv6_counts_by_its_64_and_mapped_ipv4_as_ipv4() {
+        let t = FailedLogins::new(2, Duration::from_secs(60), 16);
+        let now = Instant::now();
+        t.attempt_at(ip("2001:db8:1:2::1"), now).unwrap();
+        t.attempt_at(ip("2001:db8:1:2:ffff::9"), now).unwrap();
+        assert!(t.attempt_at(ip("2001:db8:1:2::77"), now).is_err());
+        assert_eq!(t.attempt_at(ip("2001:db8:1:3::1"), now), Ok(()));
+        t.attempt_at(ip("::ffff:192.0.2.9"), now).unwrap();
+        t.attempt_at(ip("192.0.2.9"), now).unwrap();
+        assert!(t.attempt_at(ip("192.0.2.9"), now).is_err());
+    }
+
+    #[test]
+    fn the_table_is_bounded_and_keeps_the_newest_windows() {
+        let t = FailedLogins::new(1, Duration::from_secs(60), 4);
+        let start = Instant::now();
+        for i in 0..10u8 {
+            let at = start + Duration::from_secs(u64::from(i));
+            t.attempt_at(IpAddr::from([10, 0, 0, i]), at).unwrap();
+            assert!(t.len() <= 4);
+        }
+        assert_eq!(t.len(), 4);
+        let now = start + Duration::from_secs(10);
+        assert!(t.attempt_at(ip("10.0.0.9"), now).is_err(), "the newest is kept");
+        assert_eq!(t.attempt_at(ip("10.0.0.0"), now), Ok(()), "the oldest made room");
+    }
+}

@@ -1,0 +1,221 @@
+//! The policy endpoints of the admin API: show the policy set in force, replace it whole.
+//!
+//! - `GET /v1/policies` shows the policies in force, their source and the last reload error.
+//! - `PUT /v1/policies` with `{"policies": [ … ]}` (the `[[policy]]` keys, as JSON) validates
+//!   the whole set and replaces the one in force. When the server reads a config file, the
+//!   file's `[[policy]]` tables are rewritten atomically too, so the change survives a reload
+//!   and a restart (other sections, comments, the file's mode, owner and symlink are kept;
+//!   see [`crate::config_file`]). A refused set is a 400 `invalid-policies` that names the
+//!   first refused rule and key (`index`, `field`, `pointer` such as `/policies/0/limit`), so a
+//!   form can show the error beside its field.
+//!
+//! Access goes through [`super::AdminGuard`].
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::config::PolicyRule;
+use crate::policy::PolicySet;
+use crate::problem::Problem;
+use crate::state::AppState;
+use crate::user::Permission;
+
+fn policies_json(state: &AppState) -> Value {
+    let policies = state.policies();
+    let status = policies.status();
+    json!({
+        "policies": policies.current().rules(),
+        "source": policies.file().map(|f| f.display().to_string()),
+        "generation": status.generation,
+        "last_error": status.last_error,
+    })
+}
+
+/// The policies in force, as `GET` and `PUT /v1/policies` answer.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub(crate) struct PolicyState {
+    /// The rules, in matching order.
+    policies: Vec<PolicyDoc>,
+    /// The config file they come from, when the server reads one.
+    source: Option<String>,
+    /// Incremented each time a set comes into force.
+    generation: u64,
+    /// Why the last policy file was refused, while it is.
+    last_error: Option<String>,
+}
+
+/// One `[[policy]]`: a glob over metering ids and what it supplies.
+#[derive(utoipa::ToSchema)]
+#[schema(as = Policy)]
+#[allow(dead_code)]
+pub(crate) struct PolicyDoc {
+    /// Glob over metering-id (`*`, `?`, `[…]`).
+    #[schema(rename = "match", min_length = 1)]
+    pattern: String,
+    /// Units per window (`null` is the same as absent).
+    #[schema(required = false)]
+    limit: Option<u64>,
+    /// Window length in units (`null` is the same as absent).
+    #[schema(required = false, minimum = 1, maximum = 4294967295_u64, format = Int64)]
+    interval: Option<u32>,
+    /// second … month (singular or plural, any case, when sent).
+    #[schema(
+        required = false,
+        pattern = r"^\s*([Ss][Ee][Cc][Oo][Nn][Dd]|[Mm][Ii][Nn][Uu][Tt][Ee]|[Hh][Oo][Uu][Rr]|[Dd][Aa][Yy]|[Ww][Ee][Ee][Kk]|[Mm][Oo][Nn][Tt][Hh])[Ss]?\s*$"
+    )]
+    unit: String,
+    /// calendar, flexi or rolling (any case, when sent).
+    #[schema(
+        required = false,
+        pattern = r"^\s*([Cc][Aa][Ll][Ee][Nn][Dd][Aa][Rr]|[Ff][Ll][Ee][Xx][Ii]|[Rr][Oo][Ll][Ll][Ii][Nn][Gg])\s*$"
+    )]
+    window: String,
+    /// The policy beats the headers instead of filling gaps (default false).
+    #[schema(rename = "override", required = false)]
+    override_headers: bool,
+    /// enforce (default) or shadow.
+    #[schema(required = false, pattern = "^(enforce|shadow)$")]
+    mode: String,
+}
+
+/// The body of `PUT /v1/policies`.
+#[derive(utoipa::ToSchema)]
+#[schema(as = PolicyReplacement)]
+#[allow(dead_code)]
+pub(crate) struct PolicyBodyDoc {
+    /// The whole new set, in matching order.
+    policies: Vec<PolicyDoc>,
+}
+
+/// `GET /v1/policies`.
+#[utoipa::path(
+    get,
+    path = "/v1/policies",
+    tag = "admin",
+    operation_id = "getPolicies",
+    summary = "The policies in force, their source and the last reload error",
+    responses(
+        (status = 200, description = "The policies.", body = PolicyState),
+        crate::openapi::AdminAccessRefused,
+    ),
+    security((), ("admin_token" = [])),
+)]
+pub async fn get_policies(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+) -> Result<Response, Problem> {
+    state.admin().allow(&headers, Permission::Read)?;
+    Ok(Json(policies_json(&state)).into_response())
+}
+
+/// The body of `PUT /v1/policies` (other members, such as those `GET` returns, are ignored).
+#[derive(Debug, Deserialize)]
+struct PolicyBody {
+    policies: Vec<PolicyRule>,
+}
+
+/// The first refused rule of a `{"policies": [ … ]}` body and the key to blame: each key is
+/// tried alone beside a valid `match` (the same checks as the file), then the keys named in
+/// the whole rule's error (checks across keys, such as `interval` against `unit`).
+fn locate(body: &Value) -> Option<(usize, String)> {
+    let rules = body.get("policies")?.as_array()?;
+    let refused = |v: &Value| serde_json::from_value::<PolicyRule>(v.clone()).err();
+    for (index, rule) in rules.iter().enumerate() {
+        let Some(err) = refused(rule) else { continue };
+        let Some(fields) = rule.as_object() else { return Some((index, "match".into())) };
+        if !fields.contains_key("match") || refused(&json!({ "match": fields["match"] })).is_some()
+        {
+            return Some((index, "match".into()));
+        }
+        for (key, value) in fields.iter().filter(|(k, _)| k.as_str() != "match") {
+            if refused(&json!({ "match": fields["match"], key.as_str(): value })).is_some() {
+                return Some((index, key.clone()));
+            }
+        }
+        let text = err.to_string();
+        let named = ["interval", "limit", "unit", "window", "mode", "override"]
+            .into_iter()
+            .find(|k| text.contains(k) && fields.contains_key(*k));
+        return Some((index, named.unwrap_or("match").to_owned()));
+    }
+    None
+}
+
+/// `PUT /v1/policies`: validates the whole set, then replaces the one in force.
+#[utoipa::path(
+    put,
+    path = "/v1/policies",
+    tag = "admin",
+    operation_id = "replacePolicies",
+    summary = "Replace the whole policy set (and the config file's [[policy]] tables)",
+    request_body(content = PolicyBodyDoc, description = "The new set; other members are ignored.", content_type = "application/json"),
+    responses(
+        (status = 200, description = "The new set is in force.", body = PolicyState),
+        (status = 400, description = "The body is not a valid policy set (problem invalid-policies, with line and column).", body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
+        crate::openapi::AdminAccessRefused,
+        (status = 500, description = "The config file could not be rewritten; the old set stays (problem policy-write-failed).", body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
+    ),
+    security((), ("admin_token" = [])),
+)]
+pub async fn put_policies(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, Problem> {
+    let who = state.admin().allow(&headers, Permission::Limits)?;
+    let body = body.map_err(|e| {
+        let status = e.status();
+        if status == StatusCode::PAYLOAD_TOO_LARGE {
+            Problem::new(status, "body-too-large", "Request body too large").detail(e.body_text())
+        } else {
+            Problem::new(status, "invalid-body", "Invalid request body").detail(e.body_text())
+        }
+    })?;
+    let parsed: PolicyBody = serde_json::from_slice(&body).map_err(|e| {
+        let problem = Problem::new(StatusCode::BAD_REQUEST, "invalid-policies", "Invalid policies")
+            .detail(format!("line {} column {}: {e}", e.line(), e.column()));
+        // Which rule and key, so a form can show the error beside its field.
+        match serde_json::from_slice::<Value>(&body).ok().as_ref().and_then(locate) {
+            Some((index, field)) => problem
+                .with("index", index)
+                .with("field", field.clone())
+                .with("pointer", format!("/policies/{index}/{field}")),
+            None => problem,
+        }
+    })?;
+    let before = json!(state.policies().current().rules());
+    let set = PolicySet::new(parsed.policies);
+    state.policies().replace(set).map_err(|e| {
+        Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "policy-write-failed", "Policies not saved")
+            .detail(e)
+    })?;
+    let after = json!(state.policies().current().rules());
+    state.admin().record(&who, "policies.replace", "policies", before, after);
+    Ok(Json(policies_json(&state)).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_rule_is_located_by_index_and_key() {
+        let at = |v: Value| locate(&v);
+        assert_eq!(at(json!({"policies": [{"match": "a:*", "limit": 5}]})), None);
+        let two = json!({"policies": [{"match": "a:*"}, {"match": "b:*", "limit": -1}]});
+        assert_eq!(at(two), Some((1, "limit".into())));
+        let unit = json!({"policies": [{"match": "a:*", "unit": "fortnight"}]});
+        assert_eq!(at(unit), Some((0, "unit".into())));
+        let unknown = json!({"policies": [{"match": "a:*", "limt": 3}]});
+        assert_eq!(at(unknown), Some((0, "limt".into())));
+        let across = json!({"policies": [{"match": "a:*", "interval": 100000, "unit": "month"}]});
+        assert_eq!(at(across), Some((0, "interval".into())));
+    }
+}
