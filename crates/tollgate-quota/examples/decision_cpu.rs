@@ -34,7 +34,9 @@ fn main() {
     let Ok(spec) = QuotaSpec::new(1_000_000_000_000, 1, TimeUnit::Day) else { return };
     let quota = Quota::per_second(NonZeroU32::MAX);
     println!("{:<10} {:>16} {:>16}", "keys", "tollgate ns/op", "governor ns/op");
-    for keys in [1usize, 100_000] {
+    // An optional second argument runs one key count only (for a profiler).
+    let only: Option<usize> = std::env::args().nth(2).and_then(|a| a.parse().ok());
+    for keys in only.map_or(vec![1usize, 100_000], |k| vec![k.max(1)]) {
         let ids: Vec<MeteringId> = (0..keys)
             .filter_map(|i| MeteringId::new(&format!("ShipmentStatus:Carrier{i:06}")).ok())
             .collect();

@@ -70,8 +70,9 @@ impl Default for Counters {
     }
 }
 
-/// One shard per cache line pair, so threads working on different shards do not share lines.
+/// Aligned to a cache line pair, so what it holds shares no line with its neighbours.
 #[repr(align(128))]
+#[derive(Default)]
 struct Padded<T>(T);
 
 impl<T> std::ops::Deref for Padded<T> {
@@ -81,21 +82,29 @@ impl<T> std::ops::Deref for Padded<T> {
     }
 }
 
-/// A shard behind its lock, with the time its next sweep falls due.
+impl<T> std::ops::DerefMut for Padded<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.0
+    }
+}
+
+/// A shard behind its lock, with the time its next sweep falls due. The shard's own fields sit
+/// on other cache lines than the lock word, which every check writes: reading them does not
+/// wait for the line another core's lock operation took.
 #[derive(Default)]
 struct Lane {
-    shard: RwLock<Shard>,
+    shard: RwLock<Padded<Shard>>,
     next_sweep_us: AtomicI64,
 }
 
 impl Lane {
     // A panic while holding the lock cannot leave a counter half-updated in a way that breaks
     // exactness (all updates are single assignments or swaps after the decision), so carry on.
-    fn read(&self) -> RwLockReadGuard<'_, Shard> {
+    fn read(&self) -> RwLockReadGuard<'_, Padded<Shard>> {
         self.shard.read().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn write(&self) -> RwLockWriteGuard<'_, Shard> {
+    fn write(&self) -> RwLockWriteGuard<'_, Padded<Shard>> {
         self.shard.write().unwrap_or_else(PoisonError::into_inner)
     }
 }
