@@ -108,9 +108,17 @@ impl FileLedger {
     }
 }
 
+/// redb's page cache for `usage.redb`.
+const PAGE_CACHE_BYTES: usize = 16 << 20;
+
 fn open_and_list(path: &PathBuf) -> Result<(Database, Vec<(MeteringId, i64)>), String> {
     let shown = path.display();
-    let db = Database::create(path).map_err(|e| format!("{shown}: {e}"))?;
+    // A bounded page cache: the ledger is written once a second and read per query, so
+    // redb's default (up to 1 GiB) would only hold pages nobody reads again.
+    let db = Database::builder()
+        .set_cache_size(PAGE_CACHE_BYTES)
+        .create(path)
+        .map_err(|e| format!("{shown}: {e}"))?;
     let tx = db.begin_write().map_err(|e| format!("{shown}: {e}"))?;
     tx.open_table(TABLE).map_err(|e| format!("{shown}: {e}"))?;
     tx.commit().map_err(|e| format!("{shown}: {e}"))?;

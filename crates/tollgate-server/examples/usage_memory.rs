@@ -1,0 +1,40 @@
+//! Memory the usage history holds in the server per tracked metering id, before its once-a-second
+//! flush and after it.
+//!
+//! Run: `cargo run --release -p tollgate-server --example usage_memory [-- COUNT]` (default
+//! 1,000,000). Every id gets one decision in one five-minute bucket, as a fresh id per request
+//! would; the figures are the growth of the resident set size (`VmRSS`) divided by COUNT.
+
+use tollgate_quota::MeteringId;
+use tollgate_server::usage::aggregate::{Aggregate, Delta};
+
+fn rss() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+fn main() {
+    let count: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(1_000_000);
+    let ids: Vec<MeteringId> = (0..count)
+        .filter_map(|i| MeteringId::new(&format!("ShipmentStatus:C{i:07}")).ok())
+        .collect();
+    // The server's defaults: `usage_max_ids` ids, 16 pending deltas per tracked id.
+    let aggregate = Aggregate::new(count, 16 * count);
+    let before = rss();
+    for id in &ids {
+        aggregate.record(id, Delta { bucket: 5_900_000, admitted: 1, refused: 0 });
+    }
+    let pending = rss();
+    let drained = aggregate.drain();
+    let flushed_len = drained.len();
+    drop(drained);
+    let after = rss();
+    let per = |bytes: u64| bytes.saturating_sub(before) as f64 / count as f64;
+    println!("tracked ids                  {}", aggregate.tracked());
+    println!("bytes per id, before flush   {:>8.1}", per(pending));
+    println!("bytes per id, after flush    {:>8.1}  ({flushed_len} deltas written)", per(after));
+}
