@@ -91,7 +91,7 @@ stop_tollgate() { # name [signal]
 cpu_times() {
   local i
   for i in "${!PIDS[@]}"; do
-    [ -n "${PIDS[$i]}" ] && echo "#   ${NAMES[$i]}: $(ps -o time= -p "${PIDS[$i]}" | tr -d ' ')"
+    if [ -n "${PIDS[$i]}" ]; then echo "#   ${NAMES[$i]}: $(ps -o time= -p "${PIDS[$i]}" | tr -d ' ')"; fi
   done
 }
 
