@@ -97,7 +97,8 @@ fn drop_files(stage: &Path, inbound: &Path, out: &Path, timeout: Duration) -> Re
     let t0 = Instant::now();
     for from in &names {
         let to = inbound.join(from.file_name().unwrap_or_default());
-        std::fs::rename(from, &to).map_err(|e| format!("{} -> {}: {e}", from.display(), to.display()))?;
+        std::fs::rename(from, &to)
+            .map_err(|e| format!("{} -> {}: {e}", from.display(), to.display()))?;
     }
     let renamed = t0.elapsed().as_secs_f64();
     loop {
@@ -119,7 +120,12 @@ fn drop_files(stage: &Path, inbound: &Path, out: &Path, timeout: Duration) -> Re
     Ok(())
 }
 
-fn arg<T: std::str::FromStr>(args: &[String], i: usize, name: &str, default: T) -> Result<T, String> {
+fn arg<T: std::str::FromStr>(
+    args: &[String],
+    i: usize,
+    name: &str,
+    default: T,
+) -> Result<T, String> {
     match args.get(i) {
         None => Ok(default),
         Some(s) => s.parse().map_err(|_| format!("{name}: not a number: {s:?}")),
@@ -133,7 +139,9 @@ fn run(args: &[String]) -> Result<(), String> {
             let size = arg(args, 4, "SIZE", 1024usize)?;
             let first = arg(args, 5, "FIRST_CONTROL", 1u32)?;
             if first == 0 || u64::from(first) + u64::from(count) > 999_999_999 {
-                return Err(format!("FIRST_CONTROL {first} + COUNT {count}: ISA13 is 1 to 999999999"));
+                return Err(format!(
+                    "FIRST_CONTROL {first} + COUNT {count}: ISA13 is 1 to 999999999"
+                ));
             }
             let len = write(Path::new(stage), count, size, first)?;
             println!("WROTE files={count} bytes={len} first_control={first}");
