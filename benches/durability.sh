@@ -33,51 +33,28 @@ KILL_AFTER="${KILL_AFTER:-3}"
 FLUSH_MS="${FLUSH_MS:-100}"
 export TOLLGATE_BENCH_IDS="${TOLLGATE_BENCH_IDS:-16}"
 
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-cd "$ROOT"
-for b in wrk curl python3; do
-  command -v "$b" >/dev/null || { echo "$b not found" >&2; exit 2; }
-done
+source "$(dirname "$0")/lib.sh"
+need wrk "apt-get install -y wrk"
+need curl
+need python3
 
-cargo build --release -q -p tollgate
-BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/tollgate"
-
-WORK="$(mktemp -d)"
-PID=""
-cleanup() {
-  [ -n "$PID" ] && { kill -KILL "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; }
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+build_tollgate
 
 for d in buffered strict; do
   printf '[store]\nkind = "embedded"\ndurability = "%s"\nflush_interval_ms = %s\n' "$d" "$FLUSH_MS" \
     >"$WORK/$d.toml"
 done
 
-URL=""
 start_server() { # durability data-dir
-  local out="$WORK/server.stdout"
-  : >"$out"
-  RUST_LOG=warn "$BIN" serve --listen 127.0.0.1:0 --data "$2" --config "$WORK/$1.toml" \
-    >"$out" 2>"$WORK/server.stderr" &
-  PID=$!
-  for _ in $(seq 1 200); do
-    grep -q '^listening on ' "$out" 2>/dev/null && break
-    sleep 0.05
-  done
-  URL="$(sed -n 's/^listening on //p' "$out" | head -n1)"
-  [ -n "$URL" ] || { echo "$1 server did not start:" >&2; cat "$WORK/server.stderr" >&2; exit 1; }
+  start_tollgate server --data "$2" --config "$WORK/$1.toml"
 }
-stop_server() {
-  kill -TERM "$PID" 2>/dev/null || true
-  wait "$PID" 2>/dev/null || true
-  PID=""
+stop_server() { # [signal]
+  stop_tollgate server "${1:-TERM}"
 }
 
 # Units the server counts for the bench ids (sum of `used`).
 persisted() {
-  curl -fsS "$URL/v1/counters?prefix=Bench:" \
+  curl -fsS "${URL[server]}/v1/counters?prefix=Bench:" \
     | python3 -c 'import json, sys; print(sum(c["used"] for c in json.load(sys.stdin)["counters"]))'
 }
 
@@ -87,14 +64,14 @@ field() { # name line
 
 echo "# tollgate $(git rev-parse --short HEAD 2>/dev/null || echo '?'), embedded store, flush_interval_ms=$FLUSH_MS"
 echo "# wrk -t$THREADS, ids=$TOLLGATE_BENCH_IDS, throughput runs of $DURATION at -c{$CONNECTIONS}, crash rounds=$ROUNDS (kill -9 after ${KILL_AFTER}s at -c64)"
-echo "# $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -sr), $(df -T "$WORK" | awk 'NR == 2 {print $2}') temp dir, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+machine_line
 
 echo "## throughput (decisions/s = 200 answers/s)"
 for c in $CONNECTIONS; do
   for d in buffered strict; do
     start_server "$d" "$WORK/data-tp-$d-$c"
-    wrk -t"$THREADS" -c"$c" -d2s -s benches/load.lua "$URL" >/dev/null
-    line="$(wrk -t"$THREADS" -c"$c" -d"$DURATION" -s benches/load.lua "$URL" | grep '^RESULT')"
+    wrk -t"$THREADS" -c"$c" -d2s -s benches/load.lua "${URL[server]}" >/dev/null
+    line="$(wrk -t"$THREADS" -c"$c" -d"$DURATION" -s benches/load.lua "${URL[server]}" | grep '^RESULT')"
     stop_server
     echo "THROUGHPUT durability=$d connections=$c $(sed 's/^RESULT path=[^ ]* //' <<<"$line")"
   done
@@ -105,12 +82,10 @@ for d in buffered strict; do
   for i in $(seq 1 "$ROUNDS"); do
     data="$WORK/data-crash-$d-$i"
     start_server "$d" "$data"
-    wrk -t"$THREADS" -c64 -d"$((KILL_AFTER + 2))s" -s benches/load.lua "$URL" >"$WORK/wrk.out" &
+    wrk -t"$THREADS" -c64 -d"$((KILL_AFTER + 2))s" -s benches/load.lua "${URL[server]}" >"$WORK/wrk.out" &
     WRK=$!
     sleep "$KILL_AFTER"
-    kill -KILL "$PID"
-    wait "$PID" 2>/dev/null || true
-    PID=""
+    stop_server KILL
     wait "$WRK"
     line="$(grep '^RESULT' "$WORK/wrk.out")"
     answered=$(($(field requests "$line") - $(field non2xx "$line")))

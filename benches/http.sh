@@ -39,31 +39,14 @@ case "$MODE" in
   *) echo "usage: $0 [memory|embedded|redis|usage]" >&2; exit 2 ;;
 esac
 
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-cd "$ROOT"
-command -v wrk >/dev/null || { echo "wrk not found (apt-get install -y wrk)" >&2; exit 2; }
+source "$(dirname "$0")/lib.sh"
+need wrk "apt-get install -y wrk"
 if [ "$MODE" = redis ]; then
-  for b in redis-server redis-cli; do
-    command -v "$b" >/dev/null || { echo "$b not found (apt-get install -y redis-server)" >&2; exit 2; }
-  done
+  need redis-server "apt-get install -y redis-server"
+  need redis-cli "apt-get install -y redis-server"
 fi
 
-cargo build --release -q -p tollgate
-BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/tollgate"
-
-WORK="$(mktemp -d)"
-PIDS=()
-NAMES=()
-cleanup() {
-  local pid
-  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+build_tollgate
 
 REDIS_PORT=""
 if [ "$MODE" = redis ]; then
@@ -71,8 +54,7 @@ if [ "$MODE" = redis ]; then
   mkdir -p "$WORK/redis"
   redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no \
     --dir "$WORK/redis" >"$WORK/redis.log" 2>&1 &
-  PIDS+=($!)
-  NAMES+=(redis-server)
+  track "$!" redis-server
   for _ in $(seq 1 200); do
     [ "$(redis-cli -p "$REDIS_PORT" ping 2>/dev/null)" = PONG ] && break
     sleep 0.05
@@ -80,31 +62,21 @@ if [ "$MODE" = redis ]; then
   [ "$(redis-cli -p "$REDIS_PORT" ping 2>/dev/null)" = PONG ] || { echo "redis-server did not start:" >&2; cat "$WORK/redis.log" >&2; exit 1; }
 fi
 
-declare -A URL
 start_server() { # store
-  local store="$1" arg="$1" out="$WORK/$1.stdout"
+  local store="$1" arg="$1"
   [ "$store" = redis ] && arg="redis://127.0.0.1:$REDIS_PORT/0"
   case "$store" in usage_on | usage_off) arg=embedded ;; esac
   local usage=true
   [ "$store" = usage_off ] && usage=false
   printf '[server]\nusage_history = %s\n' "$usage" >"$WORK/$store.toml"
-  RUST_LOG=warn "$BIN" serve --listen 127.0.0.1:0 --store "$arg" --data "$WORK/data-$store" \
-    --config "$WORK/$store.toml" >"$out" 2>"$WORK/$store.stderr" &
-  PIDS+=($!)
-  NAMES+=("tollgate --store $store")
-  for _ in $(seq 1 200); do
-    grep -q '^listening on ' "$out" 2>/dev/null && break
-    sleep 0.05
-  done
-  URL[$store]="$(sed -n 's/^listening on //p' "$out" | head -n1)"
-  [ -n "${URL[$store]}" ] || { echo "$store server did not start:" >&2; cat "$WORK/$store.stderr" >&2; exit 1; }
+  LABEL="tollgate --store $store" start_tollgate "$store" --store "$arg" --data "$WORK/data-$store" --config "$WORK/$store.toml"
 }
 for s in "${STORES[@]}"; do start_server "$s"; done
 
 echo "# tollgate $(git rev-parse --short HEAD 2>/dev/null || echo '?') mode=$MODE$(for s in "${STORES[@]}"; do printf ' %s=%s' "$s" "${URL[$s]}"; done)"
 [ -n "$REDIS_PORT" ] && echo "# $(redis-server --version | cut -d' ' -f1-3) on 127.0.0.1:$REDIS_PORT"
 echo "# wrk -t$THREADS -c$CONNECTIONS -d$DURATION, ids=$TOLLGATE_BENCH_IDS, rounds=$ROUNDS"
-echo "# $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -sr), load average $(cut -d' ' -f1-3 /proc/loadavg)"
+machine_line
 
 run() { # store healthz|quota duration
   local path=/v1/quota
@@ -189,6 +161,6 @@ if [ -n "$REDIS_PORT" ]; then
     | sed 's/,usec=[0-9]*,/,/; s/,rejected_calls=.*$//' | sed 's/^/#   /'
   EVALSHA="$(redis-cli -p "$REDIS_PORT" info commandstats | tr -d '\r' | sed -n 's/^cmdstat_evalsha:calls=\([0-9]*\),.*/\1/p')"
   echo "# CPU time used by the processes of this run (where the cores went):"
-  for i in "${!PIDS[@]}"; do echo "#   ${NAMES[$i]}: $(ps -o time= -p "${PIDS[$i]}" | tr -d ' ')"; done
+  cpu_times
   awk -v e="${EVALSHA:-0}" -v d="$DECISIONS" 'BEGIN { printf "COMMANDS evalsha=%d decisions=%d evalsha_per_decision=%.4f (goal 1)\n", e, d, (d ? e / d : 0) }'
 fi

@@ -10,6 +10,11 @@
 --
 --   wrk -t1 -c16 -d20s -s benches/load.lua http://127.0.0.1:8080
 --   TOLLGATE_BENCH_PATH=/healthz wrk -t1 -c16 -d20s -s benches/load.lua http://127.0.0.1:8080
+--
+-- TOLLGATE_BENCH_DELAY_MS=d paces the load: each connection waits d milliseconds (a decimal;
+-- wrk's timers count whole milliseconds, so the fractions are carried from one request to the
+-- next) between an answer and its next request, so C connections send about
+-- C / (d + latency) requests per second. Unset, requests follow answers at once.
 
 local path = os.getenv("TOLLGATE_BENCH_PATH") or "/v1/quota"
 local ids = tonumber(os.getenv("TOLLGATE_BENCH_IDS") or "10000")
@@ -23,6 +28,17 @@ end
 
 function init(args)
   counter = offset or 0
+end
+
+local pace = tonumber(os.getenv("TOLLGATE_BENCH_DELAY_MS") or "")
+if pace then
+  local owed = 0
+  function delay()
+    owed = owed + pace
+    local ms = math.floor(owed)
+    owed = owed - ms
+    return ms
+  end
 end
 
 function request()

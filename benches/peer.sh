@@ -29,14 +29,12 @@ ROUNDS="${ROUNDS:-3}"
 export TOLLGATE_BENCH_IDS="${TOLLGATE_BENCH_IDS:-10000}"
 PEER_VERSION=0.4.40
 
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-cd "$ROOT"
-TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
-command -v wrk >/dev/null || { echo "wrk not found (apt-get install -y wrk)" >&2; exit 2; }
+source "$(dirname "$0")/lib.sh"
+need wrk "apt-get install -y wrk"
 
 PEER="$TARGET/peers/bin/throttlecrab-server"
 if ! [ -x "$PEER" ] || ! "$PEER" --version 2>/dev/null | grep -q "$PEER_VERSION"; then
-  command -v protoc >/dev/null || { echo "protoc not found, needed to build throttlecrab-server (apt-get install -y protobuf-compiler)" >&2; exit 2; }
+  need protoc "needed to build throttlecrab-server: apt-get install -y protobuf-compiler"
   echo "# installing throttlecrab-server $PEER_VERSION into $TARGET/peers" >&2
   CARGO_TARGET_DIR="$TARGET/peers-build" cargo install throttlecrab-server \
     --version "$PEER_VERSION" --locked --root "$TARGET/peers"
@@ -45,48 +43,22 @@ fi
 if [ -n "${TOLLGATE_BIN:-}" ]; then
   BIN="$TOLLGATE_BIN"
 else
-  cargo build --release -q -p tollgate
-  BIN="$TARGET/release/tollgate"
+  build_tollgate
 fi
 
-WORK="$(mktemp -d)"
-PIDS=()
-NAMES=()
-cleanup() {
-  local pid
-  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-declare -A URL
-start_tollgate() { # name binary
-  RUST_LOG=warn "$2" serve --listen 127.0.0.1:0 --store embedded --data "$WORK/data-$1" \
-    >"$WORK/$1.stdout" 2>"$WORK/$1.stderr" &
-  PIDS+=($!)
-  NAMES+=("$1")
-  for _ in $(seq 1 200); do
-    grep -q '^listening on ' "$WORK/$1.stdout" 2>/dev/null && break
-    sleep 0.05
-  done
-  URL[$1]="$(sed -n 's/^listening on //p' "$WORK/$1.stdout" | head -n1)"
-  [ -n "${URL[$1]}" ] || { echo "$1 did not start:" >&2; cat "$WORK/$1.stderr" >&2; exit 1; }
+start_server() { # name binary
+  BINARY="$2" start_tollgate "$1" --store embedded --data "$WORK/data-$1"
 }
 SERVERS=(tollgate throttlecrab)
-start_tollgate tollgate "$BIN"
+start_server tollgate "$BIN"
 if [ -n "${BASELINE_BIN:-}" ]; then
-  start_tollgate baseline "$BASELINE_BIN"
+  start_server baseline "$BASELINE_BIN"
   SERVERS+=(baseline)
 fi
 
 PEER_PORT="$(free_port)"
 "$PEER" --http --http-host 127.0.0.1 --http-port "$PEER_PORT" >"$WORK/peer.log" 2>&1 &
-PIDS+=($!)
-NAMES+=(throttlecrab-server)
+track "$!" throttlecrab-server
 PEER_URL="http://127.0.0.1:$PEER_PORT"
 URL[throttlecrab]="$PEER_URL"
 for _ in $(seq 1 200); do
@@ -100,7 +72,7 @@ curl -fsS -o /dev/null -X POST -H 'Content-Type: application/json' \
 
 echo "# tollgate $(git rev-parse --short HEAD 2>/dev/null || echo '?') at ${URL[tollgate]} (embedded store); throttlecrab-server $PEER_VERSION at $PEER_URL${BASELINE_BIN:+; baseline $BASELINE_BIN at ${URL[baseline]:-}}"
 echo "# wrk -t$THREADS -c{$CONNECTIONS} -d$DURATION --latency, ids=$TOLLGATE_BENCH_IDS, rounds=$ROUNDS, servers alternating"
-echo "# $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -sr), load average $(cut -d' ' -f1-3 /proc/loadavg)"
+machine_line
 
 run() { # server connections duration
   local script=benches/load.lua
@@ -154,5 +126,5 @@ awk -v servers="${SERVERS[*]}" '
     }
   }' "$WORK/results"
 echo "# CPU time used by each server over the run:"
-for i in "${!PIDS[@]}"; do echo "#   ${NAMES[$i]}: $(ps -o time= -p "${PIDS[$i]}" | tr -d ' ')"; done
+cpu_times
 echo "# load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"

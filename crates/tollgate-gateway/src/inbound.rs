@@ -29,6 +29,13 @@ use crate::spool::{Change, Spool};
 
 /// Files taken per spool transaction at most.
 const MAX_FILES_PER_BATCH: usize = 64;
+/// The taken-file sweep ([`crate::taken::sweep`]) runs at most this often: not once per batch,
+/// since it looks at every file retained in the last [`crate::taken::RETENTION`] and a
+/// backlog is taken 64 files at a time.
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
+/// And the poller spends at most one part in this many of its time sweeping: the next sweep
+/// waits at least this many times as long as the last one took (many retained files).
+const SWEEP_SHARE: u32 = 20;
 /// The longest wait between two attempts at a file that cannot be read.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
 
@@ -106,19 +113,22 @@ pub async fn poll(
     let mut mem = Memory::default();
     let (wake_tx, mut wake_rx) = mpsc::channel::<()>(1);
     let _watcher = watch_dirs(&landing.dirs, wake_tx);
+    let mut next_sweep = Instant::now();
     loop {
         if *stop.borrow() {
             return;
         }
-        {
+        if Instant::now() >= next_sweep {
             let (dirs, settle, grace, max) =
                 (landing.dirs.clone(), landing.settle, landing.grace, landing.max_file_bytes);
+            let started = Instant::now();
             let _ = tokio::task::spawn_blocking(move || {
                 for d in &dirs {
                     crate::taken::sweep(d, settle, grace, max);
                 }
             })
             .await;
+            next_sweep = Instant::now() + SWEEP_EVERY.max(started.elapsed() * SWEEP_SHARE);
         }
         let (ready, too_large) = scan(&landing, &mut mem);
         if !too_large.is_empty() {

@@ -12,6 +12,10 @@
 //!   unchanged for the grace period), are written to a new landing file `<name>.tail-<ms>`
 //!   (under a dot name first, then renamed), which is taken like any other.
 //! - A retained file unchanged for `retention` is deleted.
+//! - The poller sweeps at most once a second, and less often when a sweep is long (many
+//!   retained files; see `inbound`), so appended bytes are noticed within about a second
+//!   (plus `settle_ms`), while a backlog taken batch by batch does not re-read the folder each
+//!   time.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -71,13 +75,14 @@ pub fn sweep(dir: &Path, settle: Duration, grace: Duration, max_bytes: u64) {
     let taken = dir.join(TAKEN_DIR);
     let Ok(entries) = std::fs::read_dir(&taken) else { return };
     for entry in entries.flatten() {
-        let path = entry.path();
         let file_name = entry.file_name().to_string_lossy().into_owned();
         let Some((len, name)) = parse_name(&file_name) else { continue };
-        let Ok(meta) = std::fs::symlink_metadata(&path) else { continue };
+        // Relative to the open directory (no path walk per file); symlinks are not followed.
+        let Ok(meta) = entry.metadata() else { continue };
         if !meta.is_file() {
             continue;
         }
+        let path = entry.path();
         let age = meta.modified().ok().and_then(|m| m.elapsed().ok()).unwrap_or_default();
         if meta.len() > len {
             if age < settle {

@@ -1,0 +1,100 @@
+# The start-up the load scripts of benches/ share; sourced, never run on its own.
+#
+# After `source benches/lib.sh`: the working directory is the repository root, ROOT and TARGET
+# (CARGO_TARGET_DIR or target/) are set, WORK is a fresh temp dir, and every process handed to
+# `track` (servers started with `start_tollgate` are) gets SIGTERM and is waited for when the
+# script exits, after which WORK is removed.
+#
+#   need wrk "apt-get install -y wrk"  # exit 2 when a program is missing, with the hint
+#   build_tollgate                     # release build; BIN is the binary
+#   start_tollgate NAME [serve args…]  # on a free loopback port; URL[NAME], PID_OF[NAME]
+#   stop_tollgate NAME [SIGNAL]        # SIGTERM (or SIGNAL), wait, forget it
+#   track PID NAME / untrack PID       # stop another process at exit / no longer
+#   free_port                          # a free loopback TCP port
+#   machine_line                       # "# 2 cores, 8 GiB, Linux …, load average …"
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
+
+WORK="$(mktemp -d)"
+PIDS=()
+NAMES=()
+declare -A URL
+declare -A PID_OF
+
+cleanup() {
+  local pid
+  for pid in "${PIDS[@]}"; do
+    [ -n "$pid" ] || continue
+    kill -TERM "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+need() { # program [how to install it]
+  command -v "$1" >/dev/null || { echo "$1 not found${2:+ ($2)}" >&2; exit 2; }
+}
+
+# Builds the release `tollgate`; BIN is the binary.
+build_tollgate() {
+  cargo build --release -q -p tollgate
+  BIN="$TARGET/release/tollgate"
+}
+
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# Registers a background process to stop at exit (and, with NAME, to list in `cpu_times`).
+track() { # pid name
+  PIDS+=("$1")
+  NAMES+=("$2")
+}
+
+# Forgets a tracked process that has ended.
+untrack() { # pid
+  local i
+  for i in "${!PIDS[@]}"; do [ "${PIDS[$i]}" = "$1" ] && PIDS[$i]=""; done
+  return 0
+}
+
+# Starts `$BIN serve --listen 127.0.0.1:0 ARGS…` (or BINARY=path for another build) with its
+# output in WORK/NAME.{stdout,stderr}, waits for its "listening on" line and sets URL[NAME].
+# LABEL=text names it in `cpu_times` (default NAME).
+start_tollgate() { # name [serve args…]
+  local name="$1" out="$WORK/$1.stdout"
+  shift
+  RUST_LOG=warn "${BINARY:-$BIN}" serve --listen 127.0.0.1:0 "$@" >"$out" 2>"$WORK/$name.stderr" &
+  PID_OF[$name]=$!
+  track "$!" "${LABEL:-$name}"
+  for _ in $(seq 1 200); do
+    grep -q '^listening on ' "$out" 2>/dev/null && break
+    sleep 0.05
+  done
+  URL[$name]="$(sed -n 's/^listening on //p' "$out" | head -n1)"
+  [ -n "${URL[$name]}" ] || { echo "$name did not start:" >&2; cat "$WORK/$name.stderr" >&2; exit 1; }
+}
+
+# Stops a server started by `start_tollgate` (SIGTERM, or the given signal) and waits for it.
+stop_tollgate() { # name [signal]
+  local pid="${PID_OF[$1]}"
+  kill "-${2:-TERM}" "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  untrack "$pid"
+  unset 'PID_OF[$1]'
+}
+
+# CPU time used so far by every tracked process still running, one "#   name: time" line each.
+cpu_times() {
+  local i
+  for i in "${!PIDS[@]}"; do
+    if [ -n "${PIDS[$i]}" ]; then echo "#   ${NAMES[$i]}: $(ps -o time= -p "${PIDS[$i]}" | tr -d ' ')"; fi
+  done
+}
+
+machine_line() {
+  echo "# $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -sr), $(df -T "$WORK" | awk 'NR == 2 {print $2}') temp dir, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+}
