@@ -49,7 +49,7 @@ mod table;
 mod tests;
 
 pub(crate) use state::{Bucket, Counter, Tally};
-use table::{ShapeKey, Shard, key_hash};
+use table::{Ask, ShapeKey, Shard, key_hash};
 
 /// Number of shards; a power of two.
 const SHARDS: usize = 64;
@@ -174,12 +174,11 @@ impl Counters {
         {
             self.sweep(lane, now_us);
         }
-        let found = lane.read().check(hash, id, &key, spec.limit, weight, now_us);
+        let ask = Ask { hash, id, key, limit: spec.limit, weight, now_us };
+        let found = lane.read().check(&ask);
         let tally = match found {
             Some(tally) => tally,
-            None => {
-                lane.write().check_mut(&self.hasher, hash, id, &key, spec.limit, weight, now_us)
-            }
+            None => lane.write().check_mut(&self.hasher, &ask),
         };
         tally.decision(id, spec, weight, now_us)
     }

@@ -87,20 +87,24 @@ fn lock(counter: &Mutex<Counter>) -> MutexGuard<'_, Counter> {
     counter.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// One check: the key, its hash, and what is asked of its counter.
+#[derive(Clone, Copy)]
+pub(super) struct Ask<'a> {
+    pub(super) hash: u64,
+    pub(super) id: &'a MeteringId,
+    pub(super) key: ShapeKey,
+    pub(super) limit: u64,
+    pub(super) weight: u64,
+    pub(super) now_us: i64,
+}
+
 impl Shard {
     /// Decides under the read lock; `None` when the key must first be added or moved, which
     /// takes the write lock ([`Shard::check_mut`]).
-    pub(super) fn check(
-        &self,
-        hash: u64,
-        id: &MeteringId,
-        key: &ShapeKey,
-        limit: u64,
-        weight: u64,
-        now_us: i64,
-    ) -> Option<Tally> {
+    pub(super) fn check(&self, ask: &Ask<'_>) -> Option<Tally> {
+        let Ask { hash, id, key, limit, weight, now_us } = *ask;
         if key.window == WindowKind::Calendar
-            && let Some(n) = self.cells.find(hash, id.as_bytes(), key)
+            && let Some(n) = self.cells.find(hash, id.as_bytes(), &key)
         {
             return if limit <= MAX_COUNT {
                 self.cells.decide(n, limit, weight, now_us)
@@ -108,22 +112,14 @@ impl Shard {
                 None
             };
         }
-        let entry = self.find_locked(hash, id, key)?;
+        let entry = self.find_locked(hash, id, &key)?;
         Some(lock(&entry.counter).decide(&key.shape(), limit, weight, now_us))
     }
 
     /// Decides under the write lock, adding the key (or moving it to the locked table) first.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn check_mut(
-        &mut self,
-        hasher: &DefaultHashBuilder,
-        hash: u64,
-        id: &MeteringId,
-        key: &ShapeKey,
-        limit: u64,
-        weight: u64,
-        now_us: i64,
-    ) -> Tally {
+    pub(super) fn check_mut(&mut self, hasher: &DefaultHashBuilder, ask: &Ask<'_>) -> Tally {
+        let Ask { hash, id, key, limit, weight, now_us } = *ask;
+        let key = &key;
         if key.window == WindowKind::Calendar {
             let found = self.cells.find(hash, id.as_bytes(), key);
             let tally = match found {
