@@ -199,13 +199,7 @@ done
 echo "# CPU time used by the server over the run:"
 cpu_times
 echo "# load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"
-awk -v peak="$PEAK" -v goal="$GOAL_RPS" '
-  function field(name,   i, kv) { for (i = 1; i <= NF; i++) { split($i, kv, "="); if (kv[1] == name) return kv[2] } }
-  function median(a, n,   i, j, t, b) {
-    for (i = 1; i <= n; i++) b[i] = a[i]
-    for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (b[j] < b[i]) { t = b[i]; b[i] = b[j]; b[j] = t }
-    return (n % 2) ? b[(n + 1) / 2] : (b[n / 2] + b[n / 2 + 1]) / 2
-  }
+awk -v peak="$PEAK" -v goal="$GOAL_RPS" "$AWK_STATS"'
   /^ROUND/ { n++; idle[n] = field("idle_rate"); loaded[n] = field("loaded_rate"); q[n] = field("quota_rps"); p99[n] = field("quota_p99_us"); err += field("quota_errors") }
   END {
     l = median(loaded, n)

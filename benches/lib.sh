@@ -98,3 +98,14 @@ cpu_times() {
 machine_line() {
   echo "# $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -sr), $(df -T "$WORK" | awk 'NR == 2 {print $2}') temp dir, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 }
+
+# Functions the scripts' summaries share, put before their own awk programs: field(name) reads
+# `name=value` from a RESULT/ROUND line, median(a, n) is the median of a[1..n].
+AWK_STATS='
+  function field(name,   i, kv) { for (i = 1; i <= NF; i++) { split($i, kv, "="); if (kv[1] == name) return kv[2] } }
+  function median(a, n,   i, j, t, b) {
+    for (i = 1; i <= n; i++) b[i] = a[i]
+    for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (b[j] < b[i]) { t = b[i]; b[i] = b[j]; b[j] = t }
+    return (n % 2) ? b[(n + 1) / 2] : (b[n / 2] + b[n / 2 + 1]) / 2
+  }
+'

@@ -90,13 +90,7 @@ for c in $CONNECTIONS; do
   done
 done
 
-awk -v servers="${SERVERS[*]}" '
-  function field(name,   i, kv) { for (i = 1; i <= NF; i++) { split($i, kv, "="); if (kv[1] == name) return kv[2] } }
-  function median(a, n,   i, j, t, b) {
-    for (i = 1; i <= n; i++) b[i] = a[i]
-    for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (b[j] < b[i]) { t = b[i]; b[i] = b[j]; b[j] = t }
-    return (n % 2) ? b[(n + 1) / 2] : (b[n / 2] + b[n / 2 + 1]) / 2
-  }
+awk -v servers="${SERVERS[*]}" "$AWK_STATS"'
   /^RESULT/ {
     s = field("server"); c = field("c")
     if (!(c in seen)) { seen[c] = 1; order[++nc] = c }
