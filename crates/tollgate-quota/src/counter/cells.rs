@@ -26,6 +26,11 @@ use crate::spec::{CounterShape, MeteringId};
 use crate::store::CounterInfo;
 use crate::window::CalendarFrame;
 
+/// Shapes a shard keeps cells for. Every check looks its shape up in this list, so it stays
+/// short: counters of further shapes are kept locked (exact all the same), and a sweep forgets
+/// the shapes no cell uses any more.
+const MAX_SHAPES: u16 = 64;
+
 /// Calendar counters as cells: an index of slot numbers over the slots.
 #[derive(Default)]
 pub(super) struct Cells {
@@ -179,7 +184,7 @@ impl Cells {
         let shape = match data.shapes.iter().position(|s| s.key == *key) {
             Some(i) => u16::try_from(i).ok()?,
             None => {
-                let i = u16::try_from(data.shapes.len()).ok().filter(|&i| i < u16::MAX)?;
+                let i = u16::try_from(data.shapes.len()).ok().filter(|&i| i < MAX_SHAPES)?;
                 data.shapes.push(Shape::new(*key));
                 i
             }

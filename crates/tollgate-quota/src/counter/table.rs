@@ -294,6 +294,12 @@ impl Shard {
         self.cells.len() + self.locked.len()
     }
 
+    /// How many counters are kept locked.
+    #[cfg(test)]
+    pub(super) fn locked_len(&self) -> usize {
+        self.locked.len()
+    }
+
     /// Entries the shard's tables can hold without growing.
     #[cfg(test)]
     pub(super) fn capacity(&self) -> usize {

@@ -238,3 +238,21 @@ fn sweeps_compact_ids_and_forget_unused_shapes() {
     assert_eq!(c.reset(&id("long-17")), 1);
     assert_eq!(c.len(), 4_999);
 }
+
+#[test]
+fn shapes_beyond_a_shards_list_are_counted_exactly_under_a_lock() {
+    let c = Counters::new();
+    let now = at("2026-11-30T10:00:00Z");
+    let k = id("Many:Shapes");
+    // 10,000 shapes over 64 shards: some shard gets more than its list holds.
+    for interval in 1..=10_000 {
+        let spec = QuotaSpec::new(2, interval, TimeUnit::Hour).unwrap();
+        assert!(c.check_at(&k, &spec, 2, now).allowed());
+        let d = c.check_at(&k, &spec, 1, now);
+        assert_eq!((d.outcome, d.used, d.exceed_count), (Outcome::Exceeded, 2, 1), "{interval} h");
+    }
+    let locked: usize = c.shards.iter().map(|lane| lane.read().locked_len()).sum();
+    assert!(locked > 0, "every shape found a cell");
+    assert_eq!(c.len(), 10_000);
+    assert_eq!(c.reset(&k), 10_000);
+}
