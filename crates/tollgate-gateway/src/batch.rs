@@ -22,41 +22,76 @@ pub struct Candidate {
     pub grace_passed: bool,
 }
 
-/// Up to `max` files, taken round-robin across senders (in arrival order within a sender), so
-/// that one partner's backlog of files does not delay the others' files; their sizes add up
-/// to at most `max_bytes` (or the batch is one file).
-pub fn fair_batch(ready: Vec<Candidate>, max: usize, max_bytes: u64) -> Vec<Candidate> {
-    let mut order: Vec<String> = Vec::new();
-    let mut queues: HashMap<String, VecDeque<Candidate>> = HashMap::new();
-    for c in ready {
-        if !queues.contains_key(&c.sender) {
-            order.push(c.sender.clone());
+/// The settled files of one scan, queued per sender, from which batches are taken until the
+/// next scan replaces them.
+///
+/// Taking batch after batch from one scan, instead of listing the directory again for each,
+/// keeps a backlog of `n` files linear: a scan reads every entry, so a scan per batch of 64
+/// made a 10,000-file backlog cost 156 full listings.
+#[derive(Debug, Default)]
+pub struct Ready {
+    /// Senders in the order their first file appears.
+    order: Vec<String>,
+    queues: HashMap<String, VecDeque<Candidate>>,
+    len: usize,
+}
+
+impl Ready {
+    /// Queues `ready` (in arrival order) per sender.
+    pub fn new(ready: Vec<Candidate>) -> Self {
+        let mut this = Self::default();
+        for c in ready {
+            match this.queues.get_mut(&c.sender) {
+                Some(q) => q.push_back(c),
+                None => {
+                    this.order.push(c.sender.clone());
+                    this.queues.insert(c.sender.clone(), VecDeque::from([c]));
+                }
+            }
+            this.len += 1;
         }
-        queues.entry(c.sender.clone()).or_default().push_back(c);
+        this
     }
-    let mut batch = Vec::new();
-    let mut bytes = 0u64;
-    'fill: while batch.len() < max {
-        let before = batch.len();
-        for s in &order {
-            if batch.len() >= max {
+
+    /// No file left to take.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Takes up to `max` files, round-robin across senders (in arrival order within a sender),
+    /// so that one partner's backlog of files does not delay the others' files; their sizes
+    /// add up to at most `max_bytes` (or the batch is one file).
+    pub fn next_batch(&mut self, max: usize, max_bytes: u64) -> Vec<Candidate> {
+        let mut batch = Vec::new();
+        let mut bytes = 0u64;
+        'fill: while batch.len() < max {
+            let before = batch.len();
+            for s in &self.order {
+                if batch.len() >= max {
+                    break;
+                }
+                let Some(q) = self.queues.get_mut(s) else { continue };
+                let Some(c) = q.front() else { continue };
+                if !batch.is_empty() && bytes.saturating_add(c.stamp.len) > max_bytes {
+                    break 'fill;
+                }
+                if let Some(c) = q.pop_front() {
+                    bytes = bytes.saturating_add(c.stamp.len);
+                    batch.push(c);
+                }
+            }
+            if batch.len() == before {
                 break;
             }
-            let Some(q) = queues.get_mut(s) else { continue };
-            let Some(c) = q.front() else { continue };
-            if !batch.is_empty() && bytes.saturating_add(c.stamp.len) > max_bytes {
-                break 'fill;
-            }
-            if let Some(c) = q.pop_front() {
-                bytes = bytes.saturating_add(c.stamp.len);
-                batch.push(c);
-            }
         }
-        if batch.len() == before {
-            break;
+        self.len -= batch.len();
+        if self.queues.values().any(VecDeque::is_empty) {
+            let queues = &mut self.queues;
+            queues.retain(|_, q| !q.is_empty());
+            self.order.retain(|s| queues.contains_key(s));
         }
+        batch
     }
-    batch
 }
 
 #[cfg(test)]
@@ -82,13 +117,31 @@ mod tests {
             .map(|i| cand(&format!("b{i}"), "ZZ:BURST", 10))
             .chain([cand("n1", "ZZ:NORMAL", 10)])
             .collect();
-        let batch = fair_batch(ready.clone(), 3, u64::MAX);
+        let mut queued = Ready::new(ready.clone());
+        let batch = queued.next_batch(3, u64::MAX);
         assert_eq!(
             paths(batch),
             vec![PathBuf::from("b0"), PathBuf::from("n1"), PathBuf::from("b1")]
         );
-        assert_eq!(paths(fair_batch(ready.clone(), 64, 25)).len(), 2);
+        // The rest stays queued, in order, for the next batches.
+        assert_eq!(paths(queued.next_batch(3, u64::MAX)), ["b2", "b3", "b4"].map(PathBuf::from));
+        assert_eq!(paths(queued.next_batch(3, u64::MAX)), [PathBuf::from("b5")]);
+        assert!(queued.is_empty());
+        assert!(queued.next_batch(3, u64::MAX).is_empty());
+        assert_eq!(paths(Ready::new(ready).next_batch(64, 25)).len(), 2);
         // One file over the byte bound still goes alone.
-        assert_eq!(paths(fair_batch(vec![cand("big", "A", 100)], 64, 25)).len(), 1);
+        assert_eq!(paths(Ready::new(vec![cand("big", "A", 100)]).next_batch(64, 25)).len(), 1);
+    }
+
+    #[test]
+    fn a_sender_arriving_later_in_the_queue_is_served_in_the_next_batch() {
+        let ready: Vec<Candidate> = (0..4)
+            .map(|i| cand(&format!("b{i}"), "ZZ:BURST", 10))
+            .chain([cand("n1", "ZZ:NORMAL", 10), cand("n2", "ZZ:NORMAL", 10)])
+            .collect();
+        let mut queued = Ready::new(ready);
+        assert_eq!(paths(queued.next_batch(2, u64::MAX)), ["b0", "n1"].map(PathBuf::from));
+        assert_eq!(paths(queued.next_batch(2, u64::MAX)), ["b1", "n2"].map(PathBuf::from));
+        assert_eq!(paths(queued.next_batch(9, u64::MAX)), ["b2", "b3"].map(PathBuf::from));
     }
 }

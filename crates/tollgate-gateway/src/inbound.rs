@@ -9,6 +9,10 @@
 //!   spooled copy is discarded before anyone sees it: it is taken again, whole, later.
 //! - At most `max_file_bytes` are read per file, and a batch holds at most `max_file_bytes`
 //!   (or one file); a larger file is moved to `too-large/` in its landing directory.
+//! - The files one scan finds settled are taken batch after batch ([`Ready`]); the directories
+//!   are listed again once they are all taken, or once [`SCAN_SHARE`] times the last scan's
+//!   duration has passed, so listing a backlog stays a small share of the poller's time and a
+//!   file that arrives meanwhile, from any sender, waits at most that long to be seen.
 //! - A file that cannot be read is retried with exponential backoff (up to [`MAX_BACKOFF`]) and
 //!   reported once; symlinks and other non-regular entries are skipped and reported once; a
 //!   name that is not UTF-8 is taken like any other (shown lossily) and reported once.
@@ -20,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
 
-use crate::batch::{Candidate, fair_batch};
+use crate::batch::{Candidate, Ready};
 use crate::config::Plan;
 use crate::envelope;
 use crate::landing::{self, Contents, PartialNames, Stamp};
@@ -36,6 +40,9 @@ const SWEEP_EVERY: Duration = Duration::from_secs(1);
 /// And the poller spends at most one part in this many of its time sweeping: the next sweep
 /// waits at least this many times as long as the last one took (many retained files).
 const SWEEP_SHARE: u32 = 20;
+/// While files from the last scan remain to be taken, the directories are listed again only
+/// after this many times as long as that listing took.
+const SCAN_SHARE: u32 = 20;
 /// The longest wait between two attempts at a file that cannot be read.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
 
@@ -110,10 +117,13 @@ pub async fn poll(
     events: mpsc::UnboundedSender<Event>,
     mut stop: watch::Receiver<bool>,
 ) {
+    let landing = Arc::new(landing);
     let mut mem = Memory::default();
     let (wake_tx, mut wake_rx) = mpsc::channel::<()>(1);
     let _watcher = watch_dirs(&landing.dirs, wake_tx);
     let mut next_sweep = Instant::now();
+    let mut queued = Ready::default();
+    let mut next_scan = Instant::now();
     loop {
         if *stop.borrow() {
             return;
@@ -130,26 +140,46 @@ pub async fn poll(
             .await;
             next_sweep = Instant::now() + SWEEP_EVERY.max(started.elapsed() * SWEEP_SHARE);
         }
-        let (ready, too_large) = scan(&landing, &mut mem);
-        if !too_large.is_empty() {
-            let max = landing.max_file_bytes;
-            let moved = tokio::task::spawn_blocking(move || set_aside(too_large, max))
-                .await
-                .unwrap_or_default();
-            for (path, res) in moved {
-                if let Err(e) = res {
-                    failed(
-                        &landing,
-                        &mut mem,
-                        &path,
-                        &format!("cannot move it to too-large/: {e}"),
-                    );
+        if queued.is_empty() || Instant::now() >= next_scan {
+            let started = Instant::now();
+            // Listing and stat-ing a backlog takes milliseconds: off the runtime's workers,
+            // which also serve HTTP.
+            let l = Arc::clone(&landing);
+            let scanned = tokio::task::spawn_blocking(move || {
+                let found = scan(&l, &mut mem);
+                (mem, found)
+            })
+            .await;
+            let (ready, too_large);
+            (mem, (ready, too_large)) = match scanned {
+                Ok(done) => done,
+                Err(e) => {
+                    tracing::error!(error = %e, "landing scan task failed; scanning again");
+                    (Memory::default(), (Vec::new(), Vec::new()))
+                }
+            };
+            next_scan = Instant::now() + started.elapsed() * SCAN_SHARE;
+            queued = Ready::new(ready);
+            if !too_large.is_empty() {
+                let max = landing.max_file_bytes;
+                let moved = tokio::task::spawn_blocking(move || set_aside(too_large, max))
+                    .await
+                    .unwrap_or_default();
+                for (path, res) in moved {
+                    if let Err(e) = res {
+                        failed(
+                            &landing,
+                            &mut mem,
+                            &path,
+                            &format!("cannot move it to too-large/: {e}"),
+                        );
+                    }
                 }
             }
         }
-        let waiting = ready.len();
-        let batch = fair_batch(ready, MAX_FILES_PER_BATCH, landing.max_file_bytes);
-        let mut more = waiting > batch.len();
+        let batch = queued.next_batch(MAX_FILES_PER_BATCH, landing.max_file_bytes);
+        // More to take, or a full batch: files may have arrived meanwhile.
+        let mut more = !queued.is_empty() || batch.len() == MAX_FILES_PER_BATCH;
         if !batch.is_empty() {
             let (spool, plan) = (spool.clone(), landing.plan.clone());
             let taken = tokio::task::spawn_blocking(move || take(&spool, &plan, batch)).await;
@@ -186,17 +216,18 @@ pub async fn poll(
                 }
                 Ok(Err(e)) => {
                     tracing::error!(error = %e, "spooling inbound files failed; retrying");
-                    more = false; // wait a poll period before trying again
+                    more = false; // wait a poll period, then list again, before trying again
+                    queued = Ready::default();
                 }
                 Err(e) => {
                     tracing::error!(error = %e, "spooling task failed; retrying");
                     more = false;
+                    queued = Ready::default();
                 }
             }
         }
         if more {
-            // Scan again at once: files that arrived meanwhile get their fair share of the
-            // next batch instead of waiting behind the whole backlog.
+            // Take the next batch at once (listing again when the rule above says so).
             continue;
         }
         tokio::select! {
