@@ -9,6 +9,7 @@
 //! - At most `max_concurrency` deliveries are in flight per target (one semaphore each).
 
 use std::collections::HashMap;
+use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,7 +18,7 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 
 use crate::config::{Route, Target};
-use crate::spool::{sync_dir, write_synced};
+use crate::spool::sync_dir;
 
 /// Attempts after which a retryable failure becomes dead.
 pub const MAX_ATTEMPTS: u32 = 10;
@@ -194,16 +195,24 @@ fn header_safe(s: &str) -> String {
 }
 
 /// Temp file, fsync (unless `fsync` is false), rename (the directory fsync follows, shared,
-/// in [`DirSync`]).
+/// in [`DirSync`]). The directory is created only when the temp file cannot be: a `mkdir` per
+/// delivery would lock the parent directory every time.
 fn write_into(dir: &Path, id: &str, bytes: &[u8], fsync: bool) -> Result<(), String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let tmp = dir.join(format!(".{id}.edi.tmp"));
     let dest = dir.join(format!("{id}.edi"));
-    if fsync {
-        write_synced(&tmp, bytes).map_err(|e| e.to_string())?;
-    } else {
-        std::fs::write(&tmp, bytes).map_err(|e| format!("{}: {e}", tmp.display()))?;
-    }
+    let write = || {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        if fsync { f.sync_all() } else { Ok(()) }
+    };
+    let written = match write() {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            write()
+        }
+        other => other,
+    };
+    written.map_err(|e| format!("{}: {e}", tmp.display()))?;
     std::fs::rename(&tmp, &dest).map_err(|e| format!("{}: {e}", dest.display()))
 }
 
