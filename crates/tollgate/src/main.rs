@@ -28,6 +28,12 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// mimalloc rather than the system allocator: an HTTP answer makes a dozen small, short-lived
+/// allocations (header maps, body, futures), and glibc's spent about a tenth of the server's
+/// CPU on them under load (BENCHMARKS.md, "HTTP: Tollgate against ThrottleCrab").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Traffic control for EDI / B2B pipelines.
 #[derive(Debug, Parser)]
 #[command(name = "tollgate", version, about)]

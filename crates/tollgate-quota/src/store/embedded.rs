@@ -54,7 +54,9 @@ mod backup;
 mod flusher;
 mod row;
 mod seen;
-use row::{decode_counter, decode_key, encode_counter, encode_key, id_prefix};
+use row::{
+    decode_counter, decode_key, encode_counter_into, encode_key, encode_key_into, id_prefix,
+};
 
 /// Counter rows: key = id, 0x00, shape; value = the counter state (see `row`).
 const COUNTERS: TableDefinition<'static, &[u8], &[u8]> = TableDefinition::new("counters");
@@ -135,6 +137,9 @@ struct Shared {
     committed: watch::Sender<u64>,
     /// The last commit error, cleared by the next successful commit.
     failure: Mutex<Option<String>>,
+    /// True while `failure` is set: every check reads this one flag, and locks `failure` only
+    /// when it is up. Invariant: written under the `failure` lock, right after `failure`.
+    failing: AtomicBool,
     stop: AtomicBool,
     /// When expired keys seen were last dropped (Unix ms; see `seen`).
     seen_pruned_at: AtomicI64,
@@ -220,6 +225,7 @@ impl EmbeddedStore {
             wake: Condvar::new(),
             committed,
             failure: Mutex::new(None),
+            failing: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             seen_pruned_at: AtomicI64::new(0),
         });
@@ -301,7 +307,9 @@ impl Store for EmbeddedStore {
     ) -> Result<Decision, StoreError> {
         // While writes fail, nothing admitted now could be saved: refuse before counting, so
         // the server answers per `store_unavailable` instead of a 200 that is never persisted.
-        if let Some(e) = lock(&self.shared.failure).clone() {
+        if self.shared.failing.load(Ordering::Acquire)
+            && let Some(e) = lock(&self.shared.failure).clone()
+        {
             return Err(StoreError::Io(format!("the counters file cannot be written: {e}")));
         }
         let decision = self.shared.counters.check_us(id, spec, weight, self.shared.clock.now_us());

@@ -35,17 +35,29 @@ impl Shared {
             }
             let evicted = self.counters.take_evicted();
             if *self.committed.borrow() < seq || !evicted.is_empty() || retrying {
+                // In key order, so that `write_batch` skips repeats by looking one back.
+                // (Ids compare as bytes: no UTF-8 check per comparison.)
+                dirty.sort_unstable();
                 let result = self.commit(&dirty, &resets, &evicted);
                 retrying = result.is_err();
                 match result {
                     Ok(()) => {
-                        if lock(&self.failure).take().is_some() {
+                        let cleared = {
+                            let mut failure = lock(&self.failure);
+                            self.failing.store(false, Ordering::Release);
+                            failure.take()
+                        };
+                        if cleared.is_some() {
                             tracing::info!(file = %self.path.display(), "quota counters are written again");
                         }
                     }
                     Err(e) => {
                         tracing::error!(error = %e, "writing quota counters failed");
-                        *lock(&self.failure) = Some(e.to_string());
+                        {
+                            let mut failure = lock(&self.failure);
+                            *failure = Some(e.to_string());
+                            self.failing.store(true, Ordering::Release);
+                        }
                         // Try these keys again with the next batch.
                         let mut q = lock(&self.queue);
                         let mut retry = std::mem::take(&mut dirty);
@@ -129,15 +141,20 @@ impl Shared {
                     table.remove(encode_key(id, shape).as_slice())?;
                 }
             }
-            let mut seen = std::collections::HashSet::with_capacity(dirty.len());
+            // `dirty` is sorted (see `run_flusher`): a key queued many times is written once,
+            // and neighbouring rows go in one after the other, into pages just touched.
+            let (mut key, mut value) = (Vec::new(), Vec::new());
+            let mut last: Option<(&MeteringId, &CounterShape)> = None;
             for (id, shape) in dirty {
-                if !seen.insert((id, shape)) {
+                if last.is_some_and(|(i, s)| i == id && s == shape) {
                     continue;
                 }
-                let key = encode_key(id.as_str(), shape);
+                last = Some((id, shape));
+                encode_key_into(&mut key, id.as_str(), shape);
                 match self.counters.snapshot(id.as_str(), shape, now) {
                     Some(counter) => {
-                        table.insert(key.as_slice(), encode_counter(&counter).as_slice())?;
+                        encode_counter_into(&mut value, &counter);
+                        table.insert(key.as_slice(), value.as_slice())?;
                     }
                     None => {
                         table.remove(key.as_slice())?;

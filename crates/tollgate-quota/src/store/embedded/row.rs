@@ -16,13 +16,21 @@ pub(super) fn id_prefix(id: &str, end: u8) -> Vec<u8> {
 
 /// Key: id, 0x00, interval (u32 BE), unit, window, has-start, start (i64 BE).
 pub(super) fn encode_key(id: &str, shape: &CounterShape) -> Vec<u8> {
-    let mut k = id_prefix(id, 0);
+    let mut k = Vec::with_capacity(id.len() + 16);
+    encode_key_into(&mut k, id, shape);
+    k
+}
+
+/// [`encode_key`] into `k` (cleared first), so a batch reuses one buffer for all its keys.
+pub(super) fn encode_key_into(k: &mut Vec<u8>, id: &str, shape: &CounterShape) {
+    k.clear();
+    k.extend_from_slice(id.as_bytes());
+    k.push(0);
     k.extend_from_slice(&shape.interval.to_be_bytes());
     k.push(unit_code(shape.unit));
     k.push(window_code(shape.window));
     k.push(u8::from(shape.start.is_some()));
     k.extend_from_slice(&shape.start.unwrap_or(0).to_be_bytes());
-    k
 }
 
 /// Reads a key written by [`encode_key`]; the error says which part is unreadable.
@@ -48,9 +56,18 @@ const ROW_V1: u8 = 1;
 
 /// Value: version, used, exceed, total_exceed, mark (all 8 bytes LE), then per rolling
 /// sub-bucket: index, used, exceed.
+#[cfg(test)]
 pub(super) fn encode_counter(c: &Counter) -> Vec<u8> {
+    let mut v = Vec::new();
+    encode_counter_into(&mut v, c);
+    v
+}
+
+/// [`encode_counter`] into `v` (cleared first), so a batch reuses one buffer for its values.
+pub(super) fn encode_counter_into(v: &mut Vec<u8>, c: &Counter) {
     let buckets = c.buckets.as_deref().map_or(&[][..], |b| b.as_slice());
-    let mut v = Vec::with_capacity(33 + 24 * buckets.len());
+    v.clear();
+    v.reserve(33 + 24 * buckets.len());
     v.push(ROW_V1);
     v.extend_from_slice(&c.used.to_le_bytes());
     v.extend_from_slice(&c.exceed.to_le_bytes());
@@ -61,7 +78,6 @@ pub(super) fn encode_counter(c: &Counter) -> Vec<u8> {
         v.extend_from_slice(&b.used.to_le_bytes());
         v.extend_from_slice(&b.exceed.to_le_bytes());
     }
-    v
 }
 
 /// Reads a value written by [`encode_counter`]; the error says which part is unreadable.
