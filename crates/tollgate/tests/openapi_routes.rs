@@ -180,7 +180,16 @@ fn every_operation_documents_its_problems_and_the_schemes_exist() {
     let (landing, out) = (dir.path().join("in"), dir.path().join("out"));
     let config = dir.path().join("tollgate.toml");
     std::fs::write(&config, gateway_toml(&landing, &out, "", "")).unwrap();
-    let server = Server::start(&["--store", "memory", "--config", config.to_str().unwrap()]);
+    // The gateway keeps its spool in the data directory: a temp one, never the source tree.
+    let data = dir.path().join("data");
+    let server = Server::start(&[
+        "--store",
+        "memory",
+        "--data",
+        data.to_str().unwrap(),
+        "--config",
+        config.to_str().unwrap(),
+    ]);
     let (_, body) = request(&server.addr, "GET", "/openapi.json");
     let doc: serde_json::Value = serde_json::from_str(&body).unwrap();
     let schemes = doc["components"]["securitySchemes"].as_object().unwrap();
