@@ -11,20 +11,11 @@
 
 use std::sync::Arc;
 use std::time::Duration;
+use tollgate_testkit::resident_bytes;
 
 use jiff::Timestamp;
 use tollgate_quota::store::{EmbeddedOptions, EmbeddedStore, MemoryStore};
 use tollgate_quota::{AnyStore, ManualClock, MeteringId, QuotaSpec, Store, TimeUnit};
-
-/// The resident set size in bytes, or 0 where `/proc` is not available.
-fn rss() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kb| kb * 1024)
-}
 
 fn mib(bytes: u64) -> f64 {
     bytes as f64 / 1048576.0
@@ -61,11 +52,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 }
                 store.flush().await?;
             }
-            Ok(rss())
+            Ok(resident_bytes())
         })
     };
 
-    let before = rss();
+    let before = resident_bytes();
     let half = fill(&ids[..count / 2])?;
     let live = fill(&ids[count / 2..])?;
     let per_counter = live.saturating_sub(before) as f64 / count as f64;
@@ -87,7 +78,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         _ => std::thread::sleep(Duration::from_secs(3)),
     }
     runtime.block_on(store.flush())?;
-    let after = rss();
+    let after = resident_bytes();
     let held = match &store {
         AnyStore::Memory(m) => m.len(),
         AnyStore::Embedded(e) => e.len(),

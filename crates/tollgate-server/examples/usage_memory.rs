@@ -7,15 +7,7 @@
 
 use tollgate_quota::MeteringId;
 use tollgate_server::usage::aggregate::{Aggregate, Delta};
-
-fn rss() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kb| kb * 1024)
-}
+use tollgate_testkit::resident_bytes;
 
 fn main() {
     let count: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(1_000_000);
@@ -24,15 +16,15 @@ fn main() {
         .collect();
     // The server's defaults: `usage_max_ids` ids, 16 pending deltas per tracked id.
     let aggregate = Aggregate::new(count, 16 * count);
-    let before = rss();
+    let before = resident_bytes();
     for id in &ids {
         aggregate.record(id, Delta { bucket: 5_900_000, admitted: 1, refused: 0 });
     }
-    let pending = rss();
+    let pending = resident_bytes();
     let drained = aggregate.drain();
     let flushed_len = drained.len();
     drop(drained);
-    let after = rss();
+    let after = resident_bytes();
     let per = |bytes: u64| bytes.saturating_sub(before) as f64 / count as f64;
     println!("tracked ids                  {}", aggregate.tracked());
     println!("bytes per id, before flush   {:>8.1}", per(pending));
