@@ -7,12 +7,10 @@
 //! spaces or braces are sent as they are.
 
 use std::io::{BufRead, BufReader, Write};
-use std::net::TcpStream;
+use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-use crate::free_port;
 
 /// `cluster-node-timeout`: how long a silent master is given before its replica takes over.
 pub const NODE_TIMEOUT_MS: u64 = 1_000;
@@ -112,6 +110,29 @@ fn binary(name: &str) -> Option<PathBuf> {
     std::env::split_paths(&path).map(|d| d.join(name)).find(|p| p.is_file())
 }
 
+/// `count` distinct free loopback ports whose cluster-bus ports (`port + 10000`) are free too.
+///
+/// Every candidate stays bound until all are chosen, so no port is handed out twice; a port
+/// whose bus port would pass 65535, or is taken, is skipped.
+fn node_ports(count: usize) -> Vec<u16> {
+    let mut held = Vec::new();
+    let mut ports = Vec::new();
+    for _ in 0..10_000 {
+        if ports.len() == count {
+            break;
+        }
+        let Ok(listener) = TcpListener::bind("127.0.0.1:0") else { continue };
+        let Ok(port) = listener.local_addr().map(|a| a.port()) else { continue };
+        held.push(listener);
+        let Some(bus) = port.checked_add(10_000) else { continue };
+        let Ok(bus_listener) = TcpListener::bind(("127.0.0.1", bus)) else { continue };
+        held.push(bus_listener);
+        ports.push(port);
+    }
+    assert_eq!(ports.len(), count, "could not find {count} free port pairs for a Redis Cluster");
+    ports
+}
+
 impl RedisCluster {
     /// Starts `masters` masters with `replicas` replicas each and waits for `cluster_state:ok`
     /// on every node (and every replica in sync). `None` after a loud message when
@@ -131,7 +152,7 @@ impl RedisCluster {
         };
         let dir = tempfile::tempdir().unwrap();
         let count = masters * (1 + replicas);
-        let ports: Vec<u16> = (0..count).map(|_| free_port()).collect();
+        let ports = node_ports(count);
         let mut cluster = RedisCluster { ports: ports.clone(), children: Vec::new(), dir };
         for &port in &ports {
             let node_dir = cluster.dir.path().join(port.to_string());

@@ -92,7 +92,8 @@ impl RedisServer {
         let bin = redis_binary();
         let mut server = RedisServer::start()?;
         server.kill();
-        let port = free_port();
+        // The plain port was just freed, so a fresh pick may hand it out again.
+        let port = std::iter::repeat_with(free_port).find(|&p| p != server.port).unwrap_or(0);
         server.tls_port = Some(port);
         server.extra_args = vec![
             "--tls-port".into(),
