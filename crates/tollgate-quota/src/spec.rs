@@ -121,9 +121,12 @@ impl PartialEq for MeteringId {
 
 impl Eq for MeteringId {}
 
+/// Hashes as its text would (`str`'s bytes then `0xff`), without re-checking that the bytes
+/// are UTF-8: they are ASCII by construction, and the check cost more than the hash.
 impl std::hash::Hash for MeteringId {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.as_str().hash(state);
+        state.write(self.as_bytes());
+        state.write_u8(0xff);
     }
 }
 
@@ -419,6 +422,19 @@ mod tests {
         assert_eq!(short.clone(), short);
         assert!(short < long && long.clone() == long);
         assert_eq!(format!("{short:?} {long}"), format!("\"a:b\" {}", "x".repeat(31)));
+    }
+
+    #[test]
+    fn ids_hash_as_their_text() {
+        use std::hash::BuildHasher;
+        let state = std::hash::RandomState::new();
+        for text in ["a:b", "ShipmentStatus:Carrier000001", &"x".repeat(200)] {
+            let id = MeteringId::new(text).unwrap();
+            assert_eq!(state.hash_one(&id), state.hash_one(text), "{text}");
+        }
+        let a = MeteringId::new("ab").unwrap();
+        let b = MeteringId::new("a").unwrap();
+        assert_ne!(state.hash_one(&a), state.hash_one(&b));
     }
 
     #[test]
