@@ -140,6 +140,17 @@ impl AnyStore {
         }
     }
 
+    /// How many counters this process holds (live, or expired and not yet swept: sweeps run
+    /// every second); `None` for Redis, whose counters live in the shared server. Cheap: it
+    /// lists nothing, so a metrics scrape costs the same at a million counters as at ten.
+    pub fn held_counters(&self) -> Option<usize> {
+        match self {
+            Self::Memory(s) => Some(s.len()),
+            Self::Embedded(s) => Some(s.len()),
+            Self::Redis(_) => None,
+        }
+    }
+
     /// Attaches `observer`, which then sees every decision made through this store (see
     /// [`observer`]); `false` when one is already attached.
     pub fn observe(&self, observer: std::sync::Arc<dyn DecisionObserver>) -> bool {

@@ -4,7 +4,7 @@
 //! |---|---|---|
 //! | `tollgate_decisions_total{outcome,transport}` | counter | `/v1/quota` answers (`transport="http"`) and gRPC `ShouldRateLimit` decisions, one per decided descriptor or refused call (`transport="grpc"`), by outcome |
 //! | `tollgate_store_latency_seconds` | histogram | time the store took to decide |
-//! | `tollgate_live_counters` | gauge | live counters in a memory or embedded store (sampled at scrape time) |
+//! | `tollgate_live_counters` | gauge | counters held by a memory or embedded store, sampled at scrape time (expired ones count until the next sweep, within a second) |
 //! | `tollgate_policy_reloads_total` | counter | policy sets taken from the file |
 //! | `tollgate_policy_reload_errors_total` | counter | policy files refused |
 //! | `tollgate_policy_error` | gauge | 1 while the last policy file was refused |
@@ -26,7 +26,6 @@ use axum::extract::State;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
-use tollgate_quota::Store;
 
 use crate::state::AppState;
 
@@ -34,7 +33,7 @@ use crate::state::AppState;
 pub const DECISIONS: &str = "tollgate_decisions_total";
 /// Store decision latency.
 pub const STORE_LATENCY: &str = "tollgate_store_latency_seconds";
-/// Live counters in the store.
+/// Counters held by a memory or embedded store (expired ones until the next sweep, within 1 s).
 pub const LIVE_COUNTERS: &str = "tollgate_live_counters";
 /// Policy sets taken from the file.
 pub const POLICY_RELOADS: &str = "tollgate_policy_reloads_total";
@@ -256,12 +255,10 @@ pub fn tls_reload_failed() {
     responses((status = 200, description = "The metrics.", body = String, content_type = "text/plain; version=0.0.4")),
 )]
 pub async fn render(State(state): State<AppState>) -> Response {
-    // Counted for stores held in this process; for Redis it would mean a SCAN of the whole
-    // shared key space on every scrape, so the gauge is left out there.
-    if !matches!(state.store().as_ref(), tollgate_quota::AnyStore::Redis(_))
-        && let Ok(counters) = state.store().counters("").await
-    {
-        metrics::gauge!(LIVE_COUNTERS).set(counters.len() as f64);
+    // Counted for stores held in this process, without listing them; for Redis it would mean
+    // a SCAN of the whole shared key space on every scrape, so the gauge is left out there.
+    if let Some(held) = state.store().held_counters() {
+        metrics::gauge!(LIVE_COUNTERS).set(held as f64);
     }
     let degraded = matches!(state.store().health(), tollgate_quota::StoreHealth::Degraded(_));
     metrics::gauge!(STORE_DEGRADED).set(if degraded { 1.0 } else { 0.0 });

@@ -447,6 +447,8 @@ async fn metrics_and_health() {
     ] {
         assert!(m.contains(needle), "missing {needle} in\n{m}");
     }
+    // One id, one shape: one counter (the bad request made none).
+    assert!(m.lines().any(|l| l == "tollgate_live_counters 1"), "{m}");
     let r = s.http.get(s.url("/healthz")).send().await.unwrap();
     assert_eq!(r.status(), 200);
     assert_eq!(r.text().await.unwrap(), "ok");
