@@ -118,8 +118,9 @@ impl Breaker {
 mod tests {
     use super::*;
 
-    #[test]
-    fn opens_after_threshold_and_probes_once() {
+    // Paused time: the cool-downs pass when the test says so, however busy the machine.
+    #[tokio::test(start_paused = true)]
+    async fn opens_after_threshold_and_probes_once() {
         let b = Breaker::new(Duration::from_millis(20));
         for _ in 0..Breaker::THRESHOLD - 1 {
             assert!(b.allow());
@@ -128,13 +129,13 @@ mod tests {
         assert!(b.failure());
         assert_eq!(b.state(), BreakerState::Open);
         assert!(!b.allow());
-        std::thread::sleep(Duration::from_millis(30));
+        tokio::time::advance(Duration::from_millis(30)).await;
         assert_eq!(b.state(), BreakerState::HalfOpen);
         assert!(b.allow());
         assert!(!b.allow(), "only one probe while half-open");
         b.failure();
         assert_eq!(b.state(), BreakerState::Open);
-        std::thread::sleep(Duration::from_millis(50));
+        tokio::time::advance(Duration::from_millis(50)).await;
         assert!(b.allow());
         assert!(b.success());
         assert_eq!(b.state(), BreakerState::Closed);

@@ -107,7 +107,8 @@ async fn an_interchange_appended_to_a_taken_file_through_an_open_handle_is_not_l
 async fn an_unfinished_file_left_past_incomplete_grace_is_rejected_with_the_reason() {
     let dir = tempfile::tempdir().unwrap();
     let (landing, out) = (dir.path().join("in"), dir.path().join("out"));
-    let cfg = config(&landing, &out, "incomplete_grace_ms = 500");
+    // The grace is well past `several_polls`, so the file is still waiting when looked at.
+    let cfg = config(&landing, &out, "incomplete_grace_ms = 3000");
     let gw = Running::start(&cfg, &dir.path().join("data"), memory_store()).await;
     let full = Status214::new("XYZ", 1).transactions(3).events(2).build();
     let cut = &full[..full.len() - 30];

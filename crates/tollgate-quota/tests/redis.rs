@@ -114,9 +114,10 @@ async fn one_redis_command_per_decision() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn outage_modes_and_recovery() {
     let Some(mut server) = support::RedisServer::start() else { return };
-    let local = store(&server, "o:", OnStoreUnavailable::Local, 50).await;
-    let allow = store(&server, "o:", OnStoreUnavailable::Allow, 50).await;
-    let deny = store(&server, "o:", OnStoreUnavailable::Deny, 50).await;
+    // 500 ms: the checks while Redis is up must not time out on a busy machine.
+    let local = store(&server, "o:", OnStoreUnavailable::Local, 500).await;
+    let allow = store(&server, "o:", OnStoreUnavailable::Allow, 500).await;
+    let deny = store(&server, "o:", OnStoreUnavailable::Deny, 500).await;
     let spec = QuotaSpec::new(2, 1, TimeUnit::Hour).unwrap();
     for s in [&local, &allow, &deny] {
         assert!(
@@ -128,8 +129,8 @@ async fn outage_modes_and_recovery() {
     }
 
     server.kill();
-    // A request never waits much longer than the 50 ms timeout (generous bound: 1 s).
-    let bounded = Duration::from_secs(1);
+    // A request never waits much longer than the 500 ms timeout (generous bound: 2.5 s).
+    let bounded = Duration::from_millis(2_500);
     let t = Instant::now();
     let d = local.check(&id("Out:a"), &spec, 1).await.unwrap();
     assert!(t.elapsed() < bounded, "local took {:?}", t.elapsed());

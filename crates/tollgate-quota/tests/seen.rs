@@ -119,9 +119,11 @@ async fn two_redis_instances_share_one_view_and_redis_expires_the_keys() {
         [true],
         "only its owner releases it"
     );
-    assert_eq!(a.claim(&["short"], "x", Duration::from_millis(200)).await.unwrap(), [true]);
-    assert_eq!(b.claim(&["short"], "x", Duration::from_millis(200)).await.unwrap(), [true]);
-    assert_eq!(b.claim(&["short"], "y", Duration::from_millis(200)).await.unwrap(), [false]);
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    // A 2 s life: long enough that the third claim comes before it ends on a busy machine.
+    let life = Duration::from_secs(2);
+    assert_eq!(a.claim(&["short"], "x", life).await.unwrap(), [true]);
+    assert_eq!(b.claim(&["short"], "x", life).await.unwrap(), [true]);
+    assert_eq!(b.claim(&["short"], "y", life).await.unwrap(), [false]);
+    tokio::time::sleep(life + Duration::from_millis(500)).await;
     assert_eq!(b.seen(&["short"], "y").await.unwrap(), [false], "Redis expired it");
 }

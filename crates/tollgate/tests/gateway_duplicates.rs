@@ -94,7 +94,9 @@ fn a_copy_sent_after_a_kill_and_a_restart_is_still_a_duplicate() {
 #[test]
 fn two_instances_on_one_redis_deliver_each_transaction_once() {
     let Some(redis) = RedisServer::start() else { return };
-    let store = format!("[store]\nkind = \"redis\"\nurl = \"{}\"\n", redis.url());
+    // A generous store timeout: a slow lookup on a busy machine must not let a copy through.
+    let store =
+        format!("[store]\nkind = \"redis\"\nurl = \"{}\"\ntimeout_ms = 2000\n", redis.url());
     two_instances_deliver_each_transaction_once(&store);
 }
 
@@ -102,7 +104,10 @@ fn two_instances_on_one_redis_deliver_each_transaction_once() {
 #[test]
 fn two_instances_on_a_redis_cluster_deliver_each_transaction_once() {
     let Some(cluster) = RedisCluster::start(3, 0) else { return };
-    let store = format!("[store]\nkind = \"redis\"\nurl = \"{}\"\ncluster = true\n", cluster.url());
+    let store = format!(
+        "[store]\nkind = \"redis\"\nurl = \"{}\"\ncluster = true\ntimeout_ms = 2000\n",
+        cluster.url()
+    );
     two_instances_deliver_each_transaction_once(&store);
 }
 

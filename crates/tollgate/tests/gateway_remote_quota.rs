@@ -11,8 +11,9 @@ use common::*;
 
 fn gateway_config(dir: &Path, quota: &str, api_key: &str) -> std::path::PathBuf {
     let file = dir.join("gateway.toml");
-    let remote =
-        format!("[gateway.quota]\nmode = \"remote\"\nurl = \"{quota}/v1/quota\"\n{api_key}");
+    let remote = format!(
+        "[gateway.quota]\nmode = \"remote\"\nurl = \"{quota}/v1/quota\"\ntimeout_ms = 5000\n{api_key}"
+    );
     std::fs::write(&file, gateway_toml(&dir.join("in"), &dir.join("out"), &remote, "")).unwrap();
     file
 }

@@ -39,7 +39,7 @@ fn config(dir: &std::path::Path, unavailable: &str) -> std::path::PathBuf {
     let f = dir.join(format!("{unavailable}.toml"));
     std::fs::write(
         &f,
-        format!("[store]\nstore_unavailable = \"{unavailable}\"\ntimeout_ms = 50\n"),
+        format!("[store]\nstore_unavailable = \"{unavailable}\"\ntimeout_ms = 1000\n"),
     )
     .unwrap();
     f
@@ -175,8 +175,12 @@ fn three_instances(dir: &std::path::Path, redis: &RedisServer) -> (Vec<Server>, 
 }
 
 /// The store timeout of the three instances. Short enough that a hung store is noticed, long
-/// enough that a debug build under 600 concurrent requests does not fall back while Redis is up.
-const TIMEOUT_MS: u64 = 200;
+/// enough that a debug build under 600 concurrent requests on a busy machine does not fall back
+/// while Redis is up.
+const TIMEOUT_MS: u64 = 500;
+/// How long an answer may take while Redis is down or hung: the timeout plus a margin for a
+/// busy machine.
+const ANSWER_BOUND: Duration = Duration::from_millis(TIMEOUT_MS + 2_000);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_instances_admit_exactly_the_limit_through_an_outage() {
@@ -235,7 +239,7 @@ async fn three_instances_admit_exactly_the_limit_through_an_outage() {
     stop.store(true, Ordering::Relaxed);
     clients.join_all().await;
     for a in answers.lock().unwrap().iter() {
-        assert!(a.elapsed < Duration::from_secs(1), "slow answer during the outage: {a:?}");
+        assert!(a.elapsed < ANSWER_BOUND, "slow answer during the outage: {a:?}");
         let normal = a.status == 200 && a.degraded.is_none();
         assert!(normal || is_mode_answer(MODES[a.instance], a), "{a:?}");
     }
@@ -279,7 +283,7 @@ async fn assert_answers_per_mode(client: &reqwest::Client, addrs: &[String], id:
     for (i, addr) in addrs.iter().enumerate() {
         for k in 0..n {
             let a = ask(client, i, addr, id, 100, 1).await;
-            assert!(a.elapsed < Duration::from_secs(1), "waited past the timeout: {a:?}");
+            assert!(a.elapsed < ANSWER_BOUND, "waited past the timeout: {a:?}");
             assert!(
                 is_mode_answer(MODES[i], &a),
                 "request {k} to the {} instance: {a:?}",

@@ -109,9 +109,10 @@ fn decisions_count_in_units_and_survive_a_restart_and_a_kill() {
     assert_eq!(totals(&usage(&server, "Usage:ACME", "")), (10, 25));
     assert_eq!(totals(&usage(&server, "Shadow:ACME", "")), (3, 3));
 
-    // kill -9 loses at most the last flush interval (1 s): after 2.5 s all is on disk.
+    // kill -9 loses at most the last flush interval (1 s): after 4 s all is on disk, even on
+    // a busy machine.
     assert_eq!(quota(&server, "Usage:ACME", 100, 7), 200);
-    std::thread::sleep(Duration::from_millis(2500));
+    std::thread::sleep(Duration::from_millis(4_000));
     server.sigkill();
     let server = serve("embedded", &data, &cfg);
     assert_eq!(totals(&usage(&server, "Usage:ACME", "")), (17, 25));
@@ -171,7 +172,8 @@ fn redis_keeps_the_history_across_a_restart_with_a_ttl() {
     let dir = tempfile::tempdir().unwrap();
     let Some(redis) = RedisServer::start() else { return };
     let url = redis.url();
-    let cfg = config(dir.path(), "");
+    // A generous store timeout: a slow call must not be answered from local memory.
+    let cfg = config(dir.path(), "[store]\ntimeout_ms = 2000\n");
     let id = format!("Usage:R{}", free_port());
     let server = serve(&url, &dir.path().join("a"), &cfg);
     decide_on(&server, &id);
@@ -186,9 +188,9 @@ fn redis_keeps_the_history_across_a_restart_with_a_ttl() {
     let ttl: i64 =
         redis.command(&format!("TTL {key}")).unwrap().trim_start_matches(':').parse().unwrap();
     assert!((7 * 86_400..=8 * 86_400).contains(&ttl), "TTL of {key}: {ttl}");
-    // kill -9 after a flush interval: nothing is lost.
+    // kill -9 after several flush intervals: nothing is lost.
     assert_eq!(quota(&server, &id, 100, 7), 200);
-    std::thread::sleep(Duration::from_millis(2500));
+    std::thread::sleep(Duration::from_millis(4_000));
     server.sigkill();
     let server = serve(&url, &dir.path().join("a"), &cfg);
     assert_eq!(totals(&usage(&server, &id, "")), (17, 25));

@@ -108,7 +108,8 @@ fn the_overview_follows_a_gateway_burst_while_it_happens() {
         login(c, &s.server.url, "root-token").await;
         let used = r#"const r = document.querySelector('tr[data-id="ShipmentStatus:ZZ:BURST"]');
             return r ? Number(r.querySelector('.used .num').textContent.split(' / ')[0]) : 0;"#;
-        // 30 interchanges, one every 100 ms: the page shows the count rising meanwhile.
+        // 30 interchanges, one every 200 ms: the page (refreshed every second) shows the count
+        // rising meanwhile.
         let landing = s.landing.clone();
         let burst = tokio::task::spawn_blocking(move || {
             for i in 0..30u32 {
@@ -116,7 +117,7 @@ fn the_overview_follows_a_gateway_burst_while_it_happens() {
                 let tmp = landing.join(format!(".b{i}.part"));
                 std::fs::write(&tmp, body).unwrap();
                 std::fs::rename(&tmp, landing.join(format!("b{i}.edi"))).unwrap();
-                std::thread::sleep(Duration::from_millis(100));
+                std::thread::sleep(Duration::from_millis(200));
             }
         });
         let mut seen = Vec::new();
