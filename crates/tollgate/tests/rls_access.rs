@@ -11,7 +11,7 @@ use std::net::TcpStream;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{Server, free_port};
+use common::Server;
 use tollgate_rls::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use tollgate_rls::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
 use tollgate_rls::rls::RateLimitRequest;
@@ -37,10 +37,10 @@ unit = "hour"
 "#;
 
 fn serve(dir: &Path, rest: &str) -> (Server, String) {
-    let grpc = format!("127.0.0.1:{}", free_port());
     let file = dir.join("rls.toml");
-    std::fs::write(&file, format!("[server]\ngrpc_listen = \"{grpc}\"\n{rest}")).unwrap();
+    std::fs::write(&file, format!("[server]\ngrpc_listen = \"127.0.0.1:0\"\n{rest}")).unwrap();
     let server = Server::start(&["--store", "memory", "--config", file.to_str().unwrap()]);
+    let grpc = server.grpc_addr();
     (server, grpc)
 }
 

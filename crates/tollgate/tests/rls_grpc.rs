@@ -55,9 +55,8 @@ unit = "day"
 
 /// `tollgate serve` with `rest` as its config plus a `grpc_listen`; the gRPC address too.
 fn serve(dir: &Path, store: &str, rest: &str) -> (Server, String) {
-    let grpc = format!("127.0.0.1:{}", free_port());
     let file = dir.join(format!("rls-{}.toml", free_port()));
-    std::fs::write(&file, format!("[server]\ngrpc_listen = \"{grpc}\"\n{rest}")).unwrap();
+    std::fs::write(&file, format!("[server]\ngrpc_listen = \"127.0.0.1:0\"\n{rest}")).unwrap();
     let data = dir.join("data");
     let server = Server::start(&[
         "--store",
@@ -67,6 +66,7 @@ fn serve(dir: &Path, store: &str, rest: &str) -> (Server, String) {
         "--config",
         file.to_str().unwrap(),
     ]);
+    let grpc = server.grpc_addr();
     (server, grpc)
 }
 

@@ -7,7 +7,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Server, free_port};
+use common::Server;
 use hyper_util::rt::TokioIo;
 use rustls_pki_types::ServerName;
 use tollgate_rls::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
@@ -58,12 +58,11 @@ async fn grpc_is_served_over_tls_with_the_listeners_certificate() {
     let dir = tempfile::tempdir().unwrap();
     let ca = TestCa::new("Test CA");
     let (cert, key) = ca.server("tollgate-1").write(dir.path(), "server");
-    let grpc = format!("127.0.0.1:{}", free_port());
     let cfg = dir.path().join("t.toml");
     let rules = "[[rls.rule]]\ndomain = \"edi\"\ndescriptor = [\"partner\"]\n\
                  metering_id = \"partner:{partner}\"\nlimit = 1\nunit = \"hour\"\n";
-    std::fs::write(&cfg, format!("[server]\ngrpc_listen = \"{grpc}\"\n{rules}")).unwrap();
-    let _server = tokio::task::spawn_blocking(move || {
+    std::fs::write(&cfg, format!("[server]\ngrpc_listen = \"127.0.0.1:0\"\n{rules}")).unwrap();
+    let server = tokio::task::spawn_blocking(move || {
         Server::start(&[
             "--store",
             "memory",
@@ -77,6 +76,7 @@ async fn grpc_is_served_over_tls_with_the_listeners_certificate() {
     })
     .await
     .unwrap();
+    let grpc = server.grpc_addr();
 
     let channel = tls_channel(grpc.clone(), &ca).await.expect("a TLS gRPC channel");
     let mut client = RateLimitServiceClient::new(channel);

@@ -126,16 +126,15 @@ fn grpc_and_gateway_decisions_are_recorded_too() {
     use tollgate_rls::rls::rate_limit_service_client::RateLimitServiceClient;
 
     let dir = tempfile::tempdir().unwrap();
-    let grpc = format!("127.0.0.1:{}", free_port());
-    let rest = format!(
-        "[server]\ngrpc_listen = \"{grpc}\"\n\n[[rls.rule]]\ndomain = \"edi\"\n\
-         descriptor = [\"partner\"]\nmetering_id = \"Grpc:{{partner}}\"\nlimit = 5\nunit = \"hour\"\n"
-    );
+    let rest = "[server]\ngrpc_listen = \"127.0.0.1:0\"\n\n[[rls.rule]]\ndomain = \"edi\"\n\
+                descriptor = [\"partner\"]\nmetering_id = \"Grpc:{partner}\"\nlimit = 5\n\
+                unit = \"hour\"\n";
     let landing = dir.path().join("in");
     let out = dir.path().join("out");
     std::fs::create_dir_all(&landing).unwrap();
-    let cfg = config(dir.path(), &gateway_toml(&landing, &out, "", &rest));
+    let cfg = config(dir.path(), &gateway_toml(&landing, &out, "", rest));
     let server = serve("embedded", &dir.path().join("data"), &cfg);
+    let grpc = server.grpc_addr();
 
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async {

@@ -19,6 +19,8 @@ pub use tollgate_testkit::{RedisCluster, RedisServer, Status214, free_port};
 /// when dropped.
 pub struct Server {
     child: Child,
+    /// The `grpc listening on ADDR` line's address, when the server prints one.
+    grpc: mpsc::Receiver<String>,
     /// `http://ADDR` (`https://ADDR` with TLS), as printed by the server.
     pub url: String,
     /// `ADDR` (`host:port`) without the scheme.
@@ -55,11 +57,14 @@ impl Server {
         let mut child = cmd.spawn().unwrap();
         let stdout = child.stdout.take().unwrap();
         let (tx, rx) = mpsc::channel();
+        let (grpc_tx, grpc) = mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
                 if let Some(url) = line.strip_prefix("listening on ") {
                     let _ = tx.send(url.to_owned());
+                } else if let Some(addr) = line.strip_prefix("grpc listening on ") {
+                    let _ = grpc_tx.send(addr.to_owned());
                 }
             }
         });
@@ -69,7 +74,13 @@ impl Server {
             .or_else(|| url.strip_prefix("https://"))
             .unwrap_or(&url)
             .to_owned();
-        Server { child, url, addr }
+        Server { child, grpc, url, addr }
+    }
+
+    /// The gRPC listener's address (`host:port`) as the server printed it, so a test can ask
+    /// for `grpc_listen = "127.0.0.1:0"`; waits 20 s at most for the line.
+    pub fn grpc_addr(&self) -> String {
+        self.grpc.recv_timeout(Duration::from_secs(20)).expect("no `grpc listening on` line")
     }
 
     /// The child's process id.
