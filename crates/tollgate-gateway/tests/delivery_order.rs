@@ -56,7 +56,9 @@ async fn deliveries_in_flight_are_capped_per_target() {
             async move {
                 let cur = now.fetch_add(1, Ordering::SeqCst) + 1;
                 peak.fetch_max(cur, Ordering::SeqCst);
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                // Long enough that deliveries overlap even when each upload waits for a slow
+                // disk on a busy machine.
+                tokio::time::sleep(Duration::from_secs(1)).await;
                 now.fetch_sub(1, Ordering::SeqCst);
                 "ok"
             }
