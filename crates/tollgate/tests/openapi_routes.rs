@@ -122,21 +122,27 @@ fn request(addr: &str, method: &str, path: &str) -> (u16, String) {
     (status, body)
 }
 
-#[test]
-fn the_document_lists_exactly_the_routes_served() {
-    let dir = tempfile::tempdir().unwrap();
-    let (landing, out) = (dir.path().join("in"), dir.path().join("out"));
-    let config = dir.path().join("tollgate.toml");
+/// `tollgate serve` with a gateway (so its routes are mounted) on `store`, everything in `dir`:
+/// the gateway keeps its spool in the data directory, a temp one, never the source tree.
+fn serve_gateway(dir: &std::path::Path, store: &str) -> Server {
+    let (landing, out) = (dir.join("in"), dir.join("out"));
+    let config = dir.join("tollgate.toml");
     std::fs::write(&config, gateway_toml(&landing, &out, "", "")).unwrap();
-    let data = dir.path().join("data");
-    let server = Server::start(&[
+    let data = dir.join("data");
+    Server::start(&[
         "--store",
-        "embedded",
+        store,
         "--data",
         data.to_str().unwrap(),
         "--config",
         config.to_str().unwrap(),
-    ]);
+    ])
+}
+
+#[test]
+fn the_document_lists_exactly_the_routes_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve_gateway(dir.path(), "embedded");
 
     let (status, body) = request(&server.addr, "GET", "/openapi.json");
     assert_eq!(status, 200, "{body}");
@@ -177,19 +183,7 @@ fn the_document_lists_exactly_the_routes_served() {
 #[test]
 fn every_operation_documents_its_problems_and_the_schemes_exist() {
     let dir = tempfile::tempdir().unwrap();
-    let (landing, out) = (dir.path().join("in"), dir.path().join("out"));
-    let config = dir.path().join("tollgate.toml");
-    std::fs::write(&config, gateway_toml(&landing, &out, "", "")).unwrap();
-    // The gateway keeps its spool in the data directory: a temp one, never the source tree.
-    let data = dir.path().join("data");
-    let server = Server::start(&[
-        "--store",
-        "memory",
-        "--data",
-        data.to_str().unwrap(),
-        "--config",
-        config.to_str().unwrap(),
-    ]);
+    let server = serve_gateway(dir.path(), "memory");
     let (_, body) = request(&server.addr, "GET", "/openapi.json");
     let doc: serde_json::Value = serde_json::from_str(&body).unwrap();
     let schemes = doc["components"]["securitySchemes"].as_object().unwrap();
