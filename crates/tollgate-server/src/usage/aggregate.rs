@@ -13,7 +13,7 @@
 //!   Deltas older than the retention are dropped when the aggregate is pruned.
 
 use std::collections::HashMap;
-use std::hash::Hasher;
+use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
@@ -75,8 +75,7 @@ impl Aggregate {
 
     fn shard(&self, id: &MeteringId) -> MutexGuard<'_, HashMap<MeteringId, Track>> {
         let mut h = Fnv(0xcbf2_9ce4_8422_2325);
-        // The bytes, not `id.hash`: that goes through `as_str`, a UTF-8 check per decision.
-        h.write(id.as_bytes());
+        id.hash(&mut h);
         // The modulo keeps the index below SHARDS, so it always fits.
         let i = (h.finish() % SHARDS as u64) as usize;
         self.shards[i].lock().unwrap_or_else(PoisonError::into_inner)
