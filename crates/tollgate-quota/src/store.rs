@@ -183,8 +183,8 @@ macro_rules! dispatch {
 }
 
 impl Seen for AnyStore {
-    async fn seen(&self, keys: &[&str], owner: &str) -> Result<Vec<bool>, StoreError> {
-        dispatch!(self, s => s.seen(keys, owner).await)
+    async fn holders(&self, keys: &[&str], owner: &str) -> Result<Vec<Option<String>>, StoreError> {
+        dispatch!(self, s => s.holders(keys, owner).await)
     }
 
     async fn claim(

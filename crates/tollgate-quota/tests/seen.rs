@@ -27,6 +27,8 @@ async fn claims_once_until_expiry(store: &impl Seen, clock: &ManualClock) {
     assert_eq!(store.claim(&["a"], "item-1", TTL).await.unwrap(), [true], "its owner's again");
     assert_eq!(store.seen(&["a", "b", "c"], "other").await.unwrap(), [true, true, false]);
     assert_eq!(store.seen(&["a", "b"], "item-1").await.unwrap(), [false, true], "not its own");
+    let named = store.holders(&["a", "b", "c"], "item-2").await.unwrap();
+    assert_eq!(named, [Some("item-1".to_owned()), None, None], "a copy names its holder");
     store.release(&["a", "b"], "item-1").await.unwrap();
     assert_eq!(store.seen(&["a", "b"], "other").await.unwrap(), [false, true], "b is item-2's");
     assert_eq!(store.claim(&["a"], "item-3", TTL).await.unwrap(), [true], "a was freed");

@@ -85,8 +85,8 @@ impl MemoryStore {
 }
 
 impl Seen for MemoryStore {
-    async fn seen(&self, keys: &[&str], owner: &str) -> Result<Vec<bool>, StoreError> {
-        Ok(self.seen.seen(keys, owner, self.clock.now().as_millisecond()))
+    async fn holders(&self, keys: &[&str], owner: &str) -> Result<Vec<Option<String>>, StoreError> {
+        Ok(self.seen.holders(keys, owner, self.clock.now().as_millisecond()))
     }
 
     async fn claim(

@@ -33,13 +33,26 @@ use super::StoreError;
 
 /// Remembers keys for their owners until an expiry; see the module invariants.
 pub trait Seen: Send + Sync + 'static {
-    /// For each key, whether an owner other than `owner` holds it unexpired: a read, so a
-    /// copy is found without a write.
+    /// For each key, the owner other than `owner` that holds it unexpired, if any: a read,
+    /// so a copy is found without a write, and named by what it copies.
+    fn holders(
+        &self,
+        keys: &[&str],
+        owner: &str,
+    ) -> impl Future<Output = Result<Vec<Option<String>>, StoreError>> + Send;
+
+    /// For each key, whether an owner other than `owner` holds it unexpired
+    /// ([`Seen::holders`] without the names).
     fn seen(
         &self,
         keys: &[&str],
         owner: &str,
-    ) -> impl Future<Output = Result<Vec<bool>, StoreError>> + Send;
+    ) -> impl Future<Output = Result<Vec<bool>, StoreError>> + Send {
+        async move {
+            let holders = self.holders(keys, owner).await?;
+            Ok(holders.iter().map(Option::is_some).collect())
+        }
+    }
 
     /// Claims each key for `owner` for `ttl`; `true` where the key is now `owner`'s, `false`
     /// where another owner holds it unexpired.
@@ -82,14 +95,21 @@ impl SeenMap {
         self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// See [`Seen::seen`], at `now_ms`.
-    pub(crate) fn seen(&self, keys: &[&str], owner: &str, now_ms: i64) -> Vec<bool> {
+    /// See [`Seen::holders`], at `now_ms`.
+    pub(crate) fn holders(&self, keys: &[&str], owner: &str, now_ms: i64) -> Vec<Option<String>> {
         let inner = self.lock();
         keys.iter()
             .map(|k| {
-                inner.keys.get(*k).is_some_and(|(until, who)| *until > now_ms && **who != *owner)
+                let (until, who) = inner.keys.get(*k)?;
+                (*until > now_ms && **who != *owner).then(|| who.to_string())
             })
             .collect()
+    }
+
+    /// See [`Seen::seen`], at `now_ms`.
+    #[cfg(test)]
+    pub(crate) fn seen(&self, keys: &[&str], owner: &str, now_ms: i64) -> Vec<bool> {
+        self.holders(keys, owner, now_ms).iter().map(Option::is_some).collect()
     }
 
     /// See [`Seen::claim`], at `now_ms`.
@@ -151,6 +171,8 @@ mod tests {
         assert_eq!(m.claim(&["a", "b"], "y", ttl, 1), [false, true]);
         assert_eq!(m.claim(&["a"], "x", ttl, 2), [true], "the owner claims again");
         assert_eq!(m.seen(&["a", "b", "c"], "z", 9_999), [true, true, false]);
+        let named = m.holders(&["a", "b", "c"], "z", 9_999);
+        assert_eq!(named, [Some("x".into()), Some("y".into()), None], "each copy names its owner");
         assert_eq!(m.seen(&["a", "b"], "x", 9_999), [false, true], "x's own key is not a copy");
         assert_eq!(m.seen(&["a"], "z", 10_002), [false], "expired at the ttl");
         assert_eq!(m.claim(&["a"], "y", ttl, 10_002), [true], "claimed again once expired");

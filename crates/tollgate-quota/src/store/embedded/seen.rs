@@ -12,7 +12,7 @@ pub(super) const SEEN: TableDefinition<'static, &str, (i64, &str)> = TableDefini
 const PRUNE_EVERY_MS: i64 = 60_000;
 
 impl Seen for EmbeddedStore {
-    async fn seen(&self, keys: &[&str], owner: &str) -> Result<Vec<bool>, StoreError> {
+    async fn holders(&self, keys: &[&str], owner: &str) -> Result<Vec<Option<String>>, StoreError> {
         let shared = Arc::clone(&self.shared);
         let keys: Vec<String> = keys.iter().map(|k| (*k).to_owned()).collect();
         let owner = owner.to_owned();
@@ -23,15 +23,15 @@ impl Seen for EmbeddedStore {
                 let table = match txn.open_table(SEEN) {
                     Ok(t) => t,
                     Err(redb::TableError::TableDoesNotExist(_)) => {
-                        return Ok(vec![false; keys.len()]);
+                        return Ok(vec![None; keys.len()]);
                     }
                     Err(e) => return Err(e.into()),
                 };
                 keys.iter()
                     .map(|k| {
-                        Ok(table.get(k.as_str())?.is_some_and(|v| {
+                        Ok(table.get(k.as_str())?.and_then(|v| {
                             let (until, who) = v.value();
-                            until > now && who != owner
+                            (until > now && who != owner).then(|| who.to_owned())
                         }))
                     })
                     .collect()

@@ -10,7 +10,7 @@ use crate::store::StoreError;
 use crate::store::seen::Seen;
 
 impl Seen for RedisStore {
-    async fn seen(&self, keys: &[&str], owner: &str) -> Result<Vec<bool>, StoreError> {
+    async fn holders(&self, keys: &[&str], owner: &str) -> Result<Vec<Option<String>>, StoreError> {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
@@ -20,7 +20,7 @@ impl Seen for RedisStore {
             get
         });
         let owners = self.per_key::<Option<String>>(gets.collect()).await?;
-        Ok(owners.iter().map(|who| who.as_deref().is_some_and(|w| w != owner)).collect())
+        Ok(owners.into_iter().map(|who| who.filter(|w| w != owner)).collect())
     }
 
     async fn claim(
