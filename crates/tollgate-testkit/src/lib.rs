@@ -7,7 +7,8 @@
 //! CI), in which case they fail. [`RedisCluster`] does the same for a Redis Cluster of several
 //! masters and their replicas. [`SmallDisk`] mounts a small tmpfs that a test can fill up.
 //! [`Status214`] builds the X12 214 interchanges the gateway's tests and benches send.
-//! [`tls::TestCa`] makes certificates at test time.
+//! [`tls::TestCa`] makes certificates at test time. [`http`] speaks plain HTTP/1.1: a peer
+//! server answering with a closure, and a one-shot client.
 #![forbid(unsafe_code)]
 // Test support: a broken environment should stop the test at once, with the reason.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -15,6 +16,7 @@
 pub mod cluster;
 mod disk;
 mod edi;
+pub mod http;
 pub mod tls;
 
 pub use cluster::RedisCluster;
@@ -207,5 +209,41 @@ impl RedisServer {
 impl Drop for RedisServer {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+/// A small seeded random source for tests that repeat a race with random timing. The seed is
+/// `TOLLGATE_TEST_SEED` when set, else the clock's nanoseconds; it is printed, so a failing
+/// round can be replayed.
+#[derive(Debug, Clone)]
+pub struct Jitter(u64);
+
+impl Jitter {
+    /// Seeded as described above; prints the seed with `what`.
+    pub fn new(what: &str) -> Jitter {
+        let seed = std::env::var("TOLLGATE_TEST_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(1, |d| d.as_nanos() as u64)
+            });
+        eprintln!("{what}: TOLLGATE_TEST_SEED={seed}");
+        Jitter(seed | 1)
+    }
+
+    /// A number in `0..n` (0 when `n` is 0); xorshift64*.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        let x = self.0.wrapping_mul(0x2545_F491_4F6C_DD1D);
+        if n == 0 { 0 } else { x % n }
+    }
+
+    /// A duration of `0..max_ms` milliseconds.
+    pub fn millis(&mut self, max_ms: u64) -> Duration {
+        Duration::from_millis(self.below(max_ms))
     }
 }

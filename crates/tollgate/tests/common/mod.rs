@@ -12,15 +12,18 @@ use std::time::{Duration, Instant};
 /// The `tollgate` binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_tollgate");
 
-#[allow(unused_imports)] // not every test binary uses both
+#[allow(unused_imports)] // not every test binary uses them all
+pub use tollgate_testkit::http::{HttpStub, Message};
+#[allow(unused_imports)]
 pub use tollgate_testkit::{RedisCluster, RedisServer, Status214, free_port};
 
 /// A running `tollgate serve`, found through its `listening on http://ADDR` line; killed (SIGKILL)
 /// when dropped.
 pub struct Server {
     child: Child,
-    /// The `grpc listening on ADDR` line's address, when the server prints one.
-    grpc: mpsc::Receiver<String>,
+    /// The `grpc listening on ADDR` line's address, when the server prints one (behind a
+    /// lock, so that threads of a test can share the server).
+    grpc: std::sync::Mutex<mpsc::Receiver<String>>,
     /// `http://ADDR` (`https://ADDR` with TLS), as printed by the server.
     pub url: String,
     /// `ADDR` (`host:port`) without the scheme.
@@ -74,13 +77,14 @@ impl Server {
             .or_else(|| url.strip_prefix("https://"))
             .unwrap_or(&url)
             .to_owned();
-        Server { child, grpc, url, addr }
+        Server { child, grpc: std::sync::Mutex::new(grpc), url, addr }
     }
 
     /// The gRPC listener's address (`host:port`) as the server printed it, so a test can ask
     /// for `grpc_listen = "127.0.0.1:0"`; waits 20 s at most for the line.
     pub fn grpc_addr(&self) -> String {
-        self.grpc.recv_timeout(Duration::from_secs(20)).expect("no `grpc listening on` line")
+        let grpc = self.grpc.lock().unwrap();
+        grpc.recv_timeout(Duration::from_secs(20)).expect("no `grpc listening on` line")
     }
 
     /// The child's process id.
@@ -133,6 +137,17 @@ impl Server {
         let mut s = String::new();
         c.read_to_string(&mut s).unwrap();
         s
+    }
+
+    /// `METHOD path` with `headers` and `body` on a new connection: the whole answer.
+    pub fn request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Message {
+        tollgate_testkit::http::send(&self.addr, method, path, headers, body)
     }
 
     /// Like [`Server::start`], with the server's log (stderr) written to `log`.
