@@ -45,7 +45,7 @@ fn keys(bytes: &[u8], parsed: &tollgate_edi::ParsedFile) -> Vec<String> {
     ic.transactions()
         .map(|tx| {
             let fp = tollgate_edi::fingerprint(bytes, tx, ic).to_string();
-            fingerprint_key("CarrierA", "214", &fp)
+            fingerprint_key("CarrierA", "ZZ:ACME", "214", &fp)
         })
         .collect()
 }
@@ -58,7 +58,9 @@ fn file_len(path: &Path) -> u64 {
 async fn remember(store: &impl Seen, n: u32) {
     for batch in 0..n / 1000 {
         let ks: Vec<String> = (0..1000)
-            .map(|i| fingerprint_key("CarrierA", "214", &format!("{:032x}", batch * 1000 + i)))
+            .map(|i| {
+                fingerprint_key("CarrierA", "ZZ:ACME", "214", &format!("{:032x}", batch * 1000 + i))
+            })
             .collect();
         let refs: Vec<&str> = ks.iter().map(String::as_str).collect();
         store.claim(&refs, OWNER, TTL).await.expect("claim");

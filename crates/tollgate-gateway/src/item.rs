@@ -139,6 +139,10 @@ pub struct Item {
     /// When its target took it, Unix ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delivered_at: Option<i64>,
+    /// For a duplicate of admitted transactions: the item that holds their claim (the one
+    /// its partner sent first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duplicate_of: Option<String>,
 }
 
 impl Item {

@@ -50,6 +50,7 @@ mod fair_queue;
 mod metering;
 mod receiving;
 
+use delivering::AttemptGate;
 use fair_queue::FairQueue;
 
 pub use admin::row;
@@ -86,6 +87,8 @@ pub enum AdminError {
     NotFound,
     /// The item's state does not allow the operation; the text says why.
     Conflict(String),
+    /// The item's delivery attempt is under way: its outcome decides what is possible.
+    InFlight(String),
     /// The spool failed.
     Spool(String),
 }
@@ -135,10 +138,12 @@ pub struct Pipeline {
     held: HoldQueue,
     /// Admitted items waiting for delivery, one lane per metering id.
     lanes: Lanes,
-    /// Items whose delivery task is running (or sleeping until its retry time).
-    in_flight: HashSet<String>,
-    /// Spool file → items (and queued files) still referring to it that are not delivered.
-    file_refs: HashMap<String, usize>,
+    /// Items whose delivery task is running (or sleeping until its retry time), with the
+    /// task's progress: an operator may cancel it only before its attempt starts.
+    in_flight: HashMap<String, Arc<AttemptGate>>,
+    /// Spool file → the items (and queued files) still referring to it that are not
+    /// delivered. A set, not a count: letting go twice for one holder frees nothing more.
+    file_holders: HashMap<String, HashSet<String>>,
     /// Received files waiting to be parsed, fair across senders.
     intake: FairQueue,
     deliveries: JoinSet<()>,
@@ -173,14 +178,14 @@ impl Pipeline {
             live: HashMap::new(),
             held: HoldQueue::default(),
             lanes: Lanes::default(),
-            in_flight: HashSet::new(),
-            file_refs: HashMap::new(),
+            in_flight: HashMap::new(),
+            file_holders: HashMap::new(),
             intake: FairQueue::default(),
             deliveries: JoinSet::new(),
         };
         for item in p.parts.spool.items(None)? {
             if item.state != State::Delivered {
-                *p.file_refs.entry(item.spool_file.clone()).or_default() += 1;
+                p.hold_file(&item.spool_file, &item.id);
             }
             if item.state.is_terminal() {
                 continue;
@@ -279,7 +284,7 @@ impl Pipeline {
 
     /// Queues a received file for parsing; its spool file is kept until it is parsed.
     fn queue_file(&mut self, rec: FileRecord) {
-        *self.file_refs.entry(rec.spool.clone()).or_default() += 1;
+        self.hold_file(&rec.spool, &queued_holder(&rec.id));
         self.intake.push(rec);
     }
 
@@ -460,16 +465,27 @@ impl Pipeline {
         }
     }
 
-    /// One item no longer needs its spool file; the file goes once no item needs it.
-    fn release_file(&mut self, file: &str, batch: &mut Batch) {
-        if let Some(n) = self.file_refs.get_mut(file) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                self.file_refs.remove(file);
+    /// `holder` (an item id, or a queued file's [`queued_holder`]) needs spool file `file`.
+    fn hold_file(&mut self, file: &str, holder: &str) {
+        self.file_holders.entry(file.to_owned()).or_default().insert(holder.to_owned());
+    }
+
+    /// `holder` no longer needs spool file `file`; the file goes once nothing holds it.
+    /// Idempotent: a holder that lets go twice (a purge repeated) frees nothing else.
+    fn release_file(&mut self, file: &str, holder: &str, batch: &mut Batch) {
+        if let Some(holders) = self.file_holders.get_mut(file) {
+            holders.remove(holder);
+            if holders.is_empty() {
+                self.file_holders.remove(file);
                 batch.drop_files.push(file.to_owned());
             }
         }
     }
+}
+
+/// The holder name of a received file still queued for parsing (no item id has a space).
+fn queued_holder(file_id: &str) -> String {
+    format!("file {file_id}")
 }
 
 #[cfg(test)]

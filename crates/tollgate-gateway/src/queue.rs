@@ -107,6 +107,8 @@ pub(crate) struct QueueItem {
     attempts: u32,
     /// Why it is where it is.
     reason: Option<String>,
+    /// For a duplicate of admitted transactions: the item first sent with them.
+    duplicate_of: Option<String>,
     /// Where its bytes are: `{"file": "spool/<name>.edi", "start", "end"}`.
     spool: SpoolRange,
 }
@@ -288,7 +290,7 @@ pub(crate) enum QueueItemRefused {
     /// 409: the item's state does not allow the action.
     #[response(
         status = 409,
-        description = "Not possible in the item's state (problem queue-item-state).",
+        description = "Not possible in the item's state (problem queue-item-state), or its delivery attempt is under way (problem queue-item-in-flight, with Retry-After).",
         content_type = "application/problem+json"
     )]
     State(tollgate_server::openapi::ProblemDoc),
@@ -414,6 +416,12 @@ async fn operate(api: QueueApi, headers: HeaderMap, id: String, op: AdminOp) -> 
                 .detail(msg)
                 .with("id", id)
                 .into_response()
+        }
+        Ok(Err(AdminError::InFlight(msg))) => {
+            let problem =
+                Problem::new(StatusCode::CONFLICT, "queue-item-in-flight", "Delivery under way");
+            let retry_after = [(axum::http::header::RETRY_AFTER, "1")];
+            (retry_after, problem.detail(msg).with("id", id)).into_response()
         }
         Ok(Err(AdminError::Spool(msg))) => unavailable(msg),
         Err(_) => unavailable("the gateway is shutting down".into()),

@@ -182,6 +182,7 @@ pub fn prepare(parts: &Parts, mut file: FileRecord, seen: &HashSet<String>) -> P
             layout: None,
             held_at: None,
             delivered_at: None,
+            duplicate_of: None,
         };
         let key = format!("{}|{}|{}", env.sender, env.receiver, env.control_number);
         let window = route.map_or(plan.dedup, |r| r.dedup_window);
@@ -257,6 +258,7 @@ fn rejected_item(file: &FileRecord, id: String, run: Range<usize>, reason: Strin
         layout: None,
         held_at: None,
         delivered_at: None,
+        duplicate_of: None,
     }
 }
 

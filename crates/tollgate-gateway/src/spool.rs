@@ -436,12 +436,14 @@ impl Spool {
                 files.remove(f.as_str()).map_err(db_err)?;
             }
             let mut items = tx.open_table(ITEMS).map_err(db_err)?;
-            for id in &change.delete {
-                items.remove(id.as_str()).map_err(db_err)?;
-            }
             for item in &change.put {
                 let v = serde_json::to_vec(item).map_err(db_err)?;
                 items.insert(item.id.as_str(), v.as_slice()).map_err(db_err)?;
+            }
+            // Deletes come last: an item purged in a batch is gone, whatever the batch wrote
+            // of it before the purge (a release, then a purge).
+            for id in &change.delete {
+                items.remove(id.as_str()).map_err(db_err)?;
             }
             let mut dedup = tx.open_table(DEDUP).map_err(db_err)?;
             for (k, at) in &change.dedup {

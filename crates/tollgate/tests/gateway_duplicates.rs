@@ -2,14 +2,15 @@
 //! after a `kill -9` and a restart is still a duplicate (the embedded store's fingerprints are
 //! durable), counted in `/metrics`; and two instances on one real `redis-server`, or on a real
 //! three-master Redis Cluster, fed copies of the same transactions at once, deliver each
-//! transaction once between them.
+//! transaction once between them. The key holds the receiver (one update to two receivers is
+//! two transactions), and a purge of an item the target never took gives its claim back.
 
 mod common;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{RedisCluster, RedisServer, Server, Status214, gateway_toml};
+use common::{HttpStub, Message, RedisCluster, RedisServer, Server, Status214, gateway_toml};
 
 /// A 214 from CARRIERA reporting `shipment`, under ISA13/GS06 `control` and ST02 `control`.
 fn update(control: u32, shipment: u32) -> Vec<u8> {
@@ -132,4 +133,79 @@ fn two_instances_deliver_each_transaction_once(store: &str) {
     assert_eq!(got, (0..20).collect::<Vec<u32>>(), "each update delivered once");
     let duplicates: usize = servers.iter().map(|s| count(s, "duplicate")).sum();
     assert_eq!(duplicates, 20);
+}
+
+#[test]
+fn the_same_update_to_two_receivers_is_two_transactions() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "");
+    let server = Server::start(&["--config", cfg.to_str().unwrap()]);
+    let to = |receiver: &str, control: u32| {
+        Status214::new("CARRIERA", control).shipment(7).st_from(1).receiver(receiver).build()
+    };
+    drop_file(dir.path(), "eu.edi", &to("ACMEEU", 1001));
+    wait_until("the update to ACME-EU delivered", || delivered(dir.path()) == [7]);
+    drop_file(dir.path(), "us.edi", &to("ACMEUS", 1002));
+    wait_until("the update to ACME-US delivered", || delivered(dir.path()) == [7, 7]);
+    assert_eq!(count(&server, "duplicate"), 0);
+    // The same update to ACME-US once more is a copy, and names the item it copies.
+    drop_file(dir.path(), "us-again.edi", &to("ACMEUS", 1003));
+    wait_until("the copy quarantined", || count(&server, "duplicate") == 1);
+    let answer = server.request("GET", "/v1/queue?state=delivered", &[], b"");
+    let delivered_items = answer.json();
+    let to_us = delivered_items
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["receiver"] == "ZZ:ACMEUS")
+        .unwrap_or_else(|| panic!("{delivered_items}"));
+    let answer = server.request("GET", "/v1/queue?state=duplicate", &[], b"");
+    let copy = &answer.json()[0];
+    assert_eq!(copy["duplicate_of"], to_us["id"], "{copy}");
+}
+
+#[test]
+fn a_resend_after_purging_an_item_the_target_never_took_is_delivered() {
+    let dir = tempfile::tempdir().unwrap();
+    let up = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let shipments = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let target = {
+        let (up, shipments) = (up.clone(), shipments.clone());
+        HttpStub::start(move |req| {
+            if !up.load(std::sync::atomic::Ordering::SeqCst) {
+                return Message::reply(503, "down");
+            }
+            let text = req.text();
+            let b10 = text.split('~').find_map(|s| s.trim().strip_prefix("B10*REF"));
+            let shipment = b10.and_then(|r| r.split('*').next()).unwrap_or_default();
+            shipments.lock().unwrap().push(shipment.to_owned());
+            Message::reply(200, "")
+        })
+    };
+    let cfg = config(dir.path(), "");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    let out = format!("deliver = \"dir:{}\"", dir.path().join("out").display());
+    let text = text.replace(&out, &format!("deliver = \"{}/in\"", target.url()));
+    std::fs::write(&cfg, text).unwrap();
+    let server = Server::start(&["--config", cfg.to_str().unwrap()]);
+
+    drop_file(dir.path(), "first.edi", &update(1001, 7));
+    let mut id = String::new();
+    wait_until("a failed delivery", || {
+        let answer = server.request("GET", "/v1/queue?state=admitted", &[], b"");
+        let items = answer.json();
+        let failed = items.as_array().unwrap().iter().find(|i| i["attempts"].as_u64() >= Some(1));
+        failed.map(|i| id = i["id"].as_str().unwrap().to_owned()).is_some()
+    });
+    // Purged between two attempts (409 while an attempt is under way).
+    wait_until("the purge", || {
+        let status = server.request("DELETE", &format!("/v1/queue/{id}"), &[], b"").status;
+        assert!(matches!(status, 204 | 409), "purge answered {status}");
+        status == 204
+    });
+    up.store(true, std::sync::atomic::Ordering::SeqCst);
+    drop_file(dir.path(), "resent.edi", &update(1002, 7));
+    wait_until("the resend delivered", || shipments.lock().unwrap().len() == 1);
+    assert_eq!(*shipments.lock().unwrap(), ["7"], "only the resend, once");
+    assert_eq!(count(&server, "duplicate"), 0);
 }

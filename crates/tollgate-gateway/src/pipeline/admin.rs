@@ -10,33 +10,9 @@ impl Pipeline {
         op: AdminOp,
         batch: &mut Batch,
     ) -> Result<Option<Item>, AdminError> {
-        let item = match self.live.get(id) {
-            Some(i) => i.clone(),
-            None => {
-                let spool = self.parts.spool.clone();
-                let key = id.to_owned();
-                tokio::task::spawn_blocking(move || spool.item(&key))
-                    .await
-                    .map_err(|e| AdminError::Spool(e.to_string()))?
-                    .map_err(|e| AdminError::Spool(e.to_string()))?
-                    .ok_or(AdminError::NotFound)?
-            }
-        };
+        let item = self.current(id, batch).await?.ok_or(AdminError::NotFound)?;
         match op {
-            AdminOp::Purge => {
-                if let Some(m) = &item.metering_id {
-                    self.held.remove(m, id);
-                }
-                self.live.remove(id);
-                if let Some(lane) = self.lanes.finish(id) {
-                    self.start_lane(&lane);
-                }
-                batch.change.delete.push(id.to_owned());
-                if item.state != State::Delivered {
-                    self.release_file(&item.spool_file, batch);
-                }
-                Ok(None)
-            }
+            AdminOp::Purge => self.purge(item, batch).await,
             AdminOp::Retry | AdminOp::Release => {
                 let allowed = match op {
                     AdminOp::Retry => matches!(item.state, State::Held | State::Dead),
@@ -84,6 +60,64 @@ impl Pipeline {
             }
         }
     }
+
+    /// The item as the batch under way leaves it: `None` once purged (in this batch or
+    /// before), else the live item, else the version this batch wrote, else the stored one.
+    /// So a second purge, or a release after a purge, never finds it.
+    async fn current(&self, id: &str, batch: &Batch) -> Result<Option<Item>, AdminError> {
+        if batch.change.delete.iter().any(|d| d == id) {
+            return Ok(None);
+        }
+        if let Some(item) = self.live.get(id) {
+            return Ok(Some(item.clone()));
+        }
+        if let Some(item) = batch.change.put.iter().rev().find(|i| i.id == id) {
+            return Ok(Some(item.clone()));
+        }
+        let spool = self.parts.spool.clone();
+        let key = id.to_owned();
+        tokio::task::spawn_blocking(move || spool.item(&key))
+            .await
+            .map_err(|e| AdminError::Spool(e.to_string()))?
+            .map_err(|e| AdminError::Spool(e.to_string()))
+    }
+
+    /// Removes an item that was not delivered, and lets go of its spool file and its
+    /// fingerprints. An item whose delivery attempt has started is refused (its outcome is not
+    /// known yet); one waiting for its next attempt is cancelled first, so a purged item is
+    /// never delivered, before or after.
+    async fn purge(&mut self, item: Item, batch: &mut Batch) -> Result<Option<Item>, AdminError> {
+        let id = item.id.as_str();
+        if item.state == State::Delivered {
+            // Its bytes are the target's now; the row leaves with the dedup window.
+            return Err(AdminError::Conflict(format!(
+                "item {id} is delivered: there is nothing left to purge"
+            )));
+        }
+        if let Some(gate) = self.in_flight.get(id) {
+            if !gate.cancel() {
+                return Err(AdminError::InFlight(format!(
+                    "item {id} is being delivered now: purge it once this attempt ends \
+                     (it is then delivered, or waits for its next attempt)"
+                )));
+            }
+            self.in_flight.remove(id);
+        }
+        if let Some(m) = &item.metering_id {
+            self.held.remove(m, id);
+        }
+        self.live.remove(id);
+        if let Some(lane) = self.lanes.finish(id) {
+            self.start_lane(&lane);
+        }
+        batch.change.delete.push(id.to_owned());
+        self.release_file(&item.spool_file, id, batch);
+        self.return_claims(&item).await;
+        if let Some(m) = &item.metering_id {
+            telemetry::held_depth(&self.parts.plan, &item, self.held.depth(m));
+        }
+        Ok(None)
+    }
 }
 
 /// The admin API's view of an item; `spool` says where its bytes are kept in the data dir.
@@ -103,6 +137,7 @@ pub fn row(item: &Item) -> serde_json::Value {
         "next_attempt_at": item.next_attempt_at.map(rfc3339),
         "held_at": item.held_at.map(rfc3339),
         "delivered_at": item.delivered_at.map(rfc3339),
+        "duplicate_of": item.duplicate_of,
         "attempts": item.attempts,
         "reason": item.reason,
         "spool": {

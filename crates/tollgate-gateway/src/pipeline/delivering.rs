@@ -2,7 +2,36 @@
 //! lane's current item, and applying each attempt's result (delivered, retried with backoff,
 //! or dead-lettered), which lets the lane's next item start.
 
+use std::sync::atomic::{AtomicU8, Ordering};
+
 use super::*;
+
+/// The progress of one delivery task, shared by the task and the pipeline, so that an
+/// operator's purge and the task's start of its attempt cannot both win: whoever moves the
+/// gate off `WAITING` first decides.
+#[derive(Debug, Default)]
+pub(super) struct AttemptGate(AtomicU8);
+
+impl AttemptGate {
+    const WAITING: u8 = 0;
+    const STARTED: u8 = 1;
+    const CANCELLED: u8 = 2;
+
+    /// The task is about to read and send the item: false when it was cancelled first.
+    fn start(&self) -> bool {
+        self.0
+            .compare_exchange(Self::WAITING, Self::STARTED, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    /// Cancels the task while it still waits for its attempt's time: false when the attempt
+    /// has started (its outcome must be awaited).
+    pub(super) fn cancel(&self) -> bool {
+        self.0
+            .compare_exchange(Self::WAITING, Self::CANCELLED, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+}
 
 impl Pipeline {
     /// Puts an admitted item in its lane and starts the lane's current item if it is idle.
@@ -17,7 +46,7 @@ impl Pipeline {
     /// Starts the delivery of a lane's current item unless it is already running.
     pub(super) fn start_lane(&mut self, lane: &str) {
         let Some(id) = self.lanes.current(lane).map(str::to_owned) else { return };
-        if self.in_flight.contains(&id) {
+        if self.in_flight.contains_key(&id) {
             return;
         }
         let Some(item) = self.live.get(&id) else {
@@ -39,10 +68,14 @@ impl Pipeline {
         let events = self.events.clone();
         let (file, start, end) = (item.spool_file.clone(), item.start, item.end);
         let (partner, document) = (item.partner.clone(), item.document.clone());
-        self.in_flight.insert(id.clone());
+        let gate = Arc::new(AttemptGate::default());
+        self.in_flight.insert(id.clone(), gate.clone());
         self.deliveries.spawn(async move {
             if !delay.is_zero() {
                 tokio::time::sleep(delay).await;
+            }
+            if !gate.start() {
+                return; // purged while waiting: the pipeline has already let the lane go on
             }
             let p2 = parts.clone();
             let bytes = tokio::task::spawn_blocking(move || p2.spool.read(&file, start, end)).await;
@@ -96,7 +129,7 @@ impl Pipeline {
                 telemetry::count(Counter::Delivered, &item, &self.parts.plan);
                 telemetry::delivery_latency(&item, &self.parts.plan, latency);
                 batch.put(&item);
-                self.release_file(&item.spool_file, batch);
+                self.release_file(&item.spool_file, id, batch);
             }
             Attempt::Retry(reason) if item.attempts < MAX_ATTEMPTS => {
                 let wait = backoff(item.attempts);

@@ -2,10 +2,12 @@
 //! routes.
 //!
 //! Each transaction of such a route's item has a fingerprint, kept in its layout from the one
-//! parse. Before each metering of the item its fingerprints are looked up, keyed by partner
-//! and document type, in the server's store (shared by every instance on it):
+//! parse. Before each metering of the item its fingerprints are looked up, keyed by partner,
+//! receiver and document type, in the server's store (shared by every instance on it), so the
+//! same content sent to two receivers is two genuine transactions:
 //! - none was seen: the item is metered as it is;
-//! - all were: the item becomes `duplicate` and consumes nothing;
+//! - all were: the item becomes `duplicate` and consumes nothing, naming the item that holds
+//!   the claim (`duplicate_of`);
 //! - some were: they are cut out into a `duplicate` item of their own (a well-formed
 //!   interchange, whose reason names the transactions and the original), and the item goes on
 //!   with the others in a rebuilt envelope (new control numbers and counts, as `split` does),
@@ -14,8 +16,10 @@
 //! Invariants:
 //! - **Seen means admitted.** An item claims its new fingerprints before it is metered and
 //!   keeps them only while it is admitted: held or dead, it releases them
-//!   ([`Pipeline::settle_claims`]). So a held transaction is not yet seen, and of two copies
-//!   metered at once (two instances on one Redis) only the one holding the claim goes on.
+//!   ([`Pipeline::settle_claims`]); purged before it was delivered, it returns them
+//!   ([`Pipeline::return_claims`]), so the partner's resend goes through. So a held
+//!   transaction is not yet seen, and of two copies metered at once (two instances on one
+//!   Redis) only the one holding the claim goes on.
 //! - **A claim is the item's.** Its owner is this gateway's instance id and the item id, so an
 //!   item that crashed between its claim and the commit of its admission claims the same keys
 //!   again after the restart, and is not its own duplicate.
@@ -40,11 +44,17 @@ pub(super) enum Copies {
     Stop(Vec<String>),
 }
 
-/// The store key of a transaction fingerprint: partner and document type, then the
-/// fingerprint. The partner's length comes first, so no two (partner, document) pairs give
-/// one prefix.
-pub fn fingerprint_key(partner: &str, document: &str, fingerprint: &str) -> String {
-    format!("tx:{}:{partner}{document}:{fingerprint}", partner.len())
+/// The store key of a transaction fingerprint: partner, receiver and document type, then the
+/// fingerprint. The partner's and the receiver's lengths come first, so no two (partner,
+/// receiver, document) triples give one prefix.
+pub fn fingerprint_key(partner: &str, receiver: &str, document: &str, fingerprint: &str) -> String {
+    let (p, r) = (partner.len(), receiver.len());
+    format!("tx:{p}:{r}:{partner}{receiver}{document}:{fingerprint}")
+}
+
+/// The item id in a claim's owner (`<instance>/<item id>`, see [`Pipeline::owner`]).
+fn item_of(owner: &str) -> &str {
+    owner.split_once('/').map_or(owner, |(_, id)| id)
 }
 
 /// The fingerprint keys of an item's transactions, in order (none without fingerprints).
@@ -53,7 +63,7 @@ fn keys_of(item: &Item) -> Vec<String> {
     layout
         .fingerprints
         .iter()
-        .map(|fp| fingerprint_key(&item.partner, &item.document, fp))
+        .map(|fp| fingerprint_key(&item.partner, &item.receiver, &item.document, fp))
         .collect()
 }
 
@@ -84,10 +94,13 @@ impl Pipeline {
         }
         let owner = self.owner(id);
         let all: Vec<&str> = keys.iter().map(String::as_str).collect();
-        let mut copy = match self.parts.seen.seen(&all, &owner).await {
-            Ok(seen) => seen,
+        let holders = match self.parts.seen.holders(&all, &owner).await {
+            Ok(holders) => holders,
             Err(e) => return self.dedup_unavailable(id, &e.to_string(), batch),
         };
+        let mut copy: Vec<bool> = holders.iter().map(Option::is_some).collect();
+        // The items whose claims the copies matched (the first holder named).
+        let original = holders.iter().flatten().next().map(|o| item_of(o).to_owned());
         // A transaction repeated within the item is a copy of its first occurrence.
         let mut firsts = HashSet::new();
         for (i, k) in keys.iter().enumerate() {
@@ -117,9 +130,9 @@ impl Pipeline {
         if copies.is_empty() {
             Copies::Meter(claimed)
         } else if copies.len() == keys.len() {
-            self.quarantine(id, route, batch);
+            self.quarantine(id, route, original, batch);
             Copies::Stop(claimed)
-        } else if self.cut_copies(id, route, &copies, batch).await {
+        } else if self.cut_copies(id, route, &copies, original, batch).await {
             Copies::Meter(claimed)
         } else {
             Copies::Stop(claimed)
@@ -146,7 +159,7 @@ impl Pipeline {
     }
 
     /// Every transaction of the item was seen: it becomes `duplicate` and consumes nothing.
-    fn quarantine(&mut self, id: &str, route: &Route, batch: &mut Batch) {
+    fn quarantine(&mut self, id: &str, route: &Route, original: Option<String>, batch: &mut Batch) {
         let Some(mut item) = self.live.remove(id) else { return };
         if let Some(m) = &item.metering_id {
             self.held.remove(m, id);
@@ -155,11 +168,14 @@ impl Pipeline {
         item.state = State::Duplicate;
         item.next_attempt_at = None;
         item.reason = Some(format!(
-            "all {n} transactions were sent before by {} as {} within {} days",
+            "all {n} transactions were sent before by {} to {} as {} within {} days{}",
             item.partner,
+            item.receiver,
             item.document,
-            route.dedup_window.as_secs() / 86_400
+            route.dedup_window.as_secs() / 86_400,
+            original.as_ref().map(|o| format!(" (first as item {o})")).unwrap_or_default(),
         ));
+        item.duplicate_of = original;
         tracing::info!(item = id, transactions = n, "duplicate: every transaction was sent before");
         telemetry::count(Counter::Duplicate, &item, &self.parts.plan);
         telemetry::count_by(Counter::DuplicateTransactions, &item, &self.parts.plan, n as u64);
@@ -176,6 +192,7 @@ impl Pipeline {
         id: &str,
         route: &Route,
         copies: &[usize],
+        original: Option<String>,
         batch: &mut Batch,
     ) -> bool {
         let Some(item) = self.live.get(id).cloned() else { return false };
@@ -216,13 +233,16 @@ impl Pipeline {
             attempts: 0,
             reason: Some(format!(
                 "transactions {} of {total} in interchange {} of item {id} were sent before by \
-                 {} as {} within {days} days; the other {} go on as item {id}",
+                 {} to {} as {} within {days} days{}; the other {} go on as item {id}",
                 numbered(copies),
                 item.control_number,
                 item.partner,
+                item.receiver,
                 item.document,
+                original.as_ref().map(|o| format!(" (first as item {o})")).unwrap_or_default(),
                 kept_count,
             )),
+            duplicate_of: original,
             layout: Some(copied_layout),
             ..item.clone()
         };
@@ -234,9 +254,9 @@ impl Pipeline {
             &self.parts.plan,
             copies.len() as u64,
         );
-        *self.file_refs.entry(fk.clone()).or_default() += 1;
-        *self.file_refs.entry(fc).or_default() += 1;
-        self.release_file(&item.spool_file, batch);
+        self.hold_file(&fk, id);
+        self.hold_file(&fc, &dup_id);
+        self.release_file(&item.spool_file, id, batch);
         batch.put(&dup);
         if let Some(live) = self.live.get_mut(id) {
             live.weight = kept_layout.weights().iter().sum::<u64>().max(route.min_weight);
@@ -262,6 +282,20 @@ impl Pipeline {
         let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
         if let Err(e) = self.parts.seen.claim(&keys, &self.owner(id), route.dedup_window).await {
             tracing::warn!(item = id, error = %e, "released without recording its fingerprints");
+        }
+    }
+
+    /// A purged item that was not delivered gives its fingerprints back, so the partner's
+    /// resend is not called a copy of something the target never got. A failure is logged;
+    /// the keys then expire with their dedup window.
+    pub(super) async fn return_claims(&self, item: &Item) {
+        let keys = keys_of(item);
+        if keys.is_empty() {
+            return;
+        }
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        if let Err(e) = self.parts.seen.release(&keys, &self.owner(&item.id)).await {
+            tracing::warn!(item = %item.id, error = %e, "returning the fingerprints of a purged item failed");
         }
     }
 
@@ -297,8 +331,11 @@ mod tests {
 
     #[test]
     fn keys_separate_partner_from_document() {
-        assert_ne!(fingerprint_key("ab", "c", "f"), fingerprint_key("a", "bc", "f"));
-        assert_eq!(fingerprint_key("acme", "214", "00ff"), "tx:4:acme214:00ff");
+        assert_ne!(fingerprint_key("ab", "r", "c", "f"), fingerprint_key("a", "r", "bc", "f"));
+        assert_ne!(fingerprint_key("a", "bc", "d", "f"), fingerprint_key("a", "b", "cd", "f"));
+        assert_ne!(fingerprint_key("a", "EU", "214", "f"), fingerprint_key("a", "US", "214", "f"));
+        assert_eq!(fingerprint_key("acme", "ZZ:ERP", "214", "00ff"), "tx:4:6:acmeZZ:ERP214:00ff");
+        assert_eq!(item_of("00000000000000ab/F-1"), "F-1");
         assert_eq!(numbered(&[0, 3, 4]), "1, 4, 5");
     }
 }

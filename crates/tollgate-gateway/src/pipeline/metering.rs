@@ -231,9 +231,9 @@ impl Pipeline {
             layout: None,
             ..item.clone()
         };
-        *self.file_refs.entry(fa).or_default() += 1;
-        *self.file_refs.entry(fr.clone()).or_default() += 1;
-        self.release_file(&item.spool_file, batch);
+        self.hold_file(&fa, &part.id);
+        self.hold_file(&fr, &item.id);
+        self.release_file(&item.spool_file, &item.id, batch);
         batch.put(&part);
         batch.dispatch.push(part.id.clone());
         self.live.insert(part.id.clone(), part.clone());

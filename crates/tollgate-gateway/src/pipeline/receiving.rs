@@ -57,9 +57,9 @@ impl Pipeline {
             batch.change.dedup.extend(dedup);
             // The items now hold the spool file; the queued record lets go of it below.
             for item in &items {
-                *self.file_refs.entry(item.spool_file.clone()).or_default() += 1;
+                self.hold_file(&item.spool_file, &item.id);
             }
-            self.release_file(&file.spool, batch);
+            self.release_file(&file.spool, &queued_holder(&file.id), batch);
             for item in items {
                 telemetry::count(Counter::Received, &item, &self.parts.plan);
                 match item.state {

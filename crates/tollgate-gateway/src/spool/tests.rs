@@ -23,6 +23,7 @@ fn item(id: &str, file: &str, state: State) -> Item {
         layout: None,
         held_at: None,
         delivered_at: None,
+        duplicate_of: None,
     }
 }
 
