@@ -256,6 +256,20 @@ impl FromStr for TimeUnit {
     }
 }
 
+/// Read and written as text (`"hour"`, any case, singular or plural), as in config files.
+impl serde::Serialize for TimeUnit {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for TimeUnit {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 /// How windows are laid out in time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub enum WindowKind {
@@ -294,6 +308,20 @@ impl FromStr for WindowKind {
             "rolling" => Ok(Self::Rolling),
             _ => Err(SpecError::UnknownWindow(s.to_owned())),
         }
+    }
+}
+
+/// Read and written as text (`"rolling"`, any case), as in config files.
+impl serde::Serialize for WindowKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for WindowKind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
     }
 }
 
