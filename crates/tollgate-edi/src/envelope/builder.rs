@@ -10,6 +10,8 @@ use crate::interchange::{
 use crate::segment::{Segment, SegmentTag};
 use crate::validate;
 
+mod trailers;
+
 use super::Options;
 use super::headers;
 use super::roles::{ISB, ISE, ISX, Role, TA1, maybe_envelope, role};
@@ -42,6 +44,10 @@ pub(super) struct Builder {
     tx: Option<Box<OpenTx>>,
     unexpected_run: bool,
     saw_group: bool,
+    /// A transaction was opened outside any group (the implicit group).
+    saw_ungrouped: bool,
+    /// The mix of groups and ungrouped messages was reported (once per interchange).
+    mixed_reported: bool,
 }
 
 impl Builder {
@@ -77,6 +83,8 @@ impl Builder {
             tx: None,
             unexpected_run: false,
             saw_group: false,
+            saw_ungrouped: false,
+            mixed_reported: false,
         }
     }
 
@@ -176,7 +184,14 @@ impl Builder {
                             idx,
                             seg.offset,
                         );
+                    } else if self.saw_group {
+                        self.mixed(
+                            seg,
+                            "is outside any group, but the interchange has groups (UNG)",
+                            opts,
+                        );
                     }
+                    self.saw_ungrouped = true;
                     self.group = Some(OpenGroup { group: empty_group(seg.offset), implicit: true });
                 }
                 // Reuse the strings of the last transaction when transactions are not kept,
@@ -220,6 +235,13 @@ impl Builder {
                 }
                 if self.group.is_some() {
                     self.close_group(None, seg, opts);
+                }
+                if std == Standard::Edifact && self.saw_ungrouped {
+                    self.mixed(
+                        seg,
+                        "starts a group, but the interchange has messages outside groups (UNH)",
+                        opts,
+                    );
                 }
                 self.saw_group = true;
                 self.ic.counts.groups += 1;
@@ -266,6 +288,31 @@ impl Builder {
         Step::Continue
     }
 
+    /// Reports an EDIFACT interchange that holds both groups and messages outside any group,
+    /// which ISO 9735 does not allow (one or the other): once, at the first segment (`seg`,
+    /// a UNH or UNG, that makes the mix; `what` says how).
+    fn mixed(&mut self, seg: &Segment<'_>, what: &str, opts: &Options) {
+        if self.mixed_reported {
+            return;
+        }
+        self.mixed_reported = true;
+        let message = format!(
+            "{} `{}` {what}: ISO 9735 allows groups or messages directly in an interchange, \
+             not both",
+            seg.tag,
+            seg.text(&self.delimiters, if seg.tag.as_bytes() == b"UNG" { 5 } else { 1 }),
+        );
+        let (idx, offset) = (self.segment_index, seg.offset);
+        self.error(
+            opts,
+            Level::Interchange,
+            ErrorKind::MixedGroupsAndMessages,
+            message,
+            idx,
+            offset,
+        );
+    }
+
     /// A non-envelope segment outside any transaction.
     fn outside(&mut self, seg: &Segment<'_>, opts: &Options) {
         let std = self.ic.standard;
@@ -304,128 +351,6 @@ impl Builder {
             idx,
             seg.offset,
         );
-    }
-
-    /// Closes the open transaction; `trailer` is its SE/UNT, or `None` when it is missing and
-    /// `at` is the segment that revealed it.
-    /// Reports a transaction or group trailer (`trailer_of`) that closes nothing, at `level`.
-    /// Element 2 of every such trailer (SE02, GE02, UNT 0062, UNE 0048) is its control number.
-    fn unmatched_trailer(
-        &mut self,
-        seg: &Segment<'_>,
-        trailer_of: Level,
-        level: Level,
-        opts: &Options,
-    ) {
-        let names = validate::names(self.ic.standard, trailer_of);
-        let message = format!(
-            "{} `{}` without a matching {}",
-            names.trailer,
-            seg.text(&self.delimiters, 2),
-            names.header
-        );
-        let idx = self.segment_index;
-        self.error(opts, level, ErrorKind::UnexpectedSegment, message, idx, seg.offset);
-    }
-
-    fn close_tx(&mut self, trailer: Option<&Segment<'_>>, at: &Segment<'_>, opts: &Options) {
-        let Some(mut open) = self.tx.take() else {
-            return;
-        };
-        let d = self.delimiters;
-        let std = self.ic.standard;
-        let names = validate::names(std, Level::Transaction);
-        // Put the transaction back while reporting, so errors get its index.
-        let mut errors = Vec::new();
-        match trailer {
-            Some(seg) => {
-                open.tx.segments += 1;
-                open.tx.span.end = seg.end;
-                open.tx.complete = true;
-                errors = validate::check_trailer(
-                    seg,
-                    &d,
-                    names,
-                    "segments",
-                    open.tx.segments as u64,
-                    &open.tx.control_number,
-                );
-            }
-            None => errors.push((
-                ErrorKind::MissingTrailer,
-                format!(
-                    "{} `{}` ({}) has no {}: {}",
-                    names.header,
-                    open.tx.control_number,
-                    open.tx.kind,
-                    names.trailer,
-                    found_first(at)
-                ),
-            )),
-        }
-        for (kind, message) in errors {
-            self.error(opts, Level::Transaction, kind, message, self.segment_index, at.offset);
-        }
-        let records = match opts.record_tag {
-            Some(_) => open.records,
-            None => 1,
-        };
-        self.ic.counts.transactions += 1;
-        self.ic.counts.records += records;
-        if let Some(g) = &mut self.group {
-            g.group.transaction_count += 1;
-            g.group.span.end = open.tx.span.end;
-            if opts.keep_transactions {
-                g.group.transactions.push(open.tx);
-            } else {
-                self.spare = Some(open);
-            }
-        }
-    }
-
-    /// Closes the open group; `trailer` is its GE/UNE, or `None` when missing.
-    fn close_group(&mut self, trailer: Option<&Segment<'_>>, at: &Segment<'_>, opts: &Options) {
-        let Some(open) = &self.group else {
-            return;
-        };
-        let d = self.delimiters;
-        let std = self.ic.standard;
-        let names = validate::names(std, Level::Group);
-        let mut errors = Vec::new();
-        if !open.implicit {
-            let control = open.group.control_number.clone().unwrap_or_default();
-            match trailer {
-                Some(seg) => {
-                    errors = validate::check_trailer(
-                        seg,
-                        &d,
-                        names,
-                        "transactions",
-                        open.group.transaction_count,
-                        &control,
-                    );
-                }
-                None => errors.push((
-                    ErrorKind::MissingTrailer,
-                    format!(
-                        "{} `{}` has no {}: {}",
-                        names.header,
-                        control,
-                        names.trailer,
-                        found_first(at)
-                    ),
-                )),
-            }
-        }
-        for (kind, message) in errors {
-            self.error(opts, Level::Group, kind, message, self.segment_index, at.offset);
-        }
-        if let Some(mut open) = self.group.take() {
-            if let Some(seg) = trailer {
-                open.group.span.end = seg.end;
-            }
-            self.ic.groups.push(open.group);
-        }
     }
 
     /// Reads the ISA / UNB into the model and reports its elements of the wrong shape.
@@ -486,15 +411,6 @@ impl Builder {
         let idx = self.segment_index;
         self.error(opts, Level::Interchange, ErrorKind::MissingTrailer, msg, idx, at.offset);
         self.finish()
-    }
-}
-
-/// Says what came instead of a trailer: a segment, or the end of the input.
-fn found_first(at: &Segment<'_>) -> String {
-    if at.bytes.is_empty() {
-        "the input ends first".to_string()
-    } else {
-        format!("`{}` found first", at.tag)
     }
 }
 
