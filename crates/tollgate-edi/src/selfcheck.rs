@@ -75,8 +75,8 @@ pub fn check(data: &[u8]) {
 /// At most this many single-transaction pieces are checked per interchange.
 const MAX_PIECES: usize = 16;
 
-/// Splits every interchange of `data` into single-transaction pieces (the first
-/// [`MAX_PIECES`]) and into one piece with all its transactions, and checks the promise of
+/// Splits every interchange of `data` into single-transaction pieces (the first 16,
+/// `MAX_PIECES`) and into one piece with all its transactions, and checks the promise of
 /// [`split`]: each piece is read back as exactly one interchange with no error the source did
 /// not have (compared by code) and holds the chosen transactions of the source. Only an
 /// interchange with errors (a truncated one) may be refused. Panics on a violation.

@@ -263,6 +263,12 @@ pub(crate) fn check_unb(seg: &Segment<'_>, d: &Delimiters) -> Vec<(&'static str,
         }
     };
     need(1, "S001 (syntax identifier)", &mut out);
+    let s001 = seg.components(d, 1);
+    if s001.first().is_some_and(|id| !id.trim().is_empty())
+        && s001.get(1).is_none_or(|v| v.trim().is_empty())
+    {
+        out.push(("13", "UNB S001 0002 (syntax version number) is missing".to_string()));
+    }
     need(2, "S002 (interchange sender)", &mut out);
     need(3, "S003 (interchange recipient)", &mut out);
     need(5, "0020 (interchange control reference)", &mut out);
