@@ -1,7 +1,10 @@
 //! Acknowledgements: TA1 (interchange), 997 (004010 groups), 999 (005010 groups, with
-//! IK3/IK4/IK5) and CONTRL (EDIFACT, UCI/UCF/UCM). Sender and receiver are swapped, the caller
-//! supplies fresh control numbers, and an interchange that is itself an acknowledgement is
-//! never acknowledged.
+//! IK3/IK4/IK5) and CONTRL (EDIFACT, UCI/UCF/UCM, in `ack/contrl.rs`). Sender and receiver are
+//! swapped, the caller supplies fresh control numbers, and an interchange that is itself an
+//! acknowledgement is never acknowledged. What an acknowledgement cannot carry as received (a
+//! party too long for the ISA, a UNB without sender) is listed by [`gaps`].
+
+mod contrl;
 
 use crate::delimiters::Delimiters;
 use crate::error::{EnvelopeError, ErrorKind, Level};
@@ -56,8 +59,47 @@ pub fn acknowledge(
         | (Standard::Edifact, AckFormat::X997)
         | (Standard::Edifact, AckFormat::X999) => None,
         (Standard::X12, f) => Some(x12(ic, f, control_number)),
-        (Standard::Edifact, _) => Some(contrl(ic, control_number)),
+        (Standard::Edifact, _) => Some(contrl::contrl(ic, control_number)),
     }
+}
+
+/// What the acknowledgement of `ic` in `format` cannot carry as the standard wants it, because
+/// the input lacks it or it does not fit: one sentence each, naming the input's element and
+/// the value received. Empty when nothing is missing (or `format` does not apply). The
+/// acknowledgement is written either way; this says where it falls short.
+pub fn gaps(ic: &Interchange, format: AckFormat) -> Vec<String> {
+    match (ic.standard, format) {
+        (Standard::X12, AckFormat::Contrl) => Vec::new(),
+        (Standard::X12, _) => x12_gaps(ic),
+        (Standard::Edifact, AckFormat::Auto | AckFormat::Contrl) => contrl::gaps(ic),
+        (Standard::Edifact, _) => Vec::new(),
+    }
+}
+
+/// The parties of an X12 acknowledgement's ISA are the input's, swapped, in fixed-width fields:
+/// a party that is empty or longer than its field cannot be carried as received.
+fn x12_gaps(ic: &Interchange) -> Vec<String> {
+    let mut out = Vec::new();
+    for (element, value, width, into) in [
+        ("ISA05", &ic.sender.qualifier, 2, "ISA07"),
+        ("ISA06", &ic.sender.id, 15, "ISA08"),
+        ("ISA07", &ic.receiver.qualifier, 2, "ISA05"),
+        ("ISA08", &ic.receiver.id, 15, "ISA06"),
+    ] {
+        let n = value.chars().count();
+        if n == 0 {
+            out.push(format!(
+                "the input's {element} is empty: the acknowledgement's {into} is blank"
+            ));
+        } else if n > width {
+            let kept: String = value.chars().take(width).collect();
+            out.push(format!(
+                "the input's {element} `{value}` has {n} characters: the acknowledgement's \
+                 {into} holds {width}, so it carries `{kept}`"
+            ));
+        }
+    }
+    out
 }
 
 /// Writes segments with an interchange's delimiters, escaping EDIFACT values.
@@ -73,19 +115,7 @@ impl Writer {
     }
 
     fn esc(&self, value: &str) -> Vec<u8> {
-        let mut out = Vec::with_capacity(value.len());
-        for &b in value.as_bytes() {
-            match self.d.release {
-                Some(r) if self.d.is_service(b) => {
-                    out.push(r);
-                    out.push(b);
-                }
-                // X12 has no escape: a service character in a value becomes a space.
-                None if self.d.is_service(b) => out.push(b' '),
-                _ => out.push(b),
-            }
-        }
-        out
+        self.d.escape(value)
     }
 
     /// One segment; each element is a list of components.
@@ -358,99 +388,6 @@ fn x12_transaction(w: &mut Writer, tx: &Transaction, errs: &[&EnvelopeError], v9
     let refs: Vec<&str> = ak5.iter().map(String::as_str).collect();
     let els: Vec<&[&str]> = refs.iter().map(std::slice::from_ref).collect();
     w.seg(if v999 { "IK5" } else { "AK5" }, &els);
-}
-
-fn contrl(ic: &Interchange, control_number: u64) -> Vec<u8> {
-    let d = ic.delimiters;
-    let mut w = Writer::new(d);
-    if ic.una.is_some() {
-        let opt = |b: Option<u8>| b.unwrap_or(b' ');
-        let una = [
-            b'U',
-            b'N',
-            b'A',
-            d.component,
-            d.element,
-            d.decimal.unwrap_or(b'.'),
-            opt(d.release),
-            opt(d.repetition),
-            d.terminator()[0],
-        ];
-        w.out.extend_from_slice(&una);
-        w.out.push(b'\n');
-    }
-    let (date8, hhmm) = now();
-    let v4 = ic.version.ends_with(":4");
-    let date = if v4 { date8.clone() } else { date8[2..].to_string() };
-    let cn = control_number.to_string();
-    let syntax: Vec<&str> = ic.version.split(':').collect();
-    let party = |p: &PartyId| -> Vec<String> {
-        if p.qualifier.is_empty() {
-            vec![p.id.clone()]
-        } else {
-            vec![p.id.clone(), p.qualifier.clone()]
-        }
-    };
-    let recv = party(&ic.receiver);
-    let send = party(&ic.sender);
-    let rv: Vec<&str> = recv.iter().map(String::as_str).collect();
-    let sv: Vec<&str> = send.iter().map(String::as_str).collect();
-    let test: &[&str] = if ic.test { &["1"] } else { &[] };
-    let mut unb: Vec<&[&str]> = vec![&syntax, &rv, &sv];
-    let dt = [date.as_str(), hhmm.as_str()];
-    unb.push(&dt);
-    let cnv = [cn.as_str()];
-    unb.push(&cnv);
-    if ic.test {
-        unb.extend([&[][..], &[], &[], &[], &[], test]);
-    }
-    w.seg("UNB", &unb);
-    let start = w.segments;
-    w.seg("UNH", &[&["1"], &["CONTRL", "D", "3", "UN"]]);
-    let ic_errors: Vec<&EnvelopeError> = errors_of(ic, Level::Interchange, None, None).collect();
-    let action = |errs: &[&EnvelopeError]| -> Vec<String> {
-        match errs.first() {
-            None => vec!["7".into()],
-            Some(e) => vec!["4".into(), e.standard_code().to_string()],
-        }
-    };
-    let mut uci = vec![vec![ic.control_number.0.clone()], send.clone(), recv.clone()];
-    uci.extend(action(&ic_errors).into_iter().map(|s| vec![s]));
-    seg_owned(&mut w, "UCI", &uci);
-    for (gi, g) in ic.groups.iter().enumerate() {
-        if g.functional_id.is_some() {
-            let ge: Vec<&EnvelopeError> = errors_of(ic, Level::Group, Some(gi), None).collect();
-            let mut ucf = vec![
-                vec![g.control_number.as_ref().map_or(String::new(), |c| c.0.clone())],
-                g.application_sender.as_ref().map_or(vec![], party),
-                g.application_receiver.as_ref().map_or(vec![], party),
-            ];
-            ucf.extend(action(&ge).into_iter().map(|s| vec![s]));
-            seg_owned(&mut w, "UCF", &ucf);
-        }
-        for (ti, tx) in g.transactions.iter().enumerate() {
-            let te: Vec<&EnvelopeError> =
-                errors_of(ic, Level::Transaction, Some(gi), Some(ti)).collect();
-            let mut s009 = vec![tx.kind.clone()];
-            if let Some(v) = &tx.message_version {
-                s009.extend(v.split(':').map(str::to_string));
-            }
-            let mut ucm = vec![vec![tx.control_number.0.clone()], s009];
-            ucm.extend(action(&te).into_iter().map(|s| vec![s]));
-            seg_owned(&mut w, "UCM", &ucm);
-        }
-    }
-    let count = (w.segments - start + 1).to_string();
-    w.seg("UNT", &[&[&count], &["1"]]);
-    w.seg("UNZ", &[&["1"], &[&cn]]);
-    w.out
-}
-
-fn seg_owned(w: &mut Writer, tag: &str, elements: &[Vec<String>]) {
-    let refs: Vec<Vec<&str>> =
-        elements.iter().map(|v| v.iter().map(String::as_str).collect()).collect();
-    let els: Vec<&[&str]> = refs.iter().map(Vec::as_slice).collect();
-    w.seg(tag, &els);
 }
 
 #[cfg(test)]

@@ -109,6 +109,23 @@ impl Delimiters {
         &self.terminator[..self.terminator_len as usize]
     }
 
+    /// `value` as it is written in a segment: each service character behind the release
+    /// character (EDIFACT), or as a space where there is none (X12 has no escape).
+    pub(crate) fn escape(&self, value: &str) -> Vec<u8> {
+        let mut out = Vec::with_capacity(value.len());
+        for &b in value.as_bytes() {
+            match self.release {
+                Some(r) if self.is_service(b) => {
+                    out.push(r);
+                    out.push(b);
+                }
+                None if self.is_service(b) => out.push(b' '),
+                _ => out.push(b),
+            }
+        }
+        out
+    }
+
     /// Whether `b` is a service character (may need a release character in front of it).
     pub fn is_service(&self, b: u8) -> bool {
         b == self.element

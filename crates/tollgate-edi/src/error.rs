@@ -38,6 +38,8 @@ pub enum ErrorKind {
     UnexpectedSegment,
     /// An X12 transaction set outside any functional group.
     TransactionOutsideGroup,
+    /// An EDIFACT interchange with both groups (UNG) and messages outside any group.
+    MixedGroupsAndMessages,
     /// A header element with an invalid value; `note` is the standard's note code (e.g. TA1 `018`).
     InvalidHeader {
         /// The standard's note/error code for this element.
@@ -143,6 +145,8 @@ fn code_for(standard: Option<Standard>, level: Level, kind: &ErrorKind) -> Strin
             let n = match kind {
                 ReferenceMismatch { .. } => "28",
                 CountMismatch { .. } => "29",
+                // Code list 0085: 30 "functional groups and messages mixed".
+                MixedGroupsAndMessages => "30",
                 MissingTrailer => "13",
                 InvalidHeader { note } => note,
                 UnexpectedSegment | TransactionOutsideGroup | NotAnInterchange => "33",

@@ -163,11 +163,8 @@ pub fn split_outline(
         piece.una = Some(0..out.len());
         out.push(b'\n');
     }
-    let header_index = match outline.standard {
-        Standard::X12 => 13,
-        Standard::Edifact => 5,
-    };
-    let header = replace_element(segment_bytes(input, &outline.header, &d), &d, header_index, &cn);
+    let header =
+        rebuild_header(segment_bytes(input, &outline.header, &d), outline.standard, &d, &cn);
     piece.header = push_segment(&mut out, &header, &d);
     let mut index = 0usize;
     let mut groups = 0u64;
@@ -209,12 +206,12 @@ pub fn split_outline(
             }
         }
         if explicit {
-            let gcn = g.control_number.as_deref().unwrap_or("");
+            let gcn = d.escape(g.control_number.as_deref().unwrap_or(""));
             let trailer = match outline.standard {
                 Standard::X12 => "GE",
                 Standard::Edifact => "UNE",
             };
-            let seg = join(trailer, &[&kept.len().to_string(), gcn], &d);
+            let seg = join(trailer, &[kept.len().to_string().as_bytes(), &gcn], &d);
             push_segment(&mut out, &seg, &d);
         }
         piece.groups.push(group);
@@ -224,7 +221,7 @@ pub fn split_outline(
         Standard::Edifact if groups > 0 => ("UNZ", groups),
         Standard::Edifact => ("UNZ", messages),
     };
-    let seg = join(trailer, &[&count.to_string(), &cn], &d);
+    let seg = join(trailer, &[count.to_string().as_bytes(), &d.escape(&cn)], &d);
     push_segment(&mut out, &seg, &d);
     Ok((out, piece))
 }
@@ -239,28 +236,36 @@ fn strip_line_breaks(bytes: &[u8]) -> Vec<u8> {
     bytes.iter().copied().filter(|b| *b != b'\r' && *b != b'\n').collect()
 }
 
-/// Replaces element `index` of a raw segment (line breaks of wrapped files removed).
-fn replace_element(bytes: &[u8], d: &Delimiters, index: usize, value: &str) -> Vec<u8> {
+/// The piece's header: the source's ISA / UNB (line breaks of wrapped files removed) with the
+/// new control number in ISA13 / UNB 0020. A header cut short gets the elements it lacks, so
+/// that the piece is read with the source's delimiters and its trailer's reference matches:
+/// UNB up to 0020 (the ones between left empty, as they were); ISA up to all 16, with ISA11
+/// the repetition separator (or `U`), ISA16 the component separator and the others empty, so
+/// each element the source lacked is reported in the piece as it was in the source.
+fn rebuild_header(bytes: &[u8], standard: Standard, d: &Delimiters, cn: &str) -> Vec<u8> {
     let clean = strip_line_breaks(bytes);
-    let mut out = Vec::with_capacity(clean.len() + 8);
-    for (i, el) in Split::new(&clean, d.element, d.release).enumerate() {
-        if i > 0 {
-            out.push(d.element);
-        }
-        if i == index {
-            out.extend_from_slice(value.as_bytes());
-        } else {
-            out.extend_from_slice(el);
-        }
+    let mut elements: Vec<Vec<u8>> =
+        Split::new(&clean, d.element, d.release).map(<[u8]>::to_vec).collect();
+    let (index, at_least) = match standard {
+        Standard::X12 => (13, 17),
+        Standard::Edifact => (5, 6),
+    };
+    for i in elements.len()..at_least {
+        elements.push(match (standard, i) {
+            (Standard::X12, 11) => vec![d.repetition.unwrap_or(b'U')],
+            (Standard::X12, 16) => vec![d.component],
+            _ => Vec::new(),
+        });
     }
-    out
+    elements[index] = d.escape(cn);
+    elements.join(&d.element)
 }
 
-fn join(tag: &str, elements: &[&str], d: &Delimiters) -> Vec<u8> {
+fn join(tag: &str, elements: &[&[u8]], d: &Delimiters) -> Vec<u8> {
     let mut out = tag.as_bytes().to_vec();
     for e in elements {
         out.push(d.element);
-        out.extend_from_slice(e.as_bytes());
+        out.extend_from_slice(e);
     }
     out
 }

@@ -172,6 +172,11 @@ fn is_hhmm(s: &str) -> bool {
 }
 
 /// Checks the fixed-format ISA elements; returns (TA1 note code, message) pairs.
+///
+/// Each element is checked for its length and character class as X12.5 defines it. Padding is
+/// layout: a value shorter than its fixed width, or longer only by trailing spaces, is not
+/// reported (many partners do not pad); one with more significant characters than the width,
+/// or with a control character, is.
 pub(crate) fn check_isa(seg: &Segment<'_>, d: &Delimiters) -> Vec<(&'static str, String)> {
     let mut out = Vec::new();
     let count = seg.element_count(d);
@@ -179,32 +184,73 @@ pub(crate) fn check_isa(seg: &Segment<'_>, d: &Delimiters) -> Vec<(&'static str,
         out.push(("022", format!("ISA has {count} elements, 16 are required")));
     }
     let el = |i: usize| seg.text(d, i);
-    let mut check = |note: &'static str, name: &str, ok: bool, value: String, want: &str| {
-        if !ok {
-            out.push((note, format!("{name} `{}` is not {want}", show(value.as_bytes()))));
+    let mut check = |note: &'static str, name: &str, problem: Option<String>, value: String| {
+        if let Some(problem) = problem {
+            out.push((note, format!("{name} `{}` {problem}", show(value.as_bytes()))));
         }
     };
-    let v = el(5);
-    check("005", "ISA05", !v.trim().is_empty(), v, "an id qualifier");
-    let v = el(6);
-    check("006", "ISA06", !v.trim().is_empty(), v, "a sender id");
-    let v = el(7);
-    check("007", "ISA07", !v.trim().is_empty(), v, "an id qualifier");
-    let v = el(8);
-    check("008", "ISA08", !v.trim().is_empty(), v, "a receiver id");
+    for (i, note) in [(1, "010"), (3, "012"), (5, "005"), (7, "007")] {
+        let v = el(i);
+        check(note, &format!("ISA{i:02}"), id_problem(&v), v);
+    }
+    for (i, note, width, required) in
+        [(2, "011", 10, false), (4, "013", 10, false), (6, "006", 15, true), (8, "008", 15, true)]
+    {
+        let v = el(i);
+        check(note, &format!("ISA{i:02}"), an_problem(&v, width, required), v);
+    }
     let v = el(9);
-    check("014", "ISA09", is_yymmdd(v.trim()), v, "a YYMMDD date");
+    check("014", "ISA09", (!is_yymmdd(v.trim())).then(|| "is not a YYMMDD date".into()), v);
     let v = el(10);
-    check("015", "ISA10", is_hhmm(v.trim()), v, "an HHMM time");
+    check("015", "ISA10", (!is_hhmm(v.trim())).then(|| "is not an HHMM time".into()), v);
+    let v = el(11);
+    // `U`, or from 00402 the repetition separator, which may be any byte a delimiter may be.
+    let one = v.chars().count() == 1 && v != " ";
+    let problem = (!one).then(|| "is not one character (`U` or the repetition separator)".into());
+    check("016", "ISA11", problem, v);
     let v = el(12);
-    check("017", "ISA12", digits(v.trim(), 5), v, "a 5-digit version");
+    check("017", "ISA12", (!digits(v.trim(), 5)).then(|| "is not a 5-digit version".into()), v);
     let v = el(13);
-    check("018", "ISA13", digits(v.trim(), 9), v, "a 9-digit control number");
+    let problem = (!digits(v.trim(), 9)).then(|| "is not a 9-digit control number".into());
+    check("018", "ISA13", problem, v);
     let v = el(14);
-    check("019", "ISA14", matches!(v.trim(), "0" | "1"), v, "0 or 1");
+    check("019", "ISA14", (!matches!(v.trim(), "0" | "1")).then(|| "is not 0 or 1".into()), v);
     let v = el(15);
-    check("020", "ISA15", matches!(v.trim(), "P" | "T" | "I"), v, "P, T or I");
+    let problem = (!matches!(v.trim(), "P" | "T" | "I")).then(|| "is not P, T or I".into());
+    check("020", "ISA15", problem, v);
+    let v = el(16);
+    let problem = (v.chars().count() != 1).then(|| "is not one component separator".into());
+    check("027", "ISA16", problem, v);
     out
+}
+
+/// Whether `s` holds a control character, which no X12 character set has.
+fn has_control(s: &str) -> bool {
+    s.chars().any(char::is_control)
+}
+
+/// What is wrong with an ISA identifier element (ID 2/2: ISA01, 03, 05, 07), if anything:
+/// its code is two upper-case letters or digits.
+fn id_problem(v: &str) -> Option<String> {
+    let t = v.trim();
+    let ok = t.len() == 2 && t.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit());
+    (!ok).then(|| "is not a code of 2 upper-case letters or digits".to_string())
+}
+
+/// What is wrong with an ISA string element (AN `width`/`width`), if anything: more
+/// significant characters (trailing spaces are padding) than `width`, a control character, or
+/// nothing at all when `required`.
+fn an_problem(v: &str, width: usize, required: bool) -> Option<String> {
+    let significant = v.trim_end_matches(' ').chars().count();
+    if required && v.trim().is_empty() {
+        Some("is empty".to_string())
+    } else if significant > width {
+        Some(format!("has {significant} characters, more than the {width} of its field"))
+    } else if has_control(v) {
+        Some("holds a control character".to_string())
+    } else {
+        None
+    }
 }
 
 /// Checks the UNB elements the envelope needs; returns (CONTRL 0085 code, message) pairs.
@@ -217,6 +263,12 @@ pub(crate) fn check_unb(seg: &Segment<'_>, d: &Delimiters) -> Vec<(&'static str,
         }
     };
     need(1, "S001 (syntax identifier)", &mut out);
+    let s001 = seg.components(d, 1);
+    if s001.first().is_some_and(|id| !id.trim().is_empty())
+        && s001.get(1).is_none_or(|v| v.trim().is_empty())
+    {
+        out.push(("13", "UNB S001 0002 (syntax version number) is missing".to_string()));
+    }
     need(2, "S002 (interchange sender)", &mut out);
     need(3, "S003 (interchange recipient)", &mut out);
     need(5, "0020 (interchange control reference)", &mut out);

@@ -1,6 +1,6 @@
 //! Acknowledgements, splitting and streaming, on hand-written interchanges.
 
-use tollgate_edi::ack::{AckFormat, acknowledge};
+use tollgate_edi::ack::{AckFormat, acknowledge, gaps};
 use tollgate_edi::split::split;
 use tollgate_edi::{Reader, ReaderOptions, Standard, parse};
 
@@ -276,4 +276,56 @@ B10\xbdPRO1\xbdS1\xbdSCAC~\nSE\xbd3\xbd0001~\nGE\xbd1\xbd55~\nIEA\xbd1\xbd000000
             assert_eq!(separators.count(), 16, "{format:?}: {}", isa.escape_ascii());
         }
     }
+}
+
+#[test]
+fn contrl_fills_a_missing_syntax_identifier_and_names_what_it_cannot_fill() {
+    let body = "UNH+1+ORDERS:D:96A:UN'BGM+220+1+9'UNT+3+1'";
+    // No S001 at all: the CONTRL gets one at the level it is written in (level A: UNOA, with
+    // syntax version 3, whose date is YYMMDD), and reads back clean.
+    for (unb, filled) in [
+        ("UNB++SENDER:ZZZ+RECEIVER:ZZZ+240102:0930+77'", "UNB+UNOA:3+RECEIVER:ZZZ+SENDER:ZZZ+"),
+        ("UNB+UNOC+SENDER:ZZZ+RECEIVER:ZZZ+240102:0930+77'", "UNB+UNOC:3+RECEIVER:ZZZ+SENDER:ZZZ+"),
+    ] {
+        let file = format!("{unb}{body}UNZ+1+77'");
+        let p = parse(file.as_bytes());
+        assert_eq!(p.interchanges[0].errors[0].code, "UCI-13", "{:?}", p.interchanges[0].errors);
+        let text = ack_text(&file, AckFormat::Contrl, 5);
+        assert!(text.starts_with(filled), "{text}");
+        let date = text.split('+').nth(4).unwrap().split(':').next().unwrap();
+        assert_eq!(date.len(), 6, "syntax 3 dates are YYMMDD: {text}");
+        let back = parse(text.as_bytes());
+        assert!(!back.has_errors(), "{text}\n{:?}", back.interchanges[0].errors);
+        // The UCI carries the input's error: S001 missing (13).
+        assert!(text.contains("UCI+77+SENDER:ZZZ+RECEIVER:ZZZ+4+13'"), "{text}");
+        assert_eq!(gaps(&p.interchanges[0], AckFormat::Contrl), Vec::<String>::new());
+    }
+    // Level B delimiters: UNOB.
+    let file = "UNB\x1d\x1dS\x1dR\x1d240102\x1f0930\x1d77\x1cUNH\x1d1\x1dORDERS\x1fD\x1f96A\x1fUN\x1c\
+                UNT\x1d2\x1d1\x1cUNZ\x1d1\x1d77\x1c";
+    let text = ack_text(file, AckFormat::Contrl, 5);
+    assert!(text.starts_with("UNB\x1dUNOB\x1f3\x1dR\x1dS\x1d"), "{}", text.escape_debug());
+    assert!(!parse(text.as_bytes()).has_errors(), "{}", text.escape_debug());
+    // No sender and no control reference: those cannot be made up, and are named.
+    let file = format!("UNB+UNOA:3++RECEIVER:ZZZ+240102:0930'{body}UNZ+1'");
+    let p = parse(file.as_bytes());
+    let said = gaps(&p.interchanges[0], AckFormat::Contrl);
+    assert_eq!(said.len(), 2, "{said:?}");
+    assert!(said[0].contains("S002") && said[0].contains("S003"), "{said:?}");
+    assert!(said[1].contains("0020") && said[1].contains("UCI"), "{said:?}");
+}
+
+#[test]
+fn an_x12_acknowledgement_names_an_id_too_long_for_its_isa() {
+    let file =
+        x12("00401", "004010", 1, false).replace("CARRIER        ", "CARRIER-WITH-A-LONG-ID");
+    let p = parse(file.as_bytes());
+    let said = gaps(&p.interchanges[0], AckFormat::Auto);
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(said[0].contains("ISA06 `CARRIER-WITH-A-LONG-ID`"), "{said:?}");
+    assert!(said[0].contains("ISA08") && said[0].contains("`CARRIER-WITH-A-`"), "{said:?}");
+    assert_eq!(
+        gaps(&parse(x12("00401", "004010", 1, false).as_bytes()).interchanges[0], AckFormat::Auto),
+        Vec::<String>::new()
+    );
 }

@@ -198,3 +198,66 @@ fn edifact_unoy_syntax_4_with_utf8_names() {
     let a = ack(text);
     assert!(parse(a.as_bytes()).interchanges[0].receiver.id == "MÜLLER LOGISTIK", "{a}");
 }
+
+#[test]
+fn isa_elements_longer_than_their_field_or_of_the_wrong_class_are_reported() {
+    let base = x12("261130", "1200", "004010", &TX_214);
+    // ISA06 is AN 15/15: 22 significant characters do not fit (TA1 note 006), and the TA1
+    // rejects the interchange with that note.
+    let long = base.replace("SWIFTLINE      ", "SWIFTLINE-LOGISTICS-EU");
+    let p = parse(long.as_bytes());
+    assert_eq!(codes(&p), ["TA1-006"]);
+    let message = &p.interchanges[0].errors[0].message;
+    assert!(message.contains("`SWIFTLINE-LOGISTICS-EU`") && message.contains("15"), "{message}");
+    assert!(ack(&long).contains("*R*006~"));
+    // Each element by its own note: ISA01 (010), ISA02 (011), ISA03 (012), ISA04 (013),
+    // ISA05 (005), ISA07 (007), ISA08 (008), ISA11 (016).
+    let isa = |i: usize, value: &str| {
+        let (head, rest) = base.split_once('~').unwrap();
+        let mut elements: Vec<&str> = head.split('*').collect();
+        elements[i] = value;
+        format!("{}~{rest}", elements.join("*"))
+    };
+    for (i, value, note) in [
+        (1, "0", "TA1-010"),
+        (2, "PASSWORD-TOO-LONG", "TA1-011"),
+        (3, "0\t", "TA1-012"),
+        (4, "SECRET\u{7}    ", "TA1-013"),
+        (5, "ZZZ", "TA1-005"),
+        (5, "zz", "TA1-005"),
+        (7, "1", "TA1-007"),
+        (8, "ACME\u{1}", "TA1-008"),
+        (11, "UU", "TA1-016"),
+    ] {
+        let p = parse(isa(i, value).as_bytes());
+        assert_eq!(codes(&p), [note], "ISA{i:02} {value:?}");
+    }
+    // Padding is layout: an element shorter or longer than its width only by spaces is read
+    // without them and reported for nothing.
+    for (i, value) in [(2, ""), (6, "SWIFTLINE"), (6, "SWIFTLINE            "), (8, "ACMECORP")] {
+        let p = parse(isa(i, value).as_bytes());
+        assert_eq!(codes(&p), Vec::<String>::new(), "ISA{i:02} {value:?}");
+    }
+}
+
+#[test]
+fn an_edifact_interchange_mixing_groups_and_ungrouped_messages_is_reported() {
+    let unh = |n: u32| format!("UNH+{n}+ORDERS:D:96A:UN'BGM+220+{n}+9'UNT+3+{n}'");
+    let group =
+        |n: u32| format!("UNG+ORDERS+S:ZZZ+R:ZZZ+261130:1200+G{n}+UN+D:96A'{}UNE+1+G{n}'", unh(n));
+    let head = "UNB+UNOA:3+S:ZZZ+R:ZZZ+261130:1200+9'";
+    // A message after a group, and a group after a message: ISO 9735 allows one or the other.
+    for body in [format!("{}{}", group(1), unh(2)), format!("{}{}", unh(1), group(2))] {
+        let text = format!("{head}{body}UNZ+1+9'");
+        let p = parse(text.as_bytes());
+        assert_eq!(codes(&p), ["UCI-30"], "{text}");
+        let message = &p.interchanges[0].errors[0].message;
+        assert!(message.contains("UNG") && message.contains("UNH"), "{message}");
+        assert!(ack(&text).contains("+4+30'"), "{}", ack(&text));
+    }
+    // Groups alone, or messages alone, are clean.
+    for body in [format!("{}{}", group(1), group(2)), format!("{}{}", unh(1), unh(2))] {
+        let text = format!("{head}{body}UNZ+2+9'");
+        assert!(!parse(text.as_bytes()).has_errors(), "{text}");
+    }
+}

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use serde_json::{Value, json};
-use tollgate_edi::ack::{AckFormat, acknowledge};
+use tollgate_edi::ack::{AckFormat, acknowledge, gaps};
 use tollgate_edi::{EnvelopeError, Interchange, ParsedFile, PartyId};
 
 /// Arguments of `tollgate edi`.
@@ -247,6 +247,13 @@ fn ack(file: &Path, format: AckFormat, control_number: u64) -> u8 {
             Some(ack) => {
                 out.extend_from_slice(&ack);
                 next += 1;
+                for gap in gaps(ic, format) {
+                    eprintln!(
+                        "tollgate edi: {}: interchange {}: {gap}",
+                        file.display(),
+                        ic.control_number
+                    );
+                }
             }
             None => {
                 eprintln!(

@@ -223,3 +223,65 @@ fn split_refuses_a_truncated_interchange_and_writes_nothing() {
     assert!(stderr.contains("`CTT*2`") && stderr.contains("no segment terminator"), "{stderr}");
     assert!(!out_dir.exists(), "no pieces written");
 }
+
+#[test]
+fn ack_fills_a_missing_syntax_identifier_and_says_what_it_cannot_fill() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("no-s001.edi");
+    std::fs::write(
+        &file,
+        "UNB+++RECEIVER:ZZZ+240102:0930+77'UNH+1+ORDERS:D:96A:UN'UNT+2+1'UNZ+1+77'",
+    )
+    .unwrap();
+    let out = tollgate(&["edi", "ack", path(&file)]);
+    assert_eq!(out.status.code(), Some(1), "the CONTRL reports the input's errors");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("UNB+UNOA:3+RECEIVER:ZZZ+"), "{text}");
+    // `inspect` finds S001 in the CONTRL; what is left is the recipient the input did not give.
+    let contrl = dir.path().join("contrl.edi");
+    std::fs::write(&contrl, &out.stdout).unwrap();
+    let report = tollgate(&["edi", "inspect", "--json", path(&contrl)]);
+    let doc = &json_lines(&report)[0];
+    let errors = doc["interchanges"][0]["errors"].as_array().unwrap();
+    let messages: Vec<&str> = errors.iter().map(|e| e["message"].as_str().unwrap()).collect();
+    assert_eq!(messages, ["UNB S003 (interchange recipient) is missing"]);
+    // The sender is missing in the input: the CONTRL cannot name its recipient, and says so.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no-s001.edi: interchange 77: the input's UNB S002"), "{stderr}");
+}
+
+#[test]
+fn split_pieces_of_a_short_header_are_read_by_inspect_with_no_new_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("short.edi");
+    std::fs::write(
+        &file,
+        "UNB+XXXX'UNH+1+ORDERS:D:96A:UN'UNT+2+1'UNH+2+ORDERS:D:96A:UN'UNT+2+2'UNZ+2'",
+    )
+    .unwrap();
+    let source = tollgate(&["edi", "inspect", "--json", path(&file)]);
+    let codes = |out: &Output| -> Vec<String> {
+        let doc = &json_lines(out)[0];
+        let errors = doc["interchanges"][0]["errors"].as_array().unwrap();
+        errors.iter().map(|e| e["code"].as_str().unwrap().to_string()).collect()
+    };
+    let source_codes = codes(&source);
+    let out_dir = dir.path().join("pieces");
+    let out =
+        tollgate(&["edi", "split", "--per-transaction", "--out", path(&out_dir), path(&file)]);
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut pieces: Vec<_> =
+        std::fs::read_dir(&out_dir).unwrap().map(|e| e.unwrap().path()).collect();
+    pieces.sort();
+    assert_eq!(pieces.len(), 2);
+    for piece in &pieces {
+        let out = tollgate(&["edi", "inspect", "--json", path(piece)]);
+        assert_eq!(out.status.code(), Some(1), "S002 and S003 are still missing");
+        for code in codes(&out) {
+            assert!(source_codes.contains(&code), "{}: {code} is new", piece.display());
+        }
+        let text = std::fs::read_to_string(piece).unwrap();
+        let cn = text.split_once("UNB+XXXX++++").unwrap().1.split('\'').next().unwrap();
+        assert!(text.contains(&format!("UNZ+1+{cn}'")), "{text}");
+    }
+}
