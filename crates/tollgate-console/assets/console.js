@@ -281,7 +281,9 @@ async function initOverview() {
         el("td", {}, partner),
         el("td", {}, r.route),
         el("td", { class: "used" }, bar, " ",
-          el("span", { class: "num" }, r.used + " / " + (r.limit === null ? "—" : r.limit))),
+          el("span", { class: "num" }, r.used + " / " + (r.limit === null ? "—" : r.limit)),
+          r.limit_source ? el("span", { class: "source", title: "the limit in force is the " +
+            r.limit_source + "'s" }, " (" + r.limit_source + ")") : null),
         el("td", {}, duration(r.resets_in_s)),
         el("td", {}, el("span", { class: "badge " + r.state },
           r.state === "shadow" ? "shadow would-reject" : r.state)),
@@ -503,7 +505,7 @@ const FIELDS = [
   { key: "unit", label: "Unit", kind: "select", options: ["", "second", "minute", "hour", "day", "week", "month"] },
   { key: "window", label: "Window", kind: "select", options: ["", "calendar", "flexi", "rolling"] },
   { key: "mode", label: "Mode", kind: "select", options: ["enforce", "shadow"] },
-  { key: "override", label: "Beats the request's headers", kind: "check" },
+  { key: "override", label: "Beats the limit a route or request asks (needed to change a route's limit)", kind: "check" },
 ];
 
 async function initLimits() {
@@ -589,7 +591,9 @@ async function initLimits() {
   $("add-rule").addEventListener("click", () => {
     const empty = rulesBox.querySelector("p.empty");
     if (empty) empty.remove();
-    addRule({});
+    // A new policy is how a functional team changes a partner's limit: it overrides what the
+    // route or the middleware asks unless the editor unticks it.
+    addRule({ override: true });
     const last = rulesBox.querySelector("fieldset.rule:last-of-type input");
     if (last) last.focus();
   });

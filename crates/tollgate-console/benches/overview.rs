@@ -4,8 +4,8 @@
 use criterion::{Criterion, criterion_group, criterion_main};
 use jiff::{SignedDuration, Timestamp};
 use tollgate_console::overview::{OverviewQuery, RouteLimit, SortKey, overview};
+use tollgate_policy::PolicySet;
 use tollgate_quota::{CounterInfo, MeteringId, TimeUnit, WindowKind};
-use tollgate_server::policy::PolicySet;
 
 fn counters(n: usize) -> Vec<CounterInfo> {
     let now = Timestamp::now();
@@ -33,7 +33,7 @@ fn routes() -> Vec<RouteLimit> {
             metering_id: "{route}:{partner}".into(),
             limit: 1000,
             interval: 1,
-            unit: "day".into(),
+            unit: TimeUnit::Day,
         })
         .collect()
 }

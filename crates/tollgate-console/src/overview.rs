@@ -2,18 +2,21 @@
 //! window resets and a state (ok, near, exceeded, shadow would-reject), filtered, sorted and
 //! cut into pages on the server, so a store with 10,000 ids still answers in one small page.
 //!
-//! A row's limit is the first `[[policy]]` matching its id, else the gateway route whose
-//! metering id template it fits; without either the limit is unknown (the quota headers of
-//! each request carried it) and the state is `ok`.
+//! A row's limit is the one in force, resolved as every face resolves it
+//! (`tollgate_policy::PolicySet::resolve`): the gateway route whose metering id template the
+//! id fits asks its limit, and the first `[[policy]]` matching the id fills it in or, with
+//! `override`, replaces it; `limit_source` says whose it is. An id of no route takes a
+//! policy's limit; without either the limit is unknown (the quota headers of each request
+//! carried it) and the state is `ok`.
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
+use tollgate_policy::{Asked, LimitSource, PolicyMode, PolicySet};
 use tollgate_quota::CounterInfo;
-use tollgate_server::config::PolicyMode;
-use tollgate_server::policy::PolicySet;
+use tollgate_quota::TimeUnit;
 
 /// Rows per page when the query names none.
 pub const DEFAULT_PER_PAGE: usize = 100;
@@ -36,7 +39,7 @@ pub struct RouteLimit {
     /// Window length in `unit`s.
     pub interval: u32,
     /// The window's unit.
-    pub unit: String,
+    pub unit: TimeUnit,
 }
 
 impl RouteLimit {
@@ -100,8 +103,10 @@ pub struct Row {
     pub route: String,
     /// Units used in the current window.
     pub used: u64,
-    /// The limit, when known.
+    /// The limit in force, when known.
     pub limit: Option<u64>,
+    /// Whose limit it is: `route`, `policy` (or `request`), when known.
+    pub limit_source: Option<LimitSource>,
     /// Seconds until the window resets (`None` for rolling windows).
     pub resets_in_s: Option<i64>,
     /// Refusals in the current window.
@@ -187,7 +192,32 @@ fn row(c: &CounterInfo, policies: &PolicySet, routes: &[Template<'_>], now: Time
             None => (String::new(), id.to_owned()),
         },
     };
-    let limit = policy.and_then(|p| p.limit).or(route.map(|(r, _)| r.limit));
+    // What the route asks (or, for an id of no route, the counter's window with no limit),
+    // completed by the policies as the deciding face completes it.
+    let (asked, asker) = match route {
+        Some((r, _)) => (
+            Asked {
+                limit: Some(r.limit),
+                interval: Some(r.interval),
+                unit: Some(r.unit),
+                ..Asked::default()
+            },
+            LimitSource::Route,
+        ),
+        None => (
+            Asked {
+                limit: None,
+                interval: Some(c.interval),
+                unit: Some(c.unit),
+                window: Some(c.window),
+                start: c.start,
+            },
+            LimitSource::Request,
+        ),
+    };
+    let resolved = policies.resolve(&c.identifier, &asked, asker).ok();
+    let limit = resolved.as_ref().map(|r| r.spec.limit);
+    let limit_source = resolved.as_ref().map(|r| r.source);
     let shadow = policy.is_some_and(|p| p.mode == PolicyMode::Shadow);
     let state = match limit {
         Some(l) if c.used > l && shadow => RowState::Shadow,
@@ -202,6 +232,7 @@ fn row(c: &CounterInfo, policies: &PolicySet, routes: &[Template<'_>], now: Time
         route: route_name,
         used: c.used,
         limit,
+        limit_source,
         resets_in_s,
         refused: c.exceed_count,
         state,
@@ -267,8 +298,8 @@ pub fn overview(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tollgate_policy::PolicyRule;
     use tollgate_quota::{MeteringId, TimeUnit, WindowKind};
-    use tollgate_server::config::PolicyRule;
 
     fn counter(id: &str, used: u64) -> CounterInfo {
         let now = Timestamp::now();
@@ -293,7 +324,7 @@ mod tests {
             metering_id: "{route}:{partner}".into(),
             limit: 10,
             interval: 1,
-            unit: "day".into(),
+            unit: TimeUnit::Day,
         }
     }
 
@@ -307,6 +338,22 @@ mod tests {
 
     fn toml_rules<T: for<'de> Deserialize<'de>>(text: &str) -> T {
         serde_json::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn a_route_row_shows_the_limit_in_force_and_whose_it_is() {
+        let over =
+            policies(r#"{"policy":[{"match":"ShipmentStatus:*","limit":3,"override":true}]}"#);
+        let fill = policies(r#"{"policy":[{"match":"ShipmentStatus:*","limit":3}]}"#);
+        let counters = [counter("ShipmentStatus:ACME", 3)];
+        let row = |set: &PolicySet| {
+            let page = overview(&counters, set, &[route()], Timestamp::now(), &Default::default());
+            let r = &page.rows[0];
+            (r.limit, r.limit_source, r.state)
+        };
+        assert_eq!(row(&over), (Some(3), Some(LimitSource::Policy), RowState::Exceeded));
+        assert_eq!(row(&fill), (Some(10), Some(LimitSource::Route), RowState::Ok));
+        assert_eq!(row(&PolicySet::default()), (Some(10), Some(LimitSource::Route), RowState::Ok));
     }
 
     #[test]

@@ -8,11 +8,12 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use tollgate_console::Console;
+use tollgate_policy::PolicySet;
 use tollgate_quota::AnyStore;
 use tollgate_quota::store::MemoryStore;
 use tollgate_server::AppState;
 use tollgate_server::admin::AdminGuard;
-use tollgate_server::policy::{Policies, PolicySet};
+use tollgate_server::policy::Policies;
 use tower::ServiceExt;
 
 fn app(guard: AdminGuard) -> axum::Router {

@@ -44,7 +44,7 @@ fn parts(dir: &std::path::Path, plan: Plan, bytes: &[u8]) -> (Parts, FileRecord)
     let spool = Arc::new(Spool::open(dir, SpoolOptions::default()).expect("spool"));
     let rec = spool.receive(&[(bytes, "bench".to_owned())]).expect("spooled").remove(0);
     let store = Arc::new(AnyStore::Memory(MemoryStore::new()));
-    let meter = Meter::embedded(store.clone());
+    let meter = Meter::embedded(tollgate_policy::Decider::without_policies(store.clone()));
     let deliverer = Deliverer::new(&plan.routes, None).expect("deliverer");
     (Parts { plan, spool, meter, deliverer, seen: store }, rec)
 }

@@ -20,7 +20,6 @@ use std::time::{Duration, Instant};
 use tollgate_gateway::{Gateway, GatewayConfig};
 use tollgate_quota::AnyStore;
 use tollgate_quota::store::MemoryStore;
-use tollgate_server::admin::AdminGuard;
 use tollgate_testkit::Status214;
 
 fn config(root: &Path, limit: u64) -> GatewayConfig {
@@ -51,9 +50,8 @@ max_concurrency = 32
 
 async fn start(root: &Path, limit: u64) -> Gateway {
     let store = Arc::new(AnyStore::Memory(MemoryStore::new()));
-    Gateway::start(config(root, limit), &root.join("data"), store, AdminGuard::new(None, true))
-        .await
-        .unwrap()
+    let decider = tollgate_policy::Decider::without_policies(store);
+    Gateway::builder(config(root, limit), &root.join("data"), decider).start().await.unwrap()
 }
 
 fn count(dir: &Path) -> usize {

@@ -12,7 +12,7 @@
 //! a restart. Weights, split layouts and acknowledgements come from that parse
 //! (`envelope`); splitting reads the bytes back from the spool but does not parse them.
 //!
-//! [`Gateway::start`] runs it inside `tollgate serve`; [`Gateway::router`] serves the upload
+//! [`Gateway::builder`] starts it inside `tollgate serve`; [`Gateway::router`] serves the upload
 //! endpoint and the queue admin API; [`Gateway::shutdown`] stops intake and parks in-flight
 //! work on disk (it resumes on the next start).
 #![forbid(unsafe_code)]
@@ -60,7 +60,7 @@ use axum::Router;
 use axum::routing::{delete, get, post};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
-use tollgate_quota::AnyStore;
+use tollgate_policy::Decider;
 use tollgate_server::admin::AdminGuard;
 use tollgate_server::client::ClientKeys;
 
@@ -105,8 +105,6 @@ pub fn delivered_items(data_dir: &Path) -> Result<Vec<Item>, GatewayError> {
 pub struct Gateway {
     spool: Arc<spool::Spool>,
     events: mpsc::UnboundedSender<pipeline::Event>,
-    guard: AdminGuard,
-    clients: ClientKeys,
     max_upload_bytes: u64,
     budget: upload::UploadBudget,
     partners: Arc<std::collections::HashMap<String, String>>,
@@ -115,40 +113,56 @@ pub struct Gateway {
     tasks: Vec<JoinHandle<()>>,
 }
 
+/// A gateway to start ([`Gateway::builder`]): its config, data directory and decision path,
+/// and the optional spool options and clock.
+pub struct GatewayBuilder {
+    config: GatewayConfig,
+    data_dir: std::path::PathBuf,
+    decider: Decider,
+    options: SpoolOptions,
+    clock: GatewayClock,
+}
+
+impl GatewayBuilder {
+    /// Spool options (`--move-aside-corrupt`, an ephemeral spool for simulations).
+    pub fn options(mut self, options: SpoolOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Reads the time of day (and draws retry jitter) from `clock`; the simulator passes its
+    /// virtual clock, shared with the engine's store.
+    pub fn clock(mut self, clock: GatewayClock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Validates the config, opens the spool, resumes unfinished items and starts polling
+    /// the landing directories.
+    pub async fn start(self) -> Result<Gateway, GatewayError> {
+        Gateway::start(self).await
+    }
+}
+
 impl Gateway {
-    /// Validates `config`, opens the spool in `data_dir`, resumes unfinished items and starts
-    /// polling the landing directories. `store` is the server's store (embedded metering).
-    pub async fn start(
-        config: GatewayConfig,
-        data_dir: &Path,
-        store: Arc<AnyStore>,
-        admin: AdminGuard,
-    ) -> Result<Gateway, GatewayError> {
-        Self::start_with(config, data_dir, store, admin, SpoolOptions::default()).await
+    /// A gateway for `config` with its spool in `data_dir`. Embedded metering decides through
+    /// `decider`: the server's store and the `[[policy]]` set in force, so a policy binds the
+    /// gateway's routes exactly as it binds `GET /v1/quota`. Transaction fingerprints are
+    /// claimed in the decider's store too.
+    pub fn builder(config: GatewayConfig, data_dir: &Path, decider: Decider) -> GatewayBuilder {
+        GatewayBuilder {
+            config,
+            data_dir: data_dir.to_path_buf(),
+            decider,
+            options: SpoolOptions::default(),
+            clock: GatewayClock::system(),
+        }
     }
 
-    /// [`Gateway::start`] with spool options (`--move-aside-corrupt`).
-    pub async fn start_with(
-        config: GatewayConfig,
-        data_dir: &Path,
-        store: Arc<AnyStore>,
-        admin: AdminGuard,
-        options: SpoolOptions,
-    ) -> Result<Gateway, GatewayError> {
-        Self::start_with_clock(config, data_dir, store, admin, options, GatewayClock::system())
-            .await
-    }
-
-    /// [`Gateway::start_with`] reading the time of day (and drawing retry jitter) from
-    /// `clock`; the simulator passes its virtual clock, shared with the engine's store.
-    pub async fn start_with_clock(
-        config: GatewayConfig,
-        data_dir: &Path,
-        store: Arc<AnyStore>,
-        admin: AdminGuard,
-        options: SpoolOptions,
-        clock: GatewayClock,
-    ) -> Result<Gateway, GatewayError> {
+    async fn start(b: GatewayBuilder) -> Result<Gateway, GatewayError> {
+        let GatewayBuilder { config, data_dir, decider, options, clock } = b;
+        let data_dir = data_dir.as_path();
+        let store = decider.store().clone();
         let plan = config.plan()?;
         telemetry::register(&plan);
         inbound::ensure_dirs(&plan.inbound)
@@ -166,7 +180,7 @@ impl Gateway {
         let spool = Arc::new(spool);
         let meter = match &plan.remote {
             Some(remote) => meter::Meter::remote(remote).map_err(GatewayError::CaFile)?,
-            None => meter::Meter::embedded(store.clone()),
+            None => meter::Meter::embedded(decider),
         };
         let mut deliverer = delivery::Deliverer::new(&plan.routes, plan.deliver_ca_file.as_deref())
             .map_err(GatewayError::CaFile)?;
@@ -224,8 +238,6 @@ impl Gateway {
         Ok(Gateway {
             spool,
             events,
-            guard: admin,
-            clients: ClientKeys::default(),
             max_upload_bytes: plan.max_upload_bytes,
             budget: upload::UploadBudget::new(plan.upload_budget_bytes),
             partners: Arc::new(plan.partners.clone()),
@@ -233,13 +245,6 @@ impl Gateway {
             stop,
             tasks,
         })
-    }
-
-    /// The server's `[[client]]` keys: they may upload (within their `partners`), and once any
-    /// is configured uploads need credentials. Call before [`Gateway::router`].
-    pub fn with_clients(mut self, clients: ClientKeys) -> Self {
-        self.clients = clients;
-        self
     }
 
     /// A readiness check for `/readyz`: fails while the remote quota service refuses the
@@ -252,22 +257,21 @@ impl Gateway {
         }
     }
 
-    /// `POST /v1/interchanges` and the `/v1/queue` admin API, for the binary to merge.
-    pub fn router(&self) -> Router {
+    /// `POST /v1/interchanges` and the `/v1/queue` admin API, for the binary to merge:
+    /// `guard` admits the queue's operators (and uploads with an admin token), `clients`'
+    /// keys may upload (within their `partners`); once either is configured uploads need
+    /// credentials.
+    pub fn router(&self, guard: AdminGuard, clients: ClientKeys) -> Router {
         let upload = upload::Upload {
             spool: self.spool.clone(),
             events: self.events.clone(),
             max_bytes: self.max_upload_bytes,
             budget: self.budget.clone(),
-            guard: credentials::UploadGuard::new(self.guard.clone(), self.clients.clone()),
+            guard: credentials::UploadGuard::new(guard.clone(), clients),
             partners: self.partners.clone(),
             plan: Arc::new(self.parts.plan.clone()),
         };
-        let api = queue::QueueApi {
-            guard: self.guard.clone(),
-            spool: self.spool.clone(),
-            events: self.events.clone(),
-        };
+        let api = queue::QueueApi { guard, spool: self.spool.clone(), events: self.events.clone() };
         Router::new()
             .route("/v1/interchanges", post(upload::upload).with_state(upload))
             .route("/v1/queue", get(queue::list).with_state(api.clone()))

@@ -1,8 +1,9 @@
 //! Metering: asking the quota engine (in-process) or a quota service (remote) whether an
 //! interchange of a given weight may pass.
 //!
-//! `embedded` checks the `Arc<AnyStore>` the server also uses, so the gateway's counters are
-//! the ones `/v1/counters` lists and resets. `remote` sends `GET` with the seed headers
+//! `embedded` decides through the server's one decision path (`tollgate_policy::Decider`): its
+//! store, so the gateway's counters are the ones `/v1/counters` lists and resets, and its
+//! `[[policy]]` set, so a policy overrides a route's limit as it overrides a request's. `remote` sends `GET` with the seed headers
 //! (`metering-id`, `quota-limit`, `quota-interval`, `quota-timeunit`, `message-weight`) to any
 //! compatible service, with `x-api-key` when `api_key` is set. A timeout, a connection error,
 //! a 408 or a 5xx is [`Verdict::Unavailable`]: the pipeline applies `on_unavailable`. A
@@ -15,11 +16,12 @@
 //! [`Meter::misconfiguration`]) and counted in `tollgate_gateway_quota_misconfigured_total`,
 //! and it is logged once until the service accepts a request again.
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tollgate_quota::{AnyStore, MeteringId, Outcome, QuotaSpec, Store};
+use tollgate_policy::{Asked, DecideError, Decider, DecisionOutcome, Transport};
+use tollgate_quota::{MeteringId, QuotaSpec};
 
 use crate::breaker::Breaker;
 use crate::config::RemoteQuota;
@@ -33,9 +35,14 @@ pub enum Verdict {
     Exceeded {
         /// Time until the weight fits.
         retry_after: Duration,
+        /// The limit in force (a policy's, when one overrides the route).
+        limit: u64,
     },
-    /// The weight is larger than the limit: it will never fit as a whole.
-    TooHeavy,
+    /// The weight is larger than the limit in force: it will never fit as a whole.
+    TooHeavy {
+        /// The limit in force.
+        limit: u64,
+    },
     /// The quota service could not answer (or the breaker is open); nothing was counted.
     Unavailable {
         /// What went wrong, for the item's reason.
@@ -50,7 +57,7 @@ pub enum Verdict {
 }
 
 enum Backend {
-    Embedded(Arc<AnyStore>),
+    Embedded(Decider),
     Remote { client: reqwest::Client, url: String, api_key: Option<reqwest::header::HeaderValue> },
 }
 
@@ -67,9 +74,10 @@ pub struct Meter {
 const BREAKER_COOL_DOWN: Duration = Duration::from_secs(1);
 
 impl Meter {
-    /// Meters against the store shared with the server.
-    pub fn embedded(store: Arc<AnyStore>) -> Self {
-        Self::with(Backend::Embedded(store))
+    /// Meters through the server's decision path: its store and the `[[policy]]` set in
+    /// force, which may override the route's limit as it overrides a request's.
+    pub fn embedded(decider: Decider) -> Self {
+        Self::with(Backend::Embedded(decider))
     }
 
     /// Meters against a remote quota service, verifying its certificate against
@@ -125,10 +133,15 @@ impl Meter {
             return Verdict::Unavailable { reason: "quota service circuit breaker open".into() };
         }
         let verdict = match &self.backend {
-            Backend::Embedded(store) => match store.check(id, spec, weight).await {
-                Ok(d) => from_outcome(d.outcome, d.retry_after),
-                Err(e) => Verdict::Unavailable { reason: e.to_string() },
-            },
+            Backend::Embedded(decider) => {
+                match decider.decide(id, &Asked::spec(spec), weight, Transport::Gateway).await {
+                    Ok(v) => from_decided(&v),
+                    Err(e @ DecideError::Resolve(_)) => {
+                        Verdict::Misconfigured { reason: e.to_string() }
+                    }
+                    Err(e) => Verdict::Unavailable { reason: e.to_string() },
+                }
+            }
             Backend::Remote { client, url, api_key } => {
                 remote_check(client, url, api_key.as_ref(), id, spec, weight).await
             }
@@ -165,13 +178,21 @@ impl Meter {
     }
 }
 
-fn from_outcome(outcome: Outcome, retry_after: Option<Duration>) -> Verdict {
-    match outcome {
-        Outcome::Allowed => Verdict::Admitted,
-        Outcome::Exceeded => {
-            Verdict::Exceeded { retry_after: retry_after.unwrap_or(Duration::from_secs(1)) }
-        }
-        Outcome::WeightExceedsLimit => Verdict::TooHeavy,
+/// The gateway's verdict on a decision: a shadow policy's refusal lets the item through, as
+/// it lets a request through over HTTP; an undecided one (`store_unavailable = "allow"`) is
+/// an outage, for `on_unavailable` to decide.
+fn from_decided(v: &tollgate_policy::Verdict) -> Verdict {
+    let limit = v.resolved.spec.limit;
+    let Some(d) = &v.decision else {
+        return Verdict::Unavailable { reason: "the counter store could not decide".into() };
+    };
+    match v.outcome() {
+        DecisionOutcome::Exceeded => Verdict::Exceeded {
+            retry_after: d.retry_after.unwrap_or(Duration::from_secs(1)),
+            limit,
+        },
+        DecisionOutcome::WeightExceedsLimit => Verdict::TooHeavy { limit },
+        _ => Verdict::Admitted,
     }
 }
 
@@ -223,10 +244,15 @@ async fn remote_check(
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(Duration::from_secs);
         let body = resp.text().await.unwrap_or_default();
+        // The limit in force is the service's (its policies may override ours).
+        let limit = serde_json::from_str::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|v| v["limit"].as_u64())
+            .unwrap_or(spec.limit);
         return match retry_after {
-            _ if body.contains("weight-exceeds-limit") => Verdict::TooHeavy,
-            Some(d) => Verdict::Exceeded { retry_after: d },
-            None => Verdict::Exceeded { retry_after: Duration::from_secs(1) },
+            _ if body.contains("weight-exceeds-limit") => Verdict::TooHeavy { limit },
+            Some(d) => Verdict::Exceeded { retry_after: d, limit },
+            None => Verdict::Exceeded { retry_after: Duration::from_secs(1), limit },
         };
     }
     if status.is_client_error() && status.as_u16() != 408 {

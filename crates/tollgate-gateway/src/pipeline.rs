@@ -197,6 +197,13 @@ impl Pipeline {
             }
             p.live.insert(item.id.clone(), item);
         }
+        // The held gauges start at zero (`telemetry::register`): count in what was held.
+        let heads: Vec<String> = p.held.heads().map(|(_, h)| h.to_owned()).collect();
+        for head in heads {
+            if let Some(m) = p.live.get(&head).and_then(|i| i.metering_id.clone()) {
+                p.update_held_gauge(&head, &m);
+            }
+        }
         let pending = p.parts.spool.pending_files()?;
         Ok((p, pending))
     }

@@ -148,8 +148,8 @@ pub fn held_depth(plan: &Plan, item: &Item, depth: usize) {
 }
 
 /// Creates every per-partner, per-route counter at zero (each configured partner, plus
-/// `unknown`, with each configured route), the quota call counters, the queue depth gauges and
-/// the breaker gauge.
+/// `unknown`, with each configured route), the held gauges and delivery latency histograms of
+/// those pairs, the quota call counters, the queue depth gauges and the breaker gauge.
 pub fn register(plan: &Plan) {
     let mut partners: Vec<String> = plan.partners.values().cloned().collect();
     partners.push(UNKNOWN_PARTNER.to_owned());
@@ -160,6 +160,14 @@ pub fn register(plan: &Plan) {
             for c in Counter::ALL {
                 metrics::counter!(c.name(), "partner" => partner.clone(), "route" => route.name.clone())
                     .increment(0);
+            }
+            // Registered without a sample, so the series exist from start-up.
+            let _ = metrics::histogram!("tollgate_gateway_delivery_latency_seconds",
+                "partner" => partner.clone(), "route" => route.name.clone());
+            if partner != UNKNOWN_PARTNER {
+                // Held items found on start are counted in by the pipeline once it has loaded.
+                metrics::gauge!("tollgate_gateway_held", "partner" => partner.clone(), "route" => route.name.clone())
+                    .set(0.0);
             }
         }
     }

@@ -341,11 +341,12 @@ async fn the_queue_api_is_behind_the_admin_guard() {
     let cfg = config(dir.path().join("in").to_str().unwrap(), "dir:/nonexistent-unused", 100, "");
     let config: tollgate_gateway::GatewayConfig = toml::from_str(&cfg).unwrap();
     let guard = tollgate_server::admin::AdminGuard::new(Some("s3cret"), true);
-    let gw =
-        tollgate_gateway::Gateway::start(config, &dir.path().join("data"), memory_store(), guard)
-            .await
-            .unwrap();
-    let addr = serve(gw.router()).await;
+    let decider = tollgate_policy::Decider::without_policies(memory_store());
+    let gw = tollgate_gateway::Gateway::builder(config, &dir.path().join("data"), decider)
+        .start()
+        .await
+        .unwrap();
+    let addr = serve(gw.router(guard, Default::default())).await;
     let client = reqwest::Client::new();
     let r = client.get(format!("http://{addr}/v1/queue")).send().await.unwrap();
     assert_eq!(r.status(), 401);

@@ -9,7 +9,6 @@ use std::path::Path;
 
 use common::*;
 use tollgate_gateway::{Gateway, GatewayConfig, SpoolOptions};
-use tollgate_server::admin::AdminGuard;
 
 /// Limit 1 per hour: the first interchange is delivered, the others stay held in the spool.
 fn config(dir: &Path) -> String {
@@ -68,8 +67,8 @@ async fn spooled(dir: &Path) -> BTreeMap<String, Vec<u8>> {
 async fn start(dir: &Path, options: SpoolOptions) -> Result<Gateway, String> {
     let config: GatewayConfig = toml::from_str(&config(dir)).unwrap();
     let data = dir.join("data");
-    let run =
-        Gateway::start_with(config, &data, memory_store(), AdminGuard::new(None, true), options);
+    let decider = tollgate_policy::Decider::without_policies(memory_store());
+    let run = Gateway::builder(config, &data, decider).options(options).start();
     match tokio::time::timeout(std::time::Duration::from_secs(20), run).await {
         Ok(r) => r.map_err(|e| e.to_string()),
         Err(_) => panic!("the gateway start hung"),

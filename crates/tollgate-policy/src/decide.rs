@@ -186,6 +186,12 @@ impl Decider {
         Self { store, policies, on_unavailable }
     }
 
+    /// Decides on `store` with no policies (each caller's spec as asked), refusing when the
+    /// store fails: for tools and tests that run one face alone.
+    pub fn without_policies(store: Arc<AnyStore>) -> Self {
+        Self::new(store, PolicyHandle::default(), OnStoreUnavailable::Deny)
+    }
+
     /// The store decisions are made on.
     pub fn store(&self) -> &Arc<AnyStore> {
         &self.store
@@ -216,6 +222,19 @@ impl Decider {
         transport: Transport,
     ) -> Result<Verdict, DecideError> {
         let resolved = self.resolve(id, asked, transport)?;
+        self.check(id, resolved, weight, transport).await
+    }
+
+    /// Counts `weight` units for `id` against a spec resolved before (a face that must
+    /// resolve several ids before counting any, as Envoy's RLS does), applying
+    /// `store_unavailable` when the store fails.
+    pub async fn check(
+        &self,
+        id: &MeteringId,
+        resolved: Resolved,
+        weight: u64,
+        transport: Transport,
+    ) -> Result<Verdict, DecideError> {
         let started = Instant::now();
         let result = self.store.check(id, &resolved.spec, weight).await;
         let store_latency = started.elapsed();

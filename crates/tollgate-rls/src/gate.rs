@@ -4,30 +4,10 @@
 
 use std::time::Duration;
 
+use tollgate_policy::DecisionOutcome;
 use tollgate_quota::MeteringId;
 use tonic::Status;
 use tonic::metadata::MetadataMap;
-
-/// Why a call or a descriptor was answered the way it was (the metrics' `outcome`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    /// A descriptor within its limit.
-    Allowed,
-    /// A descriptor over its limit.
-    Exceeded,
-    /// A descriptor whose weight is larger than its limit.
-    WeightExceedsLimit,
-    /// A descriptor over its limit under a shadow policy (answered OK).
-    ShadowWouldReject,
-    /// A call refused as `INVALID_ARGUMENT` or `FAILED_PRECONDITION`.
-    BadRequest,
-    /// A call refused as `UNAUTHENTICATED`.
-    Unauthorized,
-    /// A call refused as `PERMISSION_DENIED`.
-    Forbidden,
-    /// The store could not decide (answered per `store_unavailable`).
-    StoreError,
-}
 
 /// The checks and records around a call; see the module docs.
 pub trait Gate: Send + Sync + 'static {
@@ -38,7 +18,7 @@ pub trait Gate: Send + Sync + 'static {
     /// any is counted.
     fn permit(&self, client: usize, id: &MeteringId) -> Result<(), Status>;
     /// Counts one call refused, or one descriptor decided.
-    fn record(&self, outcome: Outcome);
+    fn record(&self, outcome: DecisionOutcome);
     /// Records how long the store took for one descriptor.
     fn store_latency(&self, took: Duration);
 }
@@ -54,6 +34,6 @@ impl Gate for Open {
     fn permit(&self, _: usize, _: &MeteringId) -> Result<(), Status> {
         Ok(())
     }
-    fn record(&self, _: Outcome) {}
+    fn record(&self, _: DecisionOutcome) {}
     fn store_latency(&self, _: Duration) {}
 }

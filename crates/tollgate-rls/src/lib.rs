@@ -3,8 +3,9 @@
 //! Envoy (and the gateways built on it: Istio, Envoy Gateway, Gloo, Emissary) asks
 //! `envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit` before it forwards a request.
 //! This crate's one job is to map such a request to quota decisions: `[[rls.rule]]` turns a
-//! domain and a descriptor's entries into a metering id ([`rules`]), the policies complete the
-//! spec ([`SpecSource`]), the shared store decides ([`RateLimiter`]), and the answer carries
+//! domain and a descriptor's entries into a metering id ([`rules`]), the one decision path of
+//! `tollgate-policy` completes the spec with the policies and decides on the shared store
+//! ([`RateLimiter`]), and the answer carries
 //! per-descriptor statuses and the same `RateLimit`, `RateLimit-Policy` and `Retry-After`
 //! values as `GET /v1/quota`. The standard gRPC health service runs beside it ([`serve()`]).
 //!
@@ -20,10 +21,10 @@ pub mod rules;
 pub mod server;
 pub mod service;
 
-pub use gate::{Gate, Open, Outcome};
-pub use rules::{Asked, RlsSection, RuleConfig, RuleError, RuleSet};
+pub use gate::{Gate, Open};
+pub use rules::{RlsSection, RuleConfig, RuleError, RuleSet};
 pub use server::{serve, serve_incoming};
-pub use service::{RateLimiter, ResolvedSpec, RulesOnly, SpecSource};
+pub use service::RateLimiter;
 
 /// The messages, server and client generated from `proto/`.
 #[allow(missing_docs, clippy::all, clippy::pedantic)]

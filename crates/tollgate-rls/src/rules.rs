@@ -4,7 +4,7 @@
 //! A rule names a `domain`, the exact set of keys a descriptor must have (`descriptor`), and a
 //! `metering_id` template whose `{key}` placeholders the entries' values fill. `limit`,
 //! `interval`, `unit` and `window` are optional: what a rule leaves out, a `[[policy]]`
-//! matching the id supplies, as it does for the HTTP headers (see [`crate::SpecSource`]).
+//! matching the id supplies, as it does for the HTTP headers (see `tollgate_policy::Decider`).
 //!
 //! Invariant: a [`RuleSet`] holds only rules that passed [`RuleSet::new`]: a non-empty
 //! domain, at least one key and no key twice, a template that names only the rule's keys and
@@ -17,6 +17,7 @@ use std::ops::Range;
 use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer};
+use tollgate_policy::Asked;
 use tollgate_quota::{MeteringId, TimeUnit, WindowKind};
 use toml::Spanned;
 
@@ -82,19 +83,6 @@ pub struct RuleError {
     pub message: String,
     /// Where the value is in the file's text.
     pub span: Range<usize>,
-}
-
-/// What a rule asks for; `None` leaves the value to the policies (and their defaults).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Asked {
-    /// `limit`.
-    pub limit: Option<u64>,
-    /// `interval`.
-    pub interval: Option<u32>,
-    /// `unit`.
-    pub unit: Option<TimeUnit>,
-    /// `window`.
-    pub window: Option<WindowKind>,
 }
 
 /// A piece of a metering id template.
@@ -193,7 +181,13 @@ impl RuleSet {
                 keys: keys.clone(),
                 template,
                 template_text: text.clone(),
-                asked: Asked { limit: r.limit, interval, unit: r.unit, window: r.window },
+                asked: Asked {
+                    limit: r.limit,
+                    interval,
+                    unit: r.unit,
+                    window: r.window,
+                    start: None,
+                },
             });
         }
         Ok(Self { by_domain })

@@ -20,75 +20,31 @@
 //! fallback failed too) answer gRPC `UNAVAILABLE`.
 
 use std::sync::Arc;
-use std::time::Instant;
 
-use tollgate_quota::store::OnStoreUnavailable;
-use tollgate_quota::{AnyStore, MeteringId, Outcome, QuotaSpec, Store, WindowKind};
+use tollgate_policy::{DecideError, Decider, DecisionOutcome, PolicyMode, Transport};
+use tollgate_quota::MeteringId;
 use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status};
 
 use crate::answer::{Answer, Checked};
-use crate::gate::{Gate, Open, Outcome as GateOutcome};
+use crate::gate::{Gate, Open};
 use crate::rls::rate_limit_service_server::RateLimitService;
 use crate::rls::{RateLimitRequest, RateLimitResponse};
-use crate::rules::{Asked, RuleSet};
+use crate::rules::RuleSet;
 
-/// The spec a metering id is checked against, after the policies had their say.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ResolvedSpec {
-    /// The quota to check.
-    pub spec: QuotaSpec,
-    /// A shadow policy matched: over-limit answers become OK (with `tollgate-shadow`).
-    pub shadow: bool,
-}
-
-/// Completes what a rule asks for into a spec, as the HTTP service does with its headers:
-/// the binary plugs the live `[[policy]]` set in here, so this crate needs no HTTP crate.
-pub trait SpecSource: Send + Sync + 'static {
-    /// The spec for `id`, or why there is none (e.g. no limit from the rule nor a policy).
-    fn resolve(&self, id: &MeteringId, asked: &Asked) -> Result<ResolvedSpec, String>;
-}
-
-/// A [`SpecSource`] without policies: the rule must give `limit` and `unit`.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct RulesOnly;
-
-impl SpecSource for RulesOnly {
-    fn resolve(&self, id: &MeteringId, asked: &Asked) -> Result<ResolvedSpec, String> {
-        let limit = asked.limit.ok_or_else(|| format!("no limit for {id}: the rule has none"))?;
-        let unit = asked.unit.ok_or_else(|| format!("no unit for {id}: the rule has none"))?;
-        let spec = QuotaSpec {
-            limit,
-            interval: asked.interval.unwrap_or(1),
-            unit,
-            window: asked.window.unwrap_or(WindowKind::Calendar),
-            start: None,
-        }
-        .validated()
-        .map_err(|e| e.to_string())?;
-        Ok(ResolvedSpec { spec, shadow: false })
-    }
-}
-
-/// The rate limit service: rules, specs, the shared store and the gate.
+/// The rate limit service: rules, the one decision path, and the gate.
 #[derive(Clone)]
 pub struct RateLimiter {
-    store: Arc<AnyStore>,
+    decider: Decider,
     rules: Arc<RuleSet>,
-    specs: Arc<dyn SpecSource>,
-    on_store_unavailable: OnStoreUnavailable,
     gate: Arc<dyn Gate>,
 }
 
 impl RateLimiter {
-    /// A service deciding on `store` with `rules`, completing specs through `specs`.
-    pub fn new(
-        store: Arc<AnyStore>,
-        rules: RuleSet,
-        specs: Arc<dyn SpecSource>,
-        on_store_unavailable: OnStoreUnavailable,
-    ) -> Self {
-        Self { store, rules: Arc::new(rules), specs, on_store_unavailable, gate: Arc::new(Open) }
+    /// A service mapping descriptors with `rules` and deciding through `decider` (the same
+    /// store, policies and `store_unavailable` as `GET /v1/quota`).
+    pub fn new(decider: Decider, rules: RuleSet) -> Self {
+        Self { decider, rules: Arc::new(rules), gate: Arc::new(Open) }
     }
 
     /// This service, checking callers and recording outcomes through `gate`.
@@ -104,7 +60,7 @@ impl RateLimiter {
         req: &RateLimitRequest,
     ) -> Result<RateLimitResponse, Status> {
         let client = self.gate.authenticate(metadata).inspect_err(|_| {
-            self.gate.record(GateOutcome::Unauthorized);
+            self.gate.record(DecisionOutcome::Unauthorized);
         })?;
         self.decide_for(client, req).await
     }
@@ -119,7 +75,7 @@ impl RateLimiter {
         client: Option<usize>,
         req: &RateLimitRequest,
     ) -> Result<RateLimitResponse, Status> {
-        let refused = |outcome: GateOutcome| {
+        let refused = |outcome: DecisionOutcome| {
             let gate = &self.gate;
             move |status: Status| {
                 gate.record(outcome);
@@ -139,23 +95,25 @@ impl RateLimiter {
                         req.domain
                     ))
                 })
-                .map_err(refused(GateOutcome::BadRequest))?;
+                .map_err(refused(DecisionOutcome::BadRequest))?;
             planned.push(match found {
                 None => None,
                 Some((rule, id)) => {
                     if let Some(client) = client {
-                        self.gate.permit(client, &id).map_err(refused(GateOutcome::Forbidden))?;
+                        self.gate
+                            .permit(client, &id)
+                            .map_err(refused(DecisionOutcome::Forbidden))?;
                     }
                     let resolved = self
-                        .specs
-                        .resolve(&id, &rule.asked)
+                        .decider
+                        .resolve(&id, &rule.asked, Transport::Grpc)
                         .map_err(|e| {
                             Status::failed_precondition(format!(
                                 "descriptors[{i}] (domain {:?}, metering id {id}): {e}",
                                 req.domain
                             ))
                         })
-                        .map_err(refused(GateOutcome::BadRequest))?;
+                        .map_err(refused(DecisionOutcome::BadRequest))?;
                     Some((id, resolved, d.hits_addend.unwrap_or(request_weight)))
                 }
             });
@@ -166,41 +124,40 @@ impl RateLimiter {
                 answer.push(Checked::Unlimited);
                 continue;
             };
-            let started = Instant::now();
-            let result = self.store.check(&id, &resolved.spec, weight).await;
-            self.gate.store_latency(started.elapsed());
-            match result {
-                Ok(decision) => {
-                    self.gate.record(match decision.outcome {
-                        _ if decision.outcome != Outcome::Allowed && resolved.shadow => {
-                            GateOutcome::ShadowWouldReject
-                        }
-                        Outcome::Allowed => GateOutcome::Allowed,
-                        Outcome::Exceeded => GateOutcome::Exceeded,
-                        Outcome::WeightExceedsLimit => GateOutcome::WeightExceedsLimit,
-                    });
-                    answer.push(Checked::Decided {
-                        decision: Box::new(decision),
-                        spec: resolved.spec,
-                        shadow: resolved.shadow,
+            match self.decider.check(&id, resolved, weight, Transport::Grpc).await {
+                Ok(verdict) => {
+                    self.gate.store_latency(verdict.store_latency);
+                    self.gate.record(verdict.outcome());
+                    let shadow = verdict.resolved.mode == PolicyMode::Shadow;
+                    answer.push(match verdict.decision {
+                        Some(decision) => Checked::Decided {
+                            decision: Box::new(decision),
+                            spec: verdict.resolved.spec,
+                            shadow,
+                        },
+                        None => Checked::StoreUnavailable,
                     });
                 }
                 Err(e) => {
-                    self.gate.record(GateOutcome::StoreError);
-                    tracing::warn!(identifier = %id, error = %e, mode = ?self.on_store_unavailable,
-                        "store could not decide (rls)");
-                    match self.on_store_unavailable {
-                        OnStoreUnavailable::Allow => answer.push(Checked::StoreUnavailable),
-                        OnStoreUnavailable::Deny | OnStoreUnavailable::Local => {
-                            return Err(Status::unavailable(format!(
-                                "the counter store could not decide for {id}: {e}"
-                            )));
-                        }
+                    if let DecideError::StoreUnavailable { store_latency, .. } = &e {
+                        self.gate.store_latency(*store_latency);
                     }
+                    self.gate.record(e.outcome());
+                    return Err(Status::unavailable(unavailable(&id, &e)));
                 }
             }
         }
         Ok(answer.into_response())
+    }
+}
+
+/// The `UNAVAILABLE` message: the id and what the store said.
+fn unavailable(id: &MeteringId, e: &DecideError) -> String {
+    match e {
+        DecideError::StoreUnavailable { error, .. } => {
+            format!("the counter store could not decide for {id}: {error}")
+        }
+        DecideError::Resolve(r) => format!("no spec for {id}: {r}"),
     }
 }
 

@@ -20,9 +20,10 @@
 use axum::http::{HeaderMap, StatusCode};
 use tollgate_quota::MeteringId;
 
-use crate::config::{ClientKey, ClientSecret, GlobPattern};
+use crate::config::{ClientKey, ClientSecret};
 use crate::problem::Problem;
 use crate::tls::PeerCertificate;
+use tollgate_policy::GlobPattern;
 
 /// The header that carries a client key.
 pub const API_KEY_HEADER: &str = "x-api-key";

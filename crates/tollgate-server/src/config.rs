@@ -1,162 +1,21 @@
-//! The config file sections the quota service reads: `[[policy]]` and `[[client]]`, as serde
-//! structs, and what every section's reader shares: [`ConfigError`] and the [`key`] helpers.
+//! The config file section the quota service reads, `[[client]]`, as serde structs, and what
+//! every section's reader shares: [`ConfigError`] and the [`key`] helpers. `[[policy]]` is
+//! read by `tollgate-policy`.
 //!
 //! The top-level file (`[server]`, `[store]`, `[gateway]`) is assembled by the binary. Every
 //! struct refuses unknown keys, and values are validated while they are deserialized (globs
 //! compile, units and windows are known, intervals are ≥ 1), so a TOML error carries the line
 //! and column of the bad value; [`ConfigError::locate`] turns it into `FILE:LINE:COL: message`.
 
-use std::fmt::{self, Display};
-use std::num::NonZeroU32;
-use std::str::FromStr;
+use std::fmt;
 
 use serde::{Deserialize, Serialize};
-use tollgate_quota::{TimeUnit, WindowKind};
+use tollgate_policy::GlobPattern;
 
 mod error;
 pub mod key;
 
 pub use error::{ConfigError, line_col, located};
-
-/// Enforce (answer 429) or shadow (count and report, always answer 200).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PolicyMode {
-    /// Over-limit requests get 429.
-    #[default]
-    Enforce,
-    /// Over-limit requests get 200 plus `Tollgate-Shadow: would-reject`.
-    Shadow,
-}
-
-/// A glob over metering ids (`ShipmentStatus:*`), compiled when it is read. `*` also matches
-/// `:` and `/`.
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct GlobPattern {
-    text: String,
-    matcher: globset::GlobMatcher,
-}
-
-impl GlobPattern {
-    /// The pattern as written.
-    pub fn as_str(&self) -> &str {
-        &self.text
-    }
-
-    /// True when `id` matches the pattern.
-    pub fn is_match(&self, id: &str) -> bool {
-        self.matcher.is_match(id)
-    }
-}
-
-impl PartialEq for GlobPattern {
-    fn eq(&self, other: &Self) -> bool {
-        self.text == other.text
-    }
-}
-
-impl Eq for GlobPattern {}
-
-impl TryFrom<String> for GlobPattern {
-    type Error = String;
-    fn try_from(text: String) -> Result<Self, Self::Error> {
-        if text.is_empty() {
-            return Err("a glob pattern must not be empty".into());
-        }
-        let glob = globset::Glob::new(&text).map_err(|e| format!("invalid glob {text:?}: {e}"))?;
-        Ok(Self { matcher: glob.compile_matcher(), text })
-    }
-}
-
-impl FromStr for GlobPattern {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::try_from(s.to_owned())
-    }
-}
-
-impl From<GlobPattern> for String {
-    fn from(g: GlobPattern) -> Self {
-        g.text
-    }
-}
-
-/// `[[policy]]`: limits owned by the server for ids matching a glob. The first matching
-/// policy wins. Without `override` it only fills what the request headers omit; with it, it
-/// beats the headers.
-///
-/// Invariant: every `PolicyRule` passed [`crate::policy::check_rule`] (it is only made through
-/// `PolicyFields`), so a set of rules needs no further validation.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(try_from = "PolicyFields")]
-pub struct PolicyRule {
-    /// Glob over `metering-id`.
-    #[serde(rename = "match")]
-    pub pattern: GlobPattern,
-    /// Units per window.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limit: Option<u64>,
-    /// Window length in units (≥ 1).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub interval: Option<NonZeroU32>,
-    /// second … month.
-    #[serde(default, skip_serializing_if = "Option::is_none", with = "text")]
-    pub unit: Option<TimeUnit>,
-    /// calendar, flexi or rolling.
-    #[serde(default, skip_serializing_if = "Option::is_none", with = "text")]
-    pub window: Option<WindowKind>,
-    /// The policy beats the headers instead of filling gaps.
-    #[serde(rename = "override", default)]
-    pub override_headers: bool,
-    /// enforce (default) or shadow.
-    #[serde(default)]
-    pub mode: PolicyMode,
-}
-
-/// A `[[policy]]` table as written, before its keys are checked together.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PolicyFields {
-    /// Glob over `metering-id`.
-    #[serde(rename = "match")]
-    pattern: GlobPattern,
-    /// Units per window.
-    #[serde(default)]
-    limit: Option<u64>,
-    /// Window length in units (≥ 1).
-    #[serde(default)]
-    interval: Option<NonZeroU32>,
-    /// second … month.
-    #[serde(default, with = "text")]
-    unit: Option<TimeUnit>,
-    /// calendar, flexi or rolling.
-    #[serde(default, with = "text")]
-    window: Option<WindowKind>,
-    /// The policy beats the headers instead of filling gaps.
-    #[serde(rename = "override", default)]
-    override_headers: bool,
-    /// enforce (default) or shadow.
-    #[serde(default)]
-    mode: PolicyMode,
-}
-
-impl TryFrom<PolicyFields> for PolicyRule {
-    type Error = String;
-    fn try_from(f: PolicyFields) -> Result<Self, String> {
-        let rule = PolicyRule {
-            pattern: f.pattern,
-            limit: f.limit,
-            interval: f.interval,
-            unit: f.unit,
-            window: f.window,
-            override_headers: f.override_headers,
-            mode: f.mode,
-        };
-        crate::policy::check_rule(&rule)?;
-        Ok(rule)
-    }
-}
 
 /// `[[client]]`: an API key (sent as `x-api-key`) or a client certificate subject (under
 /// mTLS) allowed to call `/v1/quota`, for ids matching `allow` (every id when `allow` is
@@ -247,33 +106,13 @@ impl<'de> Deserialize<'de> for ClientSecret {
     }
 }
 
-/// Reads `T` through its `FromStr` and writes it through `Display` (units, windows).
-mod text {
-    use super::*;
-    use serde::{Deserializer, Serializer};
-
-    pub fn serialize<T: Display, S: Serializer>(v: &Option<T>, s: S) -> Result<S::Ok, S::Error> {
-        match v {
-            Some(v) => s.collect_str(v),
-            None => s.serialize_none(),
-        }
-    }
-
-    pub fn deserialize<'de, T, D>(d: D) -> Result<Option<T>, D::Error>
-    where
-        T: FromStr,
-        T::Err: Display,
-        D: Deserializer<'de>,
-    {
-        let s = String::deserialize(d)?;
-        s.parse().map(Some).map_err(serde::de::Error::custom)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::num::NonZeroU32;
     use std::path::Path;
+    use tollgate_policy::{PolicyMode, PolicyRule};
+    use tollgate_quota::TimeUnit;
 
     #[derive(Debug, Deserialize)]
     struct Doc {

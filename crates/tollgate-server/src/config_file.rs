@@ -15,7 +15,8 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::config::{PolicyRule, located};
+use crate::config::located;
+use tollgate_policy::PolicyRule;
 
 /// Replaces the `[[policy]]` tables of `file` with `rules` (see the module docs). Returns the
 /// content written. Errors name the file and what failed.

@@ -12,6 +12,7 @@ use axum::http::{HeaderMap, HeaderName, StatusCode};
 use jiff::Timestamp;
 use jiff::civil::DateTime;
 use serde_json::Value;
+use tollgate_policy::{Asked, AskedPart, ResolveError};
 use tollgate_quota::spec::check_start;
 use tollgate_quota::{MeteringId, QuotaSpec, TimeUnit, WindowKind};
 
@@ -32,22 +33,14 @@ pub const QUOTA_WINDOW: &str = "quota-window";
 /// `quota-start`: RFC 3339 anchor for calendar windows.
 pub const QUOTA_START: &str = "quota-start";
 
-/// What the caller asked for, parsed but not yet merged with server policies: a field is
-/// `None` when its header was absent (policies may then fill it in).
+/// The quota headers of one request, parsed: the metering id, what it asks (each part `None`
+/// when its header was absent, so policies may fill it in) and the weight.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QuotaRequest {
     /// The counter identifier.
     pub id: MeteringId,
-    /// `quota-limit`, if sent.
-    pub limit: Option<u64>,
-    /// `quota-interval`, if sent (never 0).
-    pub interval: Option<u32>,
-    /// `quota-timeunit`, if sent.
-    pub unit: Option<TimeUnit>,
-    /// `quota-window`, if sent.
-    pub window: Option<WindowKind>,
-    /// `quota-start`, if sent.
-    pub start: Option<Timestamp>,
+    /// `quota-limit`, `quota-interval`, `quota-timeunit`, `quota-window`, `quota-start`.
+    pub asked: Asked,
     /// `message-weight`, 1 when absent.
     pub weight: u64,
 }
@@ -59,6 +52,23 @@ pub fn invalid_header(header: &str, value: Option<&str>, detail: impl Into<Strin
         .detail(detail)
         .with("invalid_header", header)
         .with("value", value.map_or(Value::Null, |v| Value::String(v.to_owned())))
+}
+
+/// The 400 for what the headers asked that no spec can be made of: it names the header.
+pub fn unresolved(e: &ResolveError) -> Problem {
+    match e {
+        ResolveError::MissingLimit(_) => invalid_header(QUOTA_LIMIT, None, e.to_string()),
+        ResolveError::MissingUnit(_) => invalid_header(QUOTA_TIMEUNIT, None, e.to_string()),
+        ResolveError::Spec { part, value, .. } => {
+            let header = match part {
+                AskedPart::Limit => QUOTA_LIMIT,
+                AskedPart::Interval => QUOTA_INTERVAL,
+                AskedPart::Unit => QUOTA_TIMEUNIT,
+                AskedPart::Start => QUOTA_START,
+            };
+            invalid_header(header, value.as_deref(), e.to_string())
+        }
+    }
 }
 
 impl QuotaRequest {
@@ -126,7 +136,7 @@ impl QuotaRequest {
             None => 1,
             Some(v) => number::<u64>(MESSAGE_WEIGHT, v)?,
         };
-        Ok(Self { id, limit, interval, unit, window, start, weight })
+        Ok(Self { id, asked: Asked { limit, interval, unit, window, start }, weight })
     }
 }
 
@@ -285,18 +295,19 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!(r.id.as_str(), "ShipmentStatus:CarrierXYZ");
-        assert_eq!(r.limit, Some(1000));
-        assert_eq!(r.interval, Some(24));
-        assert_eq!(r.unit, Some(TimeUnit::Hour));
+        assert_eq!(r.asked.limit, Some(1000));
+        assert_eq!(r.asked.interval, Some(24));
+        assert_eq!(r.asked.unit, Some(TimeUnit::Hour));
         assert_eq!(r.weight, 50);
-        assert_eq!(r.window, Some(WindowKind::Rolling));
-        assert_eq!(r.start, None);
+        assert_eq!(r.asked.window, Some(WindowKind::Rolling));
+        assert_eq!(r.asked.start, None);
     }
 
     #[test]
     fn defaults_when_absent() {
         let r = QuotaRequest::from_headers(&headers(&[("metering-id", "a")])).unwrap();
-        assert_eq!((r.limit, r.interval, r.unit, r.window), (None, None, None, None));
+        let a = &r.asked;
+        assert_eq!((a.limit, a.interval, a.unit, a.window), (None, None, None, None));
         assert_eq!(r.weight, 1);
     }
 
@@ -369,7 +380,7 @@ mod tests {
             ("quota-start", "2026-01-01T06:00:00+02:00"),
         ]))
         .unwrap();
-        assert_eq!(r.start.unwrap().to_string(), "2026-01-01T04:00:00Z");
+        assert_eq!(r.asked.start.unwrap().to_string(), "2026-01-01T04:00:00Z");
     }
 
     fn start_detail(v: &str) -> String {

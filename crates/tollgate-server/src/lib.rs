@@ -10,7 +10,8 @@
 //! # async fn run() -> std::io::Result<()> {
 //! use std::sync::Arc;
 //! use tollgate_quota::{AnyStore, store::MemoryStore};
-//! use tollgate_server::{AppState, admin::AdminGuard, policy::{Policies, PolicySet}};
+//! use tollgate_policy::PolicySet;
+//! use tollgate_server::{AppState, admin::AdminGuard, policy::Policies};
 //!
 //! let store = Arc::new(AnyStore::Memory(MemoryStore::new()));
 //! let policies = Policies::fixed(PolicySet::default());

@@ -27,6 +27,8 @@ use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
+use tollgate_policy::{DecisionOutcome, Transport};
+
 use crate::state::AppState;
 
 /// `/v1/quota` answers by outcome.
@@ -47,87 +49,6 @@ pub const STORE_DEGRADED: &str = "tollgate_store_degraded";
 pub const TLS_RELOADS: &str = "tollgate_tls_reloads_total";
 /// Changed certificate pairs refused.
 pub const TLS_RELOAD_ERRORS: &str = "tollgate_tls_reload_errors_total";
-
-/// Where a decision was asked (the `transport` label).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Transport {
-    /// `GET /v1/quota`.
-    Http,
-    /// Envoy's rate limit service (`ShouldRateLimit`).
-    Grpc,
-}
-
-impl Transport {
-    const ALL: [Self; 2] = [Self::Http, Self::Grpc];
-
-    fn label(self) -> &'static str {
-        match self {
-            Self::Http => "http",
-            Self::Grpc => "grpc",
-        }
-    }
-}
-
-/// Why a `/v1/quota` request was answered the way it was (the `outcome` label).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DecisionOutcome {
-    /// 200.
-    Allowed,
-    /// 429, retry later.
-    Exceeded,
-    /// 429, never admissible.
-    WeightExceedsLimit,
-    /// 200 in shadow mode although the policy would have refused.
-    ShadowWouldReject,
-    /// 400.
-    BadRequest,
-    /// 401.
-    Unauthorized,
-    /// 403.
-    Forbidden,
-    /// The store failed; answered per `store_unavailable`.
-    StoreError,
-}
-
-impl DecisionOutcome {
-    /// Every outcome, in [`DecisionOutcome::index`] order.
-    const ALL: [Self; 8] = [
-        Self::Allowed,
-        Self::Exceeded,
-        Self::WeightExceedsLimit,
-        Self::ShadowWouldReject,
-        Self::BadRequest,
-        Self::Unauthorized,
-        Self::Forbidden,
-        Self::StoreError,
-    ];
-
-    fn index(self) -> usize {
-        match self {
-            Self::Allowed => 0,
-            Self::Exceeded => 1,
-            Self::WeightExceedsLimit => 2,
-            Self::ShadowWouldReject => 3,
-            Self::BadRequest => 4,
-            Self::Unauthorized => 5,
-            Self::Forbidden => 6,
-            Self::StoreError => 7,
-        }
-    }
-
-    fn label(self) -> &'static str {
-        match self {
-            Self::Allowed => "allowed",
-            Self::Exceeded => "exceeded",
-            Self::WeightExceedsLimit => "weight_exceeds_limit",
-            Self::ShadowWouldReject => "shadow_would_reject",
-            Self::BadRequest => "bad_request",
-            Self::Unauthorized => "unauthorized",
-            Self::Forbidden => "forbidden",
-            Self::StoreError => "store_error",
-        }
-    }
-}
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 
@@ -179,7 +100,7 @@ pub fn install() -> PrometheusHandle {
 /// atomic add, where the `counter!` macro would look the metric up on every request.
 struct Hot {
     /// By transport, then outcome (both label sets are fixed: bounded series).
-    decisions: [[metrics::Counter; 8]; 2],
+    decisions: [[metrics::Counter; 8]; 3],
     store_latency: metrics::Histogram,
 }
 
@@ -200,6 +121,12 @@ fn hot() -> &'static Hot {
     })
 }
 
+/// Registers the decision counters (every outcome over every transport) and the store latency
+/// histogram, so dashboards and alerts find them, at zero, from start-up.
+pub fn register() {
+    hot();
+}
+
 /// Counts one `/v1/quota` answer.
 pub fn decision(outcome: DecisionOutcome) {
     decision_via(Transport::Http, outcome);
@@ -207,11 +134,8 @@ pub fn decision(outcome: DecisionOutcome) {
 
 /// Counts one decision asked over `transport`.
 pub fn decision_via(transport: Transport, outcome: DecisionOutcome) {
-    let t = match transport {
-        Transport::Http => 0,
-        Transport::Grpc => 1,
-    };
-    hot().decisions[t][outcome.index()].increment(1);
+    // Both ALL arrays are in declaration order, so a variant's discriminant is its index.
+    hot().decisions[transport as usize][outcome as usize].increment(1);
 }
 
 /// Records how long the store took.

@@ -1,9 +1,9 @@
 //! Server policies: limits that functional teams own in the config file, so the middleware
 //! does not have to change when a limit does.
 //!
-//! A [`PolicySet`] is an ordered list of [`PolicyRule`]s; the first whose glob matches the
-//! `metering-id` applies ([`PolicySet::resolve`]). [`Policies`] holds the set in force and
-//! swaps it as a whole: from the config file when it changes (a `notify` watch on the file's
+//! A `PolicySet` (of `tollgate-policy`) is an ordered list of `PolicyRule`s; the first whose
+//! glob matches the `metering-id` applies. [`Policies`] keeps the set in force (in a
+//! `PolicyHandle` that every face decides with) and swaps it as a whole: from the config file when it changes (a `notify` watch on the file's
 //! directory, so atomic renames are seen, plus a fallback poll), or from `PUT /v1/policies`.
 //!
 //! Invariant: the set in force was always valid as a whole. A file that fails to parse or
@@ -13,135 +13,17 @@
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 
 use serde::Deserialize;
-use tollgate_quota::{QuotaSpec, SpecError, TimeUnit, WindowKind};
+use tollgate_policy::{PolicyHandle, PolicyRule, PolicySet};
 
-use crate::config::{PolicyMode, PolicyRule, located};
-use crate::headers::{
-    QUOTA_INTERVAL, QUOTA_LIMIT, QUOTA_START, QUOTA_TIMEUNIT, QuotaRequest, invalid_header,
-};
+use crate::config::located;
 use crate::metrics;
-use crate::problem::Problem;
 use crate::reload::{FileCheck, FileValidator};
 
 mod watch;
 pub use watch::PolicyWatcher;
-
-/// An ordered, validated list of policies; the first match wins.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PolicySet {
-    rules: Vec<PolicyRule>,
-}
-
-/// The spec a request is checked against, after merging headers and policy.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Resolved {
-    /// The quota to check.
-    pub spec: QuotaSpec,
-    /// Enforce or shadow (enforce when no policy matched).
-    pub mode: PolicyMode,
-    /// The glob of the policy that matched, if any.
-    pub policy: Option<String>,
-}
-
-impl PolicySet {
-    /// A set of already-validated rules (every [`PolicyRule`] is valid once deserialized).
-    pub fn new(rules: Vec<PolicyRule>) -> Self {
-        Self { rules }
-    }
-
-    /// The rules, in matching order.
-    pub fn rules(&self) -> &[PolicyRule] {
-        &self.rules
-    }
-
-    /// The first rule whose glob matches `id`.
-    pub fn find(&self, id: &str) -> Option<&PolicyRule> {
-        self.rules.iter().find(|r| r.pattern.is_match(id))
-    }
-
-    /// Merges the request with the first matching policy into a [`QuotaSpec`]. Without
-    /// `override` the headers win and the policy fills gaps; with it the policy wins. A limit
-    /// or unit that nobody supplies is a 400 naming the missing header.
-    pub fn resolve(&self, req: &QuotaRequest) -> Result<Resolved, Problem> {
-        fn pick<T>(header: Option<T>, policy: Option<T>, over: bool) -> Option<T> {
-            if over { policy.or(header) } else { header.or(policy) }
-        }
-        let rule = self.find(req.id.as_str());
-        let over = rule.is_some_and(|r| r.override_headers);
-        let limit = pick(req.limit, rule.and_then(|r| r.limit), over).ok_or_else(|| {
-            invalid_header(
-                QUOTA_LIMIT,
-                None,
-                format!(
-                    "quota-limit is required: no server policy supplies a limit for {}",
-                    req.id
-                ),
-            )
-        })?;
-        let unit = pick(req.unit, rule.and_then(|r| r.unit), over).ok_or_else(|| {
-            invalid_header(
-                QUOTA_TIMEUNIT,
-                None,
-                format!(
-                    "quota-timeunit is required: no server policy supplies a unit for {}",
-                    req.id
-                ),
-            )
-        })?;
-        let interval =
-            pick(req.interval, rule.and_then(|r| r.interval.map(|n| n.get())), over).unwrap_or(1);
-        let window =
-            pick(req.window, rule.and_then(|r| r.window), over).unwrap_or(WindowKind::Calendar);
-        let spec = QuotaSpec { limit, interval, unit, window, start: req.start }
-            .validated()
-            .map_err(|e| {
-                // Policies are checked when loaded, so a window too long comes from a header:
-                // the interval's if it was the one used, else the unit's.
-                let (header, value) = match e {
-                    SpecError::WindowTooLong { .. } if req.interval == Some(interval) => {
-                        (QUOTA_INTERVAL, Some(interval.to_string()))
-                    }
-                    SpecError::WindowTooLong { .. } => {
-                        (QUOTA_TIMEUNIT, req.unit.map(|u| u.as_str().to_owned()))
-                    }
-                    _ => (QUOTA_START, req.start.map(|s| s.to_string())),
-                };
-                invalid_header(header, value.as_deref(), e.to_string())
-            })?;
-        Ok(Resolved {
-            spec,
-            mode: rule.map_or(PolicyMode::Enforce, |r| r.mode),
-            policy: rule.map(|r| r.pattern.as_str().to_owned()),
-        })
-    }
-}
-
-/// The largest `limit` a policy may hold: `i64::MAX`, the largest integer a TOML file can
-/// store, so a set accepted through the admin API can always be written back to the file.
-pub const MAX_POLICY_LIMIT: u64 = i64::MAX as u64;
-
-/// Checks the keys of one `[[policy]]` together: `limit` at most [`MAX_POLICY_LIMIT`],
-/// `interval × unit` no longer than the engine's longest window (an `interval` without `unit`
-/// must fit the finest unit, seconds). The message names the policy and the key.
-pub fn check_rule(rule: &PolicyRule) -> Result<(), String> {
-    let glob = rule.pattern.as_str();
-    if let Some(limit) = rule.limit.filter(|&l| l > MAX_POLICY_LIMIT) {
-        return Err(format!(
-            "policy {glob:?}: limit {limit} is too large: the largest limit is {MAX_POLICY_LIMIT}"
-        ));
-    }
-    if let Some(interval) = rule.interval.map(|n| n.get()) {
-        let unit = rule.unit.unwrap_or(TimeUnit::Second);
-        if let Err(e) = QuotaSpec::new(0, interval, unit) {
-            let hint = if rule.unit.is_none() { " (with no unit given, in seconds)" } else { "" };
-            return Err(format!("policy {glob:?}: interval: {e}{hint}"));
-        }
-    }
-    Ok(())
-}
 
 /// The policies part of the config file; every other section is ignored here (the binary
 /// validates those at start-up).
@@ -171,7 +53,7 @@ pub struct ReloadStatus {
 
 /// The policy set in force, and where it comes from. Shared by every request.
 pub struct Policies {
-    current: RwLock<Arc<PolicySet>>,
+    current: PolicyHandle,
     status: Mutex<ReloadStatus>,
     /// Hash of the file content last looked at, so an unchanged file is not re-applied.
     seen: Mutex<Option<u64>>,
@@ -229,7 +111,7 @@ impl Policies {
 
     fn build(set: PolicySet, file: Option<PathBuf>) -> Self {
         Self {
-            current: RwLock::new(Arc::new(set)),
+            current: PolicyHandle::new(set),
             status: Mutex::new(ReloadStatus { generation: 1, ..ReloadStatus::default() }),
             seen: Mutex::new(None),
             file,
@@ -248,10 +130,12 @@ impl Policies {
 
     /// The set in force now.
     pub fn current(&self) -> Arc<PolicySet> {
-        match self.current.read() {
-            Ok(g) => Arc::clone(&g),
-            Err(poisoned) => Arc::clone(&poisoned.into_inner()),
-        }
+        self.current.current()
+    }
+
+    /// The shared handle every face decides with: it sees each set put in force here.
+    pub fn handle(&self) -> &PolicyHandle {
+        &self.current
     }
 
     /// The config file the policies are reloaded from, if any.
@@ -265,10 +149,7 @@ impl Policies {
     }
 
     fn install(&self, set: PolicySet) {
-        match self.current.write() {
-            Ok(mut g) => *g = Arc::new(set),
-            Err(poisoned) => *poisoned.into_inner() = Arc::new(set),
-        }
+        self.current.install(set);
         let mut status = lock(&self.status);
         status.generation += 1;
         status.last_error = None;

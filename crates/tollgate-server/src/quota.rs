@@ -1,7 +1,8 @@
 //! `GET /v1/quota`: the quota check that middleware calls before forwarding a document.
 //!
-//! The request headers become a [`QuotaRequest`], policies turn it into a `QuotaSpec`, the
-//! store decides, and the [`Decision`] becomes the answer:
+//! The request headers become a [`QuotaRequest`]; the one decision path (`tollgate-policy`'s
+//! `Decider`: policies complete the spec, the store decides, `store_unavailable` applies)
+//! gives a verdict, and its [`Decision`] becomes the answer:
 //!
 //! - **200** allowed / **429** exceeded, both with the JSON body `{allowed, identifier, limit,
 //!   used, available, weight, exceed_count, total_exceed_count, window_start, window_end,
@@ -15,13 +16,13 @@
 //! - A store failure follows `store_unavailable`: `allow` → 200 with
 //!   `Tollgate-Degraded: store-unavailable`; `deny` or `local` → 503 problem with
 //!   `Retry-After`. A decision made from local memory during an outage carries
-//!   `Tollgate-Degraded: local`.
+//!   `Tollgate-Degraded: local`. A limit set by a `[[policy]]` adds `Tollgate-Limit-Source:
+//!   policy`.
 //!
 //! Invariant: the store is called only after every header parsed and the spec resolved, so
 //! a refused request never counts.
 
 use crate::tls::PeerCertificate;
-use std::time::Instant;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -30,13 +31,12 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use jiff::Timestamp;
 use serde::Serialize;
-use tollgate_quota::store::OnStoreUnavailable;
-use tollgate_quota::{Decision, Outcome, QuotaSpec, Store, StoreError, rate_headers};
+use tollgate_policy::{DecideError, DecisionOutcome, LimitSource, PolicyMode, Resolved, Transport};
+use tollgate_quota::{Decision, MeteringId, Outcome, QuotaSpec, StoreError, rate_headers};
 
 use crate::client;
-use crate::config::PolicyMode;
-use crate::headers::QuotaRequest;
-use crate::metrics::{self, DecisionOutcome};
+use crate::headers::{QuotaRequest, unresolved};
+use crate::metrics;
 use crate::problem::Problem;
 use crate::state::AppState;
 
@@ -48,6 +48,8 @@ pub static RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 pub static TOLLGATE_SHADOW: HeaderName = HeaderName::from_static("tollgate-shadow");
 /// `Tollgate-Degraded: local | store-unavailable` when the shared store could not decide.
 pub static TOLLGATE_DEGRADED: HeaderName = HeaderName::from_static("tollgate-degraded");
+/// `Tollgate-Limit-Source: policy` when a server `[[policy]]` set the limit in force.
+pub static TOLLGATE_LIMIT_SOURCE: HeaderName = HeaderName::from_static("tollgate-limit-source");
 
 /// The JSON body of a 200 or 429 answer. The counts are `null` only in the answer given when
 /// the store could not decide and `store_unavailable = "allow"` (`Tollgate-Degraded:
@@ -169,19 +171,27 @@ async fn decide(
     {
         return Err((DecisionOutcome::Forbidden, client::forbidden(c, &req.id)));
     }
-    let resolved =
-        state.policies().current().resolve(&req).map_err(|p| (DecisionOutcome::BadRequest, p))?;
-
-    let started = Instant::now();
-    let result = state.store().check(&req.id, &resolved.spec, req.weight).await;
-    metrics::store_latency(started.elapsed());
-
-    let decision = match result {
-        Ok(d) => d,
-        Err(e) => return store_failed(state.on_store_unavailable(), &req, &resolved.spec, &e),
-    };
-    let shadow = resolved.mode == PolicyMode::Shadow;
-    Ok(answer(&decision, &resolved.spec, shadow))
+    match state.decider().decide(&req.id, &req.asked, req.weight, Transport::Http).await {
+        Ok(verdict) => {
+            metrics::store_latency(verdict.store_latency);
+            let Resolved { spec, mode, source, .. } = &verdict.resolved;
+            let mut answer = match &verdict.decision {
+                Some(d) => answer(d, spec, *mode == PolicyMode::Shadow),
+                None => undecided(&req, spec),
+            };
+            if *source == LimitSource::Policy {
+                answer
+                    .headers_mut()
+                    .insert(TOLLGATE_LIMIT_SOURCE.clone(), HeaderValue::from_static("policy"));
+            }
+            Ok(answer)
+        }
+        Err(DecideError::Resolve(e)) => Err((DecisionOutcome::BadRequest, unresolved(&e))),
+        Err(DecideError::StoreUnavailable { id, error, store_latency }) => {
+            metrics::store_latency(store_latency);
+            Err((DecisionOutcome::StoreError, store_unavailable(&id, &error)))
+        }
+    }
 }
 
 /// Turns a decision into the HTTP answer (see the module docs).
@@ -261,44 +271,34 @@ fn answer(d: &Decision, spec: &QuotaSpec, shadow: bool) -> Response {
     json_answer(status, &body, d.identifier.as_str().len(), headers)
 }
 
-/// The answer when the store could not decide, per `store_unavailable`.
-fn store_failed(
-    mode: OnStoreUnavailable,
-    req: &QuotaRequest,
-    spec: &QuotaSpec,
-    e: &StoreError,
-) -> Result<Response, (DecisionOutcome, Problem)> {
-    tracing::warn!(identifier = %req.id, error = %e, ?mode, "store could not decide");
-    match mode {
-        OnStoreUnavailable::Allow => {
-            metrics::decision(DecisionOutcome::StoreError);
-            let body = serde_json::json!({
-                "allowed": true,
-                "identifier": req.id.as_str(),
-                "limit": spec.limit,
-                "used": null,
-                "available": null,
-                "weight": req.weight,
-                "exceed_count": null,
-                "total_exceed_count": null,
-                "window_start": null,
-                "window_end": null,
-                "retry_after_s": null,
-            });
-            let mut headers = HeaderMap::with_capacity(2);
-            headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-            headers
-                .insert(TOLLGATE_DEGRADED.clone(), HeaderValue::from_static("store-unavailable"));
-            Ok(json_answer(StatusCode::OK, &body, req.id.as_str().len(), headers))
-        }
-        OnStoreUnavailable::Deny | OnStoreUnavailable::Local => Err((
-            DecisionOutcome::StoreError,
-            Problem::new(StatusCode::SERVICE_UNAVAILABLE, "store-unavailable", "Store unavailable")
-                .detail(format!("the counter store could not decide: {e}"))
-                .with("identifier", req.id.as_str())
-                .header(RETRY_AFTER, HeaderValue::from_static("1")),
-        )),
-    }
+/// The 200 when the store could not decide and `store_unavailable = "allow"`.
+fn undecided(req: &QuotaRequest, spec: &QuotaSpec) -> Response {
+    metrics::decision(DecisionOutcome::StoreError);
+    let body = serde_json::json!({
+        "allowed": true,
+        "identifier": req.id.as_str(),
+        "limit": spec.limit,
+        "used": null,
+        "available": null,
+        "weight": req.weight,
+        "exceed_count": null,
+        "total_exceed_count": null,
+        "window_start": null,
+        "window_end": null,
+        "retry_after_s": null,
+    });
+    let mut headers = HeaderMap::with_capacity(2);
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(TOLLGATE_DEGRADED.clone(), HeaderValue::from_static("store-unavailable"));
+    json_answer(StatusCode::OK, &body, req.id.as_str().len(), headers)
+}
+
+/// The 503 when the store could not decide and `store_unavailable` is `deny` or `local`.
+fn store_unavailable(id: &MeteringId, e: &StoreError) -> Problem {
+    Problem::new(StatusCode::SERVICE_UNAVAILABLE, "store-unavailable", "Store unavailable")
+        .detail(format!("the counter store could not decide: {e}"))
+        .with("identifier", id.as_str())
+        .header(RETRY_AFTER, HeaderValue::from_static("1"))
 }
 
 /// The fixed part of a [`QuotaAnswer`]: member names, two RFC 3339 instants and eight
@@ -332,7 +332,7 @@ fn value(s: String) -> HeaderValue {
 mod tests {
     use super::*;
     use std::time::Duration;
-    use tollgate_quota::{MeteringId, TimeUnit};
+    use tollgate_quota::TimeUnit;
 
     fn decision(outcome: Outcome) -> Decision {
         Decision {
@@ -422,21 +422,16 @@ mod tests {
 
     #[test]
     fn store_failure_allow_mode_answers_200_degraded() {
-        let e = StoreError::Unavailable("connection refused".into());
-        let r = store_failed(OnStoreUnavailable::Allow, &request(), &spec(), &e).unwrap();
+        let r = undecided(&request(), &spec());
         assert_eq!(r.status(), StatusCode::OK);
         assert_eq!(r.headers()["tollgate-degraded"], "store-unavailable");
     }
 
     #[test]
     fn store_failure_deny_and_local_answer_503_with_retry_after() {
-        for mode in [OnStoreUnavailable::Deny, OnStoreUnavailable::Local] {
-            let e = StoreError::Timeout(Duration::from_millis(50));
-            let (outcome, p) = store_failed(mode, &request(), &spec(), &e).unwrap_err();
-            assert_eq!(outcome, DecisionOutcome::StoreError);
-            let r = p.into_response();
-            assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
-            assert_eq!(r.headers()[RETRY_AFTER], "1");
-        }
+        let e = StoreError::Timeout(Duration::from_millis(50));
+        let r = store_unavailable(&request().id, &e).into_response();
+        assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(r.headers()[RETRY_AFTER], "1");
     }
 }

@@ -10,7 +10,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::policy::PolicySet;
+use tollgate_policy::PolicySet;
 
 /// What a valid config file yields for a live reload.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -4,6 +4,7 @@
 use std::sync::{Arc, RwLock};
 
 use metrics_exporter_prometheus::PrometheusHandle;
+use tollgate_policy::Decider;
 use tollgate_quota::AnyStore;
 use tollgate_quota::store::OnStoreUnavailable;
 
@@ -19,6 +20,7 @@ pub type ReadinessCheck = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
 
 struct Inner {
     store: Arc<AnyStore>,
+    decider: Decider,
     policies: Arc<Policies>,
     clients: ClientKeys,
     admin: AdminGuard,
@@ -76,12 +78,21 @@ impl AppStateBuilder {
     pub fn build(self) -> AppState {
         AppState {
             inner: Arc::new(Inner {
+                decider: Decider::new(
+                    self.store.clone(),
+                    self.policies.handle().clone(),
+                    self.on_store_unavailable,
+                ),
                 store: self.store,
                 policies: self.policies,
                 clients: self.clients,
                 admin: self.admin,
                 on_store_unavailable: self.on_store_unavailable,
-                metrics: crate::metrics::install(),
+                metrics: {
+                    let handle = crate::metrics::install();
+                    crate::metrics::register();
+                    handle
+                },
                 readiness: RwLock::new(Vec::new()),
                 tls: self.tls,
                 usage: self.usage,
@@ -116,6 +127,12 @@ impl AppState {
     /// The listener's TLS acceptor, when it serves HTTPS.
     pub fn tls(&self) -> Option<&TlsAcceptor> {
         self.inner.tls.as_ref()
+    }
+
+    /// The one decision path: this server's store, its policies in force and its
+    /// `store_unavailable`.
+    pub fn decider(&self) -> &Decider {
+        &self.inner.decider
     }
 
     /// The counter store.

@@ -23,9 +23,9 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use tollgate_gateway::{Gateway, GatewayClock, GatewayConfig, Item, SpoolOptions, State};
+use tollgate_policy::Decider;
 use tollgate_quota::store::MemoryStore;
 use tollgate_quota::{AnyStore, Clock};
-use tollgate_server::admin::AdminGuard;
 
 use crate::scenario::Scenario;
 use crate::traffic::{self, Arrival};
@@ -155,15 +155,11 @@ async fn drive(
     let clock = Arc::new(VirtualClock::new(scenario.start));
     let store = Arc::new(AnyStore::Memory(MemoryStore::with_clock(clock.clone())));
     let options = SpoolOptions { ephemeral: true, ..Default::default() };
-    let gw = Gateway::start_with_clock(
-        config,
-        &work.join("data"),
-        store,
-        AdminGuard::new(None, true),
-        options,
-        GatewayClock::with_seed(clock.clone(), seed),
-    )
-    .await?;
+    let gw = Gateway::builder(config, &work.join("data"), Decider::without_policies(store))
+        .options(options)
+        .clock(GatewayClock::with_seed(clock.clone(), seed))
+        .start()
+        .await?;
     let base = tokio::time::Instant::now();
     let start_ms = scenario.start.as_millisecond();
     let names: Vec<String> = scenario.partners.iter().map(|p| p.sender()).collect();

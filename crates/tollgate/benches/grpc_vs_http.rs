@@ -11,15 +11,16 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tollgate_policy::PolicySet;
 use tollgate_quota::AnyStore;
-use tollgate_quota::store::{MemoryStore, OnStoreUnavailable};
+use tollgate_quota::store::MemoryStore;
 use tollgate_rls::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use tollgate_rls::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
 use tollgate_rls::rls::RateLimitRequest;
 use tollgate_rls::rls::rate_limit_service_client::RateLimitServiceClient;
-use tollgate_rls::{RateLimiter, RlsSection, RuleSet, RulesOnly};
+use tollgate_rls::{RateLimiter, RlsSection, RuleSet};
 use tollgate_server::admin::AdminGuard;
-use tollgate_server::policy::{Policies, PolicySet};
+use tollgate_server::policy::Policies;
 use tollgate_server::{AppState, router};
 
 const RULES: &str = r#"
@@ -140,14 +141,14 @@ fn main() {
             AdminGuard::new(None, true),
         )
         .build();
+        let decider = state.decider().clone();
         let http = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind http");
         let http_addr = format!("http://{}", http.local_addr().expect("addr"));
         tokio::spawn(tollgate_server::serve(http, router(state), std::future::pending()));
 
         let section: RlsSection = toml::from_str::<Doc>(RULES).expect("rules").rls;
         let rules = RuleSet::new(&section).expect("rules");
-        let limiter =
-            RateLimiter::new(store, rules, Arc::new(RulesOnly), OnStoreUnavailable::Local);
+        let limiter = RateLimiter::new(decider, rules);
         let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind grpc");
         let grpc_addr = format!("http://{}", grpc.local_addr().expect("addr"));
         tokio::spawn(tollgate_rls::serve(grpc, limiter, std::future::pending()));

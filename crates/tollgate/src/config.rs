@@ -19,9 +19,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
+use tollgate_policy::{PolicyRule, PolicySet};
 use tollgate_quota::store::{Durability, OnStoreUnavailable};
-use tollgate_server::config::{ClientKey, ConfigError, PolicyRule, key};
-use tollgate_server::policy::PolicySet;
+use tollgate_server::config::{ClientKey, ConfigError, key};
 use tollgate_server::reload::{FileCheck, FileValidator};
 
 use crate::logging::LogFormat;

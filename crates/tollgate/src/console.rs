@@ -22,7 +22,7 @@ fn routes(file: &ConfigFile) -> Vec<RouteLimit> {
             metering_id: r.metering_id.get_ref().as_str().to_owned(),
             limit: r.limit,
             interval: r.interval.get_ref().get(),
-            unit: r.unit.as_str().to_owned(),
+            unit: r.unit,
         })
         .collect()
 }

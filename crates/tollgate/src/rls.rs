@@ -18,43 +18,16 @@ use anyhow::Context;
 use futures_util::Stream;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tollgate_quota::store::OnStoreUnavailable;
-use tollgate_quota::{AnyStore, MeteringId};
-use tollgate_rls::{Asked, Gate, Outcome, RateLimiter, ResolvedSpec, RuleSet, SpecSource};
+use tollgate_policy::{Decider, DecisionOutcome, Transport};
+use tollgate_quota::MeteringId;
+use tollgate_rls::{Gate, RateLimiter, RuleSet};
 use tollgate_server::client::{API_KEY_HEADER, ClientKeys};
-use tollgate_server::config::PolicyMode;
-use tollgate_server::headers::QuotaRequest;
-use tollgate_server::metrics::{self, DecisionOutcome, Transport};
-use tollgate_server::policy::Policies;
+use tollgate_server::metrics;
 use tollgate_server::tls::TlsAcceptor;
 use tonic::Status;
 use tonic::metadata::MetadataMap;
 
 use crate::config::ConfigFile;
-
-/// Completes a rule's spec as `/v1/quota` completes one from its headers: the rule's values
-/// play the headers' part, the first `[[policy]]` matching the id fills the gaps (or wins,
-/// with `override`).
-struct PolicySpecs(Arc<Policies>);
-
-impl SpecSource for PolicySpecs {
-    fn resolve(&self, id: &MeteringId, asked: &Asked) -> Result<ResolvedSpec, String> {
-        let req = QuotaRequest {
-            id: id.clone(),
-            limit: asked.limit,
-            interval: asked.interval,
-            unit: asked.unit,
-            window: asked.window,
-            start: None,
-            weight: 1,
-        };
-        let resolved = self.0.current().resolve(&req).map_err(|p| {
-            let body = p.body();
-            body["detail"].as_str().unwrap_or("no spec for this id").to_owned()
-        })?;
-        Ok(ResolvedSpec { spec: resolved.spec, shadow: resolved.mode == PolicyMode::Shadow })
-    }
-}
 
 /// The rule of `/v1/quota` for gRPC callers: once any `[[client]]` is configured, a call
 /// needs a client key, as `x-api-key` metadata (the HTTP header's name) or as
@@ -99,17 +72,7 @@ impl Gate for ClientGate {
         }
     }
 
-    fn record(&self, outcome: Outcome) {
-        let outcome = match outcome {
-            Outcome::Allowed => DecisionOutcome::Allowed,
-            Outcome::Exceeded => DecisionOutcome::Exceeded,
-            Outcome::WeightExceedsLimit => DecisionOutcome::WeightExceedsLimit,
-            Outcome::ShadowWouldReject => DecisionOutcome::ShadowWouldReject,
-            Outcome::BadRequest => DecisionOutcome::BadRequest,
-            Outcome::Unauthorized => DecisionOutcome::Unauthorized,
-            Outcome::Forbidden => DecisionOutcome::Forbidden,
-            Outcome::StoreError => DecisionOutcome::StoreError,
-        };
+    fn record(&self, outcome: DecisionOutcome) {
         metrics::decision_via(Transport::Grpc, outcome);
     }
 
@@ -130,22 +93,20 @@ impl Grpc {
 }
 
 /// Starts Envoy's rate limit service when `[server] grpc_listen` is set (`None` otherwise):
-/// the `[[rls]]` rules over `store`, specs completed by `policies`, `clients`' keys required,
+/// the `[[rls]]` rules deciding through `decider` (the one decision path of `/v1/quota`),
+/// `clients`' keys required,
 /// over TLS when `tls` is given; prints `grpc listening on ADDR` once bound and serves until
 /// `stop` completes.
 pub async fn start(
     file: &ConfigFile,
-    store: &Arc<AnyStore>,
-    policies: Arc<Policies>,
+    decider: Decider,
     clients: ClientKeys,
-    on_store_unavailable: OnStoreUnavailable,
     tls: Option<&TlsAcceptor>,
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<Option<Grpc>> {
     let Some(addr) = file.server.grpc_listen else { return Ok(None) };
     let rules = file.rls_rules()?;
-    let (listener, limiter) =
-        bind(addr, Arc::clone(store), rules, policies, clients, on_store_unavailable).await?;
+    let (listener, limiter) = bind(addr, decider, rules, clients).await?;
     let bound = listener.local_addr().context("grpc listener address")?;
     println!("grpc listening on {bound}");
     let task = match tls {
@@ -163,17 +124,13 @@ pub async fn start(
 /// [`tollgate_rls::serve`].
 pub async fn bind(
     addr: SocketAddr,
-    store: Arc<AnyStore>,
+    decider: Decider,
     rules: RuleSet,
-    policies: Arc<Policies>,
     clients: ClientKeys,
-    on_store_unavailable: OnStoreUnavailable,
 ) -> anyhow::Result<(TcpListener, RateLimiter)> {
     let listener =
         TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr} (grpc)"))?;
-    let limiter =
-        RateLimiter::new(store, rules, Arc::new(PolicySpecs(policies)), on_store_unavailable)
-            .with_gate(Arc::new(ClientGate(clients)));
+    let limiter = RateLimiter::new(decider, rules).with_gate(Arc::new(ClientGate(clients)));
     Ok((listener, limiter))
 }
 

@@ -16,11 +16,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use tollgate_policy::PolicySet;
 use tollgate_quota::store::OnCorrupt;
 use tollgate_quota::{AnyStore, Store, StoreHealth};
 use tollgate_server::admin::AdminGuard;
 use tollgate_server::client::ClientKeys;
-use tollgate_server::policy::{Policies, PolicySet};
+use tollgate_server::policy::Policies;
 use tollgate_server::tls::{TlsAcceptor, TlsFiles};
 use tollgate_server::usage::UsageHistory;
 use tollgate_server::{AppState, router};
@@ -298,18 +299,14 @@ async fn serve(args: ServeArgs, file: ConfigFile, tls: Option<TlsAcceptor>) -> a
                 move_aside_corrupt: settings.on_corrupt == OnCorrupt::MoveAside,
                 ephemeral: false,
             };
-            let gw = tollgate_gateway::Gateway::start_with(
-                config,
-                &settings.data,
-                Arc::clone(&store),
-                admin,
-                spool,
-            )
-            .await
-            .context("cannot start the gateway")?
-            .with_clients(clients);
+            let gw =
+                tollgate_gateway::Gateway::builder(config, &settings.data, state.decider().clone())
+                    .options(spool)
+                    .start()
+                    .await
+                    .context("cannot start the gateway")?;
             state.add_readiness_check("gateway_quota", Arc::new(gw.quota_readiness()));
-            app = app.merge(gw.router());
+            app = app.merge(gw.router(admin, clients));
             backup.gateway = Some(gw.backup());
             Some(gw)
         }
@@ -336,10 +333,8 @@ async fn serve(args: ServeArgs, file: ConfigFile, tls: Option<TlsAcceptor>) -> a
     // Envoy's rate limit service, when `[server] grpc_listen` is set: same store, same policies.
     let grpc = crate::rls::start(
         &file,
-        &store,
-        Arc::clone(state.policies()),
+        state.decider().clone(),
         clients_for_grpc,
-        settings.store_section.store_unavailable,
         tls.as_ref(),
         stopped(stop_rx.clone()),
     )

@@ -222,8 +222,8 @@ fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
-#[test]
-fn every_metric_of_the_dashboard_and_the_alerts_is_exported() {
+/// Every metric name the dashboard and the alert rules use, with the file that uses it.
+fn used_names() -> Vec<(String, &'static str)> {
     let mut used: Vec<(String, &str)> = Vec::new();
     for e in dashboard_exprs(&repo_file("deploy/grafana/tollgate.json")) {
         used.extend(metric_names(&e).into_iter().map(|n| (n, "deploy/grafana/tollgate.json")));
@@ -234,19 +234,54 @@ fn every_metric_of_the_dashboard_and_the_alerts_is_exported() {
         used.extend(metric_names(&e).into_iter().map(|n| (n, "deploy/prometheus/alerts.yml")));
     }
     assert!(used.len() >= 20, "too few metric names parsed: {used:?}");
+    used
+}
 
-    // A gateway whose route admits one interchange a day: the first is delivered, the second
-    // held. Plus quota checks: one allowed, one exceeded.
-    let dir = tempfile::tempdir().unwrap();
-    let (landing, out) = (dir.path().join("in"), dir.path().join("out"));
+/// Fails naming every used metric the scrape lacks.
+fn assert_all_exported(scrape: &str, used: &[(String, &str)]) {
+    assert!(scrape.starts_with("HTTP/1.1 200"), "{scrape}");
+    let have = exported(scrape);
+    let missing: Vec<String> = used
+        .iter()
+        .filter(|(name, _)| !have.contains(name))
+        .map(|(name, file)| format!("{name} (used in {file})"))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    assert!(missing.is_empty(), "not exported by a running server: {missing:#?}\n{scrape}");
+}
+
+/// `serve` with a gateway whose route admits one interchange a day from CarrierXYZ.
+fn start(dir: &Path) -> (Server, std::path::PathBuf) {
+    let (landing, out) = (dir.join("in"), dir.join("out"));
     std::fs::create_dir_all(&landing).unwrap();
     let partner = "[[gateway.partner]]\nname = \"CarrierXYZ\"\nids = [\"ZZ:CARRIERXYZ\"]\n";
     let text =
         common::gateway_toml(&landing, &out, partner, "").replace("limit = 1000", "limit = 1");
-    let conf = dir.path().join("tollgate.toml");
+    let conf = dir.join("tollgate.toml");
     std::fs::write(&conf, text).unwrap();
-    let data = dir.path().join("data");
+    let data = dir.join("data");
     let s = Server::start(&["--config", conf.to_str().unwrap(), "--data", data.to_str().unwrap()]);
+    (s, landing)
+}
+
+/// A dashboard or an alert must not read "no data" on a fresh server: every series exists,
+/// at zero, before the first request.
+#[test]
+fn every_metric_of_the_dashboard_and_the_alerts_exists_right_after_start() {
+    let used = used_names();
+    let dir = tempfile::tempdir().unwrap();
+    let (s, _) = start(dir.path());
+    assert_all_exported(&s.get("/metrics"), &used);
+}
+
+#[test]
+fn every_metric_of_the_dashboard_and_the_alerts_is_exported() {
+    let used = used_names();
+    // The first interchange is delivered, the second held. Plus quota checks: one allowed,
+    // one exceeded.
+    let dir = tempfile::tempdir().unwrap();
+    let (s, landing) = start(dir.path());
     assert_eq!(quota(&s.addr, "Scrape:A"), 200);
     assert_eq!(quota(&s.addr, "Scrape:A"), 429);
     for control in [1, 2] {
@@ -260,16 +295,5 @@ fn every_metric_of_the_dashboard_and_the_alerts_is_exported() {
             "tollgate_gateway_delivered_total{partner=\"CarrierXYZ\",route=\"ShipmentStatus\"} 1",
         ) && m.contains("tollgate_gateway_held{partner=\"CarrierXYZ\",route=\"ShipmentStatus\"} 1")
     });
-
-    let scrape = s.get("/metrics");
-    assert!(scrape.starts_with("HTTP/1.1 200"), "{scrape}");
-    let have = exported(&scrape);
-    let missing: Vec<String> = used
-        .iter()
-        .filter(|(name, _)| !have.contains(name))
-        .map(|(name, file)| format!("{name} (used in {file})"))
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    assert!(missing.is_empty(), "not exported by a running server: {missing:#?}\n{scrape}");
+    assert_all_exported(&s.get("/metrics"), &used);
 }

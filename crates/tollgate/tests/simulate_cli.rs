@@ -1,6 +1,8 @@
 //! `tollgate simulate` and `tollgate advise` through the real binary: bad input is named by
 //! file, line and field (exit 1, no panic), and good input gives the report and, for advise,
-//! nothing but TOML on stdout.
+//! nothing but TOML on stdout, which the gateway enforces once pasted into its config.
+
+mod common;
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -134,4 +136,51 @@ fn advise_prints_only_toml_on_stdout() {
         assert!(line.contains('#'), "every line says its basis: {line}");
     }
     assert!(dir.path().join("advice/report.html").is_file());
+}
+
+/// What `advise` prints, pasted into the config of a real `tollgate serve`, is what its
+/// gateway enforces: the proposed 14 an hour holds the 15th and 16th interchange, although
+/// the route asks 1,000.
+#[test]
+fn advice_pasted_into_the_config_is_enforced_by_the_gateway() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut csv = String::from("time,partner,document,records\n");
+    for h in 0..48 {
+        for m in [5, 25, 45] {
+            csv.push_str(&format!("2026-02-0{}T{:02}:{m:02}:00Z,Calm,214,3\n", 1 + h / 24, h % 24));
+        }
+    }
+    std::fs::write(dir.path().join("h.csv"), csv).unwrap();
+    let out = tollgate(&["advise", "--history", "h.csv", "--out", "advice"], dir.path());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let advice = text(&out.stdout);
+    assert!(advice.contains("limit = 14"), "{advice}");
+    let config = format!(
+        "{advice}\n[gateway]\n\n[[gateway.partner]]\nname = \"Calm\"\nids = [\"ZZ:CALM\"]\n\n\
+         [[gateway.route]]\nname = \"doc-214\"\ndocuments = [\"214\"]\nlimit = 1000\nunit = \"hour\"\n\
+         deliver = \"dir:{}\"\n",
+        dir.path().join("out").display()
+    );
+    std::fs::write(dir.path().join("serve.toml"), config).unwrap();
+    let data = dir.path().join("data");
+    let cfg = dir.path().join("serve.toml");
+    let server = common::Server::start(&[
+        "--config",
+        cfg.to_str().unwrap(),
+        "--data",
+        data.to_str().unwrap(),
+    ]);
+    for n in 1..=16 {
+        let body = common::Status214::new("CALM", n).build();
+        let answer = server.request("POST", "/v1/interchanges", &[], &body);
+        assert_eq!(answer.status, 202, "{}", answer.text());
+    }
+    let count = |state: &str| {
+        let answer = server.request("GET", &format!("/v1/queue?state={state}"), &[], b"");
+        answer.json().as_array().map_or(0, Vec::len)
+    };
+    common::wait_until("all 16 metered", std::time::Duration::from_secs(30), || {
+        count("delivered") + count("held") == 16
+    });
+    assert_eq!((count("delivered"), count("held")), (14, 2));
 }

@@ -67,23 +67,25 @@ impl Pipeline {
                 self.admit(id, None, batch);
                 true
             }
-            Verdict::Exceeded { retry_after } if route.split => {
+            Verdict::Exceeded { retry_after, .. } if route.split => {
                 self.split(item, route, mid, Some(retry_after), batch).await
             }
-            Verdict::TooHeavy if route.split => self.split(item, route, mid, None, batch).await,
-            Verdict::Exceeded { retry_after } => {
+            Verdict::TooHeavy { .. } if route.split => {
+                self.split(item, route, mid, None, batch).await
+            }
+            Verdict::Exceeded { retry_after, limit } => {
                 let reason = format!(
-                    "over quota: {mid} allows {} per {} {}; weight {}",
-                    route.spec.limit, route.spec.interval, route.spec.unit, item.weight
+                    "over quota: {mid} allows {limit} per {} {}; weight {}",
+                    route.spec.interval, route.spec.unit, item.weight
                 );
                 self.hold(id, retry_after, reason, batch);
                 false
             }
-            Verdict::TooHeavy => {
+            Verdict::TooHeavy { limit } => {
                 let reason = format!(
-                    "weight {} exceeds the limit {} of {mid}: it can never be admitted whole \
+                    "weight {} exceeds the limit {limit} of {mid}: it can never be admitted whole \
                      (set split = true on route {} or raise the limit)",
-                    item.weight, route.spec.limit, route.name
+                    item.weight, route.name
                 );
                 self.dead_letter(id, reason, batch);
                 false
@@ -147,20 +149,19 @@ impl Pipeline {
         for (i, w) in weights.iter().enumerate() {
             match self.parts.meter.check(mid, &route.spec, *w).await {
                 Verdict::Admitted => keep.push(i),
-                Verdict::Exceeded { retry_after } => {
+                Verdict::Exceeded { retry_after, .. } => {
                     wait = Some(retry_after);
                     break;
                 }
-                Verdict::TooHeavy if keep.is_empty() => {
+                Verdict::TooHeavy { limit } if keep.is_empty() => {
                     let reason = format!(
-                        "transaction {} alone weighs {w}, more than the limit {} of {mid}",
+                        "transaction {} alone weighs {w}, more than the limit {limit} of {mid}",
                         i + 1,
-                        route.spec.limit
                     );
                     self.dead_letter(&item.id, reason, batch);
                     return false;
                 }
-                Verdict::TooHeavy => break,
+                Verdict::TooHeavy { .. } => break,
                 Verdict::Unavailable { reason } => {
                     wait = Some(UNAVAILABLE_RETRY);
                     if keep.is_empty() {

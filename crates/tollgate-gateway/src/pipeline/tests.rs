@@ -4,6 +4,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use tollgate_policy::Decider;
 use tollgate_quota::AnyStore;
 use tollgate_quota::store::MemoryStore;
 use tollgate_server::admin::AdminGuard;
@@ -47,7 +48,10 @@ deliver = "dir:{out}"
     );
     let config: GatewayConfig = toml::from_str(&text).unwrap();
     let store = std::sync::Arc::new(AnyStore::Memory(MemoryStore::new()));
-    Gateway::start(config, &dir.join("data"), store, AdminGuard::new(None, true)).await.unwrap()
+    Gateway::builder(config, &dir.join("data"), Decider::without_policies(store))
+        .start()
+        .await
+        .unwrap()
 }
 
 /// Waits until `f` holds for the gateway's stored items (10 s at most).
@@ -100,7 +104,7 @@ async fn an_upload_is_parsed_once_off_the_runtime() {
     let gw = gateway(dir.path(), 3).await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let app = gw.router();
+    let app = gw.router(AdminGuard::new(None, true), Default::default());
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     hooks::count("PARSEONCE2");
     let r = reqwest::Client::new()

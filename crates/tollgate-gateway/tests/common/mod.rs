@@ -10,6 +10,7 @@ use axum::body::Bytes;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{any, post};
 use tollgate_gateway::{Gateway, GatewayConfig};
+use tollgate_policy::Decider;
 use tollgate_quota::AnyStore;
 use tollgate_quota::store::MemoryStore;
 use tollgate_server::admin::AdminGuard;
@@ -150,9 +151,9 @@ pub struct Running {
 impl Running {
     pub async fn start(toml_text: &str, data: &Path, store: Arc<AnyStore>) -> Running {
         let config: GatewayConfig = toml::from_str(toml_text).unwrap();
-        let gateway =
-            Gateway::start(config, data, store.clone(), AdminGuard::new(None, true)).await.unwrap();
-        let addr = serve(gateway.router()).await;
+        let decider = Decider::without_policies(store.clone());
+        let gateway = Gateway::builder(config, data, decider).start().await.unwrap();
+        let addr = serve(gateway.router(AdminGuard::new(None, true), Default::default())).await;
         Running { gateway, addr, store, client: reqwest::Client::new() }
     }
 
@@ -220,9 +221,9 @@ impl Running {
     ) -> Running {
         let config: GatewayConfig = toml::from_str(toml_text).unwrap();
         let store = memory_store();
-        let gateway =
-            Gateway::start(config, data, store.clone(), guard).await.unwrap().with_clients(clients);
-        let addr = serve(gateway.router()).await;
+        let decider = Decider::without_policies(store.clone());
+        let gateway = Gateway::builder(config, data, decider).start().await.unwrap();
+        let addr = serve(gateway.router(guard, clients)).await;
         Running { gateway, addr, store, client: reqwest::Client::new() }
     }
 }

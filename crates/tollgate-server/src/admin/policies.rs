@@ -20,11 +20,11 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::config::PolicyRule;
-use crate::policy::PolicySet;
 use crate::problem::Problem;
 use crate::state::AppState;
 use crate::user::Permission;
+use tollgate_policy::PolicyRule;
+use tollgate_policy::PolicySet;
 
 fn policies_json(state: &AppState) -> Value {
     let policies = state.policies();

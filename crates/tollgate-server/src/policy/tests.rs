@@ -1,8 +1,16 @@
 //! Policy matching, validation and whole-set reload.
 
 use super::*;
+use crate::headers::{QuotaRequest, unresolved};
+use crate::problem::Problem;
 use axum::http::{HeaderMap, HeaderValue};
+use tollgate_policy::{LimitSource, PolicyMode, Resolved};
 use tollgate_quota::TimeUnit;
+
+/// Resolves a request as `GET /v1/quota` does, with the refusal as its problem.
+fn resolve(set: &PolicySet, r: &QuotaRequest) -> Result<Resolved, Problem> {
+    set.resolve(&r.id, &r.asked, LimitSource::Request).map_err(|e| unresolved(&e))
+}
 
 fn set(src: &str) -> PolicySet {
     parse_policies(Path::new("p.toml"), src).unwrap()
@@ -41,7 +49,8 @@ fn first_match_wins() {
 #[test]
 fn fill_mode_lets_headers_win() {
     let s = set(TWO);
-    let r = s.resolve(&req(&[("metering-id", "ShipmentStatus:A"), ("quota-limit", "7")])).unwrap();
+    let r =
+        resolve(&s, &req(&[("metering-id", "ShipmentStatus:A"), ("quota-limit", "7")])).unwrap();
     assert_eq!(r.spec.limit, 7);
     assert_eq!(r.spec.interval, 24);
     assert_eq!(r.spec.unit, TimeUnit::Hour);
@@ -52,14 +61,16 @@ fn fill_mode_lets_headers_win() {
 #[test]
 fn override_mode_beats_headers_but_headers_fill_its_gaps() {
     let s = set(TWO);
-    let r = s
-        .resolve(&req(&[
+    let r = resolve(
+        &s,
+        &req(&[
             ("metering-id", "Invoice:A"),
             ("quota-limit", "7"),
             ("quota-timeunit", "day"),
             ("quota-interval", "3"),
-        ]))
-        .unwrap();
+        ]),
+    )
+    .unwrap();
     assert_eq!(r.spec.limit, 5);
     assert_eq!(r.spec.unit, TimeUnit::Minute);
     assert_eq!(r.spec.interval, 3);
@@ -69,24 +80,26 @@ fn override_mode_beats_headers_but_headers_fill_its_gaps() {
 #[test]
 fn missing_limit_or_unit_without_policy_names_the_header() {
     let s = PolicySet::default();
-    let p = s.resolve(&req(&[("metering-id", "a"), ("quota-timeunit", "day")])).unwrap_err();
+    let p = resolve(&s, &req(&[("metering-id", "a"), ("quota-timeunit", "day")])).unwrap_err();
     assert_eq!(p.body()["invalid_header"], "quota-limit");
     assert_eq!(p.body()["value"], serde_json::Value::Null);
-    let p = s.resolve(&req(&[("metering-id", "a"), ("quota-limit", "1")])).unwrap_err();
+    let p = resolve(&s, &req(&[("metering-id", "a"), ("quota-limit", "1")])).unwrap_err();
     assert_eq!(p.body()["invalid_header"], "quota-timeunit");
 }
 
 #[test]
 fn start_with_non_calendar_window_is_refused() {
-    let p = PolicySet::default()
-        .resolve(&req(&[
+    let p = resolve(
+        &PolicySet::default(),
+        &req(&[
             ("metering-id", "a"),
             ("quota-limit", "1"),
             ("quota-timeunit", "day"),
             ("quota-window", "flexi"),
             ("quota-start", "2026-01-01T00:00:00Z"),
-        ]))
-        .unwrap_err();
+        ]),
+    )
+    .unwrap_err();
     assert_eq!(p.body()["invalid_header"], "quota-start");
 }
 
@@ -121,12 +134,12 @@ fn policy_windows_beyond_a_century_and_huge_limits_are_located_and_name_the_key(
     );
     // A header interval too long for the policy's unit names quota-interval.
     let s = set("[[policy]]\nmatch = \"*\"\nlimit = 1\nunit = \"month\"\n");
-    let p = s.resolve(&req(&[("metering-id", "a"), ("quota-interval", "1201")])).unwrap_err();
+    let p = resolve(&s, &req(&[("metering-id", "a"), ("quota-interval", "1201")])).unwrap_err();
     assert_eq!(p.body()["invalid_header"], "quota-interval");
     assert_eq!(p.body()["value"], "1201");
     // A header unit that makes the policy's interval too long names quota-timeunit.
     let s = set("[[policy]]\nmatch = \"*\"\nlimit = 1\ninterval = 6000\n");
-    let p = s.resolve(&req(&[("metering-id", "a"), ("quota-timeunit", "weeks")])).unwrap_err();
+    let p = resolve(&s, &req(&[("metering-id", "a"), ("quota-timeunit", "weeks")])).unwrap_err();
     assert_eq!(p.body()["invalid_header"], "quota-timeunit");
     assert_eq!(p.body()["value"], "week");
 }

@@ -7,12 +7,13 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 use tokio::sync::oneshot;
+use tollgate_policy::PolicySet;
 use tollgate_quota::store::MemoryStore;
 use tollgate_quota::{AnyStore, ManualClock};
 use tollgate_server::admin::AdminGuard;
 use tollgate_server::client::ClientKeys;
 use tollgate_server::config::ClientKey;
-use tollgate_server::policy::{Policies, PolicySet, parse_policies};
+use tollgate_server::policy::{Policies, parse_policies};
 use tollgate_server::{AppState, ConnectionLimits, router, serve_with};
 
 /// 2026-11-30T10:00:00Z: 14 hours before the end of the calendar day.
