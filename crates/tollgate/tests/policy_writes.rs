@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Reply, Server, call_at};
+use common::{Reply, Server, call_at, jitter};
 use serde_json::{Value, json};
 
 /// A config file with another section and a comment that every rewrite must keep.
@@ -67,12 +67,6 @@ fn assert_file_holds(cfg: &std::path::Path, in_force: &Value, round: u64) {
         .map(|p| (p["match"].as_str().unwrap().to_owned(), p["limit"].as_u64().unwrap()))
         .collect();
     assert_eq!(in_file, in_force, "round {round}: the file holds the set in force");
-}
-
-/// A pseudo-random number from the clock and `salt` (timing only; no test data depends on it).
-fn jitter(salt: u64) -> u64 {
-    use std::hash::{BuildHasher, RandomState};
-    RandomState::new().hash_one((salt, std::time::Instant::now()))
 }
 
 #[test]

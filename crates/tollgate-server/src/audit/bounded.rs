@@ -5,8 +5,8 @@
 //! whole. Past that, each is replaced by its size and SHA-256 (`{"omitted": true, "bytes": N,
 //! "sha256": "…"}`), and the record gets a `diff`: for two arrays, the elements `removed` and
 //! `added` (compared by value); for two objects, the `changed` keys with their `before` and
-//! `after`; entries are kept while they fit in [`DIFF_BYTES`], and what did not fit is counted
-//! in `left_out` (`entries`, `bytes`). A record is therefore at most about
+//! `after`; entries are kept while they fit in [`DIFF_BYTES`] (half for what was removed, half
+//! for what was added), and what did not fit is counted in `left_out` (`entries`, `bytes`). A record is therefore at most about
 //! `INLINE_BYTES + DIFF_BYTES` plus its target.
 
 use std::collections::HashMap;
@@ -29,7 +29,7 @@ pub fn bounded(before: Value, after: Value) -> (Value, Value, Option<Value>) {
         (Value::Array(old), Value::Array(new)) => array_diff(old, new),
         (Value::Object(old), Value::Object(new)) => object_diff(old, new),
         _ => {
-            let mut budget = Budget::default();
+            let mut budget = Budget::new(DIFF_BYTES);
             budget.leave_out(b.len() + a.len());
             json!({ "left_out": budget.left_out() })
         }
@@ -43,19 +43,23 @@ fn summary(text: &str) -> Value {
     json!({ "omitted": true, "bytes": text.len(), "sha256": hex })
 }
 
-/// Entries kept while they fit in [`DIFF_BYTES`]; the rest counted.
-#[derive(Default)]
+/// Entries kept while they fit in `cap` bytes; the rest counted.
 struct Budget {
+    cap: usize,
     used: usize,
     left_entries: usize,
     left_bytes: usize,
 }
 
 impl Budget {
+    fn new(cap: usize) -> Self {
+        Self { cap, used: 0, left_entries: 0, left_bytes: 0 }
+    }
+
     /// True (and counted as used) when an entry of `len` bytes (and its separator) still fits.
     fn take(&mut self, len: usize) -> bool {
         let len = len + 1;
-        if self.left_entries == 0 && self.used + len <= DIFF_BYTES {
+        if self.left_entries == 0 && self.used + len <= self.cap {
             self.used += len;
             return true;
         }
@@ -71,6 +75,14 @@ impl Budget {
     fn left_out(&self) -> Value {
         json!({ "entries": self.left_entries, "bytes": self.left_bytes })
     }
+
+    /// What both budgets left out.
+    fn left_out_of(a: &Budget, b: &Budget) -> Value {
+        json!({
+            "entries": a.left_entries + b.left_entries,
+            "bytes": a.left_bytes + b.left_bytes,
+        })
+    }
 }
 
 /// The elements of `old` not in `new` (`removed`) and of `new` not in `old` (`added`), by
@@ -82,13 +94,13 @@ fn array_diff(old: &[Value], new: &[Value]) -> Value {
     for t in &new_t {
         *in_new.entry(t).or_default() += 1;
     }
-    let mut budget = Budget::default();
+    let (mut gone, mut came) = (Budget::new(DIFF_BYTES / 2), Budget::new(DIFF_BYTES / 2));
     let mut removed = Vec::new();
     for (v, t) in old.iter().zip(&old_t) {
         match in_new.get_mut(t.as_str()) {
             Some(n) if *n > 0 => *n -= 1,
             _ => {
-                if budget.take(t.len()) {
+                if gone.take(t.len()) {
                     removed.push(v.clone());
                 }
             }
@@ -103,18 +115,18 @@ fn array_diff(old: &[Value], new: &[Value]) -> Value {
         match in_old.get_mut(t.as_str()) {
             Some(n) if *n > 0 => *n -= 1,
             _ => {
-                if budget.take(t.len()) {
+                if came.take(t.len()) {
                     added.push(v.clone());
                 }
             }
         }
     }
-    json!({ "removed": removed, "added": added, "left_out": budget.left_out() })
+    json!({ "removed": removed, "added": added, "left_out": Budget::left_out_of(&gone, &came) })
 }
 
 /// The keys whose values differ, each with its `before` and `after` (`null` when absent).
 fn object_diff(old: &Map<String, Value>, new: &Map<String, Value>) -> Value {
-    let mut budget = Budget::default();
+    let mut budget = Budget::new(DIFF_BYTES);
     let mut changed = Map::new();
     let keys = old.keys().chain(new.keys().filter(|k| !old.contains_key(*k)));
     for key in keys {
