@@ -318,13 +318,14 @@ impl Policies {
     /// under the writer lock (blocking: a file write and fsyncs). When a file is configured,
     /// its `[[policy]]` tables are rewritten first (see [`crate::config_file`]: mode, owner,
     /// symlink and comments outside `[[policy]]` are kept), so the next reload keeps the new
-    /// set. Returns the new version.
+    /// set. Returns the set this call put in force (a later call may already have replaced
+    /// it: answer with this one, so its version is the one the caller's change made).
     pub fn replace_if(
         &self,
         set: PolicySet,
         if_match: Option<&IfMatch>,
         then: impl FnOnce(&PolicySet, &PolicySet) -> Result<(), String>,
-    ) -> Result<String, ReplaceError> {
+    ) -> Result<Arc<PolicySet>, ReplaceError> {
         let _writer = lock(&self.writer);
         let before = self.current();
         let current = version::etag(&before);
@@ -336,12 +337,11 @@ impl Policies {
                 .map_err(ReplaceError::Write)?;
             *lock(&self.seen) = Some(hash(&written));
         }
-        let after = version::etag(&set);
         self.install(set);
         let installed = self.current();
         tracing::info!(policies = installed.rules().len(), "policies replaced via the API");
         then(&before, &installed).map_err(ReplaceError::After)?;
-        Ok(after)
+        Ok(installed)
     }
 
     /// Re-reads the file if its content changed. Returns `Ok(true)` when a new set came into

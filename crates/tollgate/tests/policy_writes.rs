@@ -77,7 +77,7 @@ fn four_puts_at_once_keep_the_file_whole_and_each_200_has_one_record() {
     for round in 1..=25u64 {
         let (etag, _) = version(&server);
         // Two editors send the version they loaded, two send none (a script).
-        let replies: Vec<(bool, Reply)> = std::thread::scope(|s| {
+        let replies: Vec<(u64, Reply)> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..4u64)
                 .map(|n| {
                     let (addr, etag) = (server.addr.clone(), etag.clone());
@@ -87,18 +87,23 @@ fn four_puts_at_once_keep_the_file_whole_and_each_200_has_one_record() {
                         let conditional = n < 2;
                         let headers: Vec<(&str, &str)> =
                             if conditional { vec![("if-match", &etag)] } else { vec![] };
-                        (conditional, call_at(&addr, "PUT", "/v1/policies", &headers, &body))
+                        (n, call_at(&addr, "PUT", "/v1/policies", &headers, &body))
                     })
                 })
                 .collect();
             handles.into_iter().map(|h| h.join().unwrap()).collect()
         });
         let mut ok_conditional = 0;
-        for (conditional, reply) in &replies {
+        for (n, reply) in &replies {
+            let conditional = *n < 2;
             match (conditional, reply.status) {
                 (_, 200) => {
                     assert!(reply.header("etag").is_some(), "round {round}: {reply:?}");
-                    if *conditional {
+                    // The answer shows the set this PUT put in force (with its version), even
+                    // when another PUT has replaced it since.
+                    let first = &reply.json()["policies"][0]["limit"];
+                    assert_eq!(first, &json!((round * 10 + n) * 1000), "round {round}");
+                    if conditional {
                         ok_conditional += 1;
                     }
                 }

@@ -35,18 +35,18 @@ use crate::problem::Problem;
 use crate::state::AppState;
 use crate::user::Permission;
 
-/// The answer of `GET` and `PUT`: the set in force as JSON, with its version in `ETag`.
-fn policies_answer(state: &AppState) -> Response {
+/// The answer of `GET` and `PUT`: `current` (the set in force, or the one a `PUT` put in
+/// force) as JSON, with its version in `ETag`.
+fn policies_answer(state: &AppState, current: &PolicySet) -> Response {
     let policies = state.policies();
     let status = policies.status();
-    let current = policies.current();
     let body = json!({
         "policies": current.rules(),
         "source": policies.file().map(|f| f.display().to_string()),
         "generation": status.generation,
         "last_error": status.last_error,
     });
-    let etag = crate::policy::version::etag(&current);
+    let etag = crate::policy::version::etag(current);
     let mut answer = Json(body).into_response();
     if let Ok(v) = HeaderValue::from_str(&etag) {
         answer.headers_mut().insert(ETAG, v);
@@ -130,7 +130,7 @@ pub async fn get_policies(
     headers: HeaderMap,
 ) -> Result<Response, Problem> {
     state.admin().allow(&headers, Permission::Read)?;
-    Ok(policies_answer(&state))
+    Ok(policies_answer(&state, &state.policies().current()))
 }
 
 /// The body of `PUT /v1/policies` (other members, such as those `GET` returns, are ignored).
@@ -226,7 +226,7 @@ pub async fn put_policies(
     .await
     .unwrap_or_else(|e| Err(ReplaceError::Write(format!("the write task failed: {e}"))));
     match outcome {
-        Ok(_) => Ok(policies_answer(&state)),
+        Ok(installed) => Ok(policies_answer(&state, &installed)),
         Err(ReplaceError::Stale { current }) => {
             let sent = if_match.map(|m| m.shown()).unwrap_or_default();
             Err(Problem::new(
