@@ -193,3 +193,40 @@ fn a_purge_whose_client_hangs_up_is_still_recorded() {
     }
     assert!(purged >= 15, "the hang-up came after the purge was sent in {purged} of 20 rounds");
 }
+
+#[test]
+fn a_change_whose_record_meets_a_full_disk_is_not_acknowledged_as_recorded() {
+    let Some(disk) = tollgate_testkit::SmallDisk::mount("4m") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let data = disk.path().join("data");
+    // The config file lives elsewhere: only the audit log meets the full disk.
+    let cfg = dir.path().join("tollgate.toml");
+    std::fs::write(&cfg, format!("[server]\ndata = \"{}\"\n", data.display())).unwrap();
+    let server = Server::start(&["--config", cfg.to_str().unwrap(), "--store", "memory"]);
+    let mut acknowledged = Vec::new();
+    for round in 0..5u64 {
+        let id = format!("Full:{round}");
+        let reply = server.call("DELETE", &format!("/v1/counters/{id}"), &[], "");
+        assert_eq!(reply.status, 200, "{reply:?}");
+        acknowledged.push(("counter.reset".to_owned(), id));
+
+        // A policy edit whose record (about 6 KiB) no longer fits.
+        let filler = disk.fill();
+        let rules: Vec<Value> = (0..60)
+            .map(|i| json!({"match": format!("Full{round}-{i:03}-padding:*"), "limit": i}))
+            .collect();
+        let body = json!({ "policies": rules }).to_string();
+        let reply = server.call("PUT", "/v1/policies", &[], &body);
+        assert_eq!(reply.status, 500, "round {round}: {reply:?}");
+        let p = reply.json();
+        assert_eq!(p["type"], "https://tollgate.dev/problems/audit-write-failed", "{p}");
+        assert!(p["detail"].as_str().unwrap().contains("the change was made"), "{p}");
+        std::fs::remove_file(filler).unwrap();
+
+        // Every acknowledged change is listed, and only those; the file holds whole records.
+        assert_eq!(actions(&audit(&server, None)), acknowledged, "round {round}");
+        let text = std::fs::read_to_string(data.join("audit.jsonl")).unwrap();
+        assert!(text.ends_with('\n'), "round {round}");
+        assert!(text.lines().all(|l| serde_json::from_str::<Value>(l).is_ok()), "round {round}");
+    }
+}
