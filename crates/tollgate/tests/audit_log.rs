@@ -3,7 +3,8 @@
 //! remote quota service), when the log ends in a torn line (written while the server runs, or
 //! left for the next start), and after a `limits` user's 70 large policy edits (36 MB of
 //! before and after, more than the 32 MiB the log used to keep), which no longer push an
-//! earlier counter reset out of the log.
+//! earlier counter reset out of the log. A change whose record meets a full disk is answered
+//! 500 `audit-write-failed` instead of 200, and leaves no torn line.
 
 mod common;
 
