@@ -43,9 +43,10 @@ function status(text, isError) {
   s.classList.toggle("error", !!isError);
 }
 
-// A call to the API; a 401 sends the browser to the login page.
-async function api(method, path, body) {
-  const headers = { Accept: "application/json" };
+// A call to the API, with `extra` request headers if given; a 401 sends the browser to the
+// login page.
+async function api(method, path, body, extra) {
+  const headers = { Accept: "application/json", ...(extra || {}) };
   if (session && session.csrf) headers["X-CSRF-Token"] = session.csrf;
   const init = { method, headers, credentials: "same-origin" };
   if (body !== undefined) {
@@ -511,6 +512,9 @@ const FIELDS = [
 async function initLimits() {
   let current = [];
   let proposed = null;
+  // The version of the policies this page loaded (their ETag): applying sends it back in
+  // If-Match, so a change someone else made meanwhile is not silently overwritten (412).
+  let version = null;
   const editable = !!session.may.limits;
   document.body.classList.toggle("read-only", !editable);
   const rulesBox = $("rules");
@@ -580,6 +584,7 @@ async function initLimits() {
       return;
     }
     const body = await res.json();
+    version = res.headers.get("ETag");
     current = body.policies;
     $("pol-source").textContent = (body.source ? "From " + body.source : "Not kept in a file") +
       `; generation ${body.generation}` + (body.last_error ? "; last reload error: " + body.last_error : "");
@@ -613,11 +618,27 @@ async function initLimits() {
   });
   $("back").addEventListener("click", () => { $("diff-box").hidden = true; });
   $("apply").addEventListener("click", async () => {
-    const res = await api("PUT", "/v1/policies", { policies: proposed });
+    const res = await api("PUT", "/v1/policies", { policies: proposed },
+      version ? { "If-Match": version } : undefined);
     $("diff-box").hidden = true;
     if (res.ok) {
       await load();
       status(`Applied: ${current.length} policies in force.`);
+      return;
+    }
+    if (res.status === 412) {
+      // Someone else applied a change since this page loaded the policies: nothing was
+      // changed; reloading shows theirs (and drops the edits made here).
+      const reload = el("button", { type: "button", id: "reload-policies" }, "Reload the limits");
+      reload.addEventListener("click", async () => {
+        clearErrors();
+        await load();
+        status("Reloaded: these are the limits in force now.");
+      });
+      $("form-error").replaceChildren(
+        "Not applied: someone else changed the limits since you loaded them; reload to see " +
+        "their change, then make yours again. ", reload);
+      status("Not applied: someone else changed the limits; reload.", true);
       return;
     }
     let p = {};
@@ -712,6 +733,8 @@ async function initAudit() {
     el("td", { class: "id" }, r.target),
     el("td", {}, el("details", {}, el("summary", {}, "show"),
       el("pre", {}, "before: " + JSON.stringify(r.before, null, 1) + "\nafter: " +
-        JSON.stringify(r.after, null, 1)))))));
+        JSON.stringify(r.after, null, 1) +
+        // Large changes are stored as their size and hash plus a bounded diff.
+        (r.diff ? "\ndiff: " + JSON.stringify(r.diff, null, 1) : "")))))));
   status(records.length ? "" : "No changes recorded yet.");
 }

@@ -294,6 +294,13 @@ pub(crate) enum QueueItemRefused {
         content_type = "application/problem+json"
     )]
     State(tollgate_server::openapi::ProblemDoc),
+    /// 500: done, but not recorded.
+    #[response(
+        status = 500,
+        description = "The action was done but its audit record could not be written (problem audit-write-failed).",
+        content_type = "application/problem+json"
+    )]
+    NotRecorded(tollgate_server::openapi::ProblemDoc),
     /// 503: the gateway cannot act now.
     #[response(
         status = 503,
@@ -372,7 +379,16 @@ pub async fn purge(
     operate(api, headers, id, AdminOp::Purge).await
 }
 
+/// Runs the action and its audit record in a task of their own, awaited here: a client that
+/// hangs up drops this handler, not the change and its record (the answer waits for both).
 async fn operate(api: QueueApi, headers: HeaderMap, id: String, op: AdminOp) -> Response {
+    tokio::spawn(act(api, headers, id, op)).await.unwrap_or_else(|e| {
+        tracing::error!(error = %e, "a queue action's task failed");
+        unavailable(format!("the action's task failed: {e}"))
+    })
+}
+
+async fn act(api: QueueApi, headers: HeaderMap, id: String, op: AdminOp) -> Response {
     let who = match api.guard.allow(&headers, Permission::Queue) {
         Ok(who) => who,
         Err(p) => return p.into_response(),
@@ -392,19 +408,27 @@ async fn operate(api: QueueApi, headers: HeaderMap, id: String, op: AdminOp) -> 
         AdminOp::Release => "queue.release",
         AdminOp::Purge => "queue.purge",
     };
+    // The answer is sent only once the record is durable; a record that cannot be written is
+    // a 500 that says the change was made.
     let record = |after: serde_json::Value| {
         let (guard, id, who) = (api.guard.clone(), id.clone(), who.clone());
-        tokio::task::spawn_blocking(move || guard.record(&who, action, &id, before, after))
+        async move {
+            tokio::task::spawn_blocking(move || guard.record(&who, action, &id, before, after))
+                .await
+                .map_err(|e| e.to_string())
+                .and_then(|written| written)
+                .map_err(|e| tollgate_server::audit::write_failed(e).into_response())
+        }
     };
     match rx.await {
-        Ok(Ok(Some(item))) => {
-            let _ = record(row(&item)).await;
-            Json(row(&item)).into_response()
-        }
-        Ok(Ok(None)) => {
-            let _ = record(serde_json::Value::Null).await;
-            StatusCode::NO_CONTENT.into_response()
-        }
+        Ok(Ok(Some(item))) => match record(row(&item)).await {
+            Ok(()) => Json(row(&item)).into_response(),
+            Err(refused) => refused,
+        },
+        Ok(Ok(None)) => match record(serde_json::Value::Null).await {
+            Ok(()) => StatusCode::NO_CONTENT.into_response(),
+            Err(refused) => refused,
+        },
         Ok(Err(AdminError::NotFound)) => {
             Problem::new(StatusCode::NOT_FOUND, "queue-item-not-found", "No such queue item")
                 .detail(format!("no queue item {id}"))

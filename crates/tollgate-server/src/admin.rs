@@ -67,10 +67,19 @@ impl AdminGuard {
     }
 
     /// Records a change made by `who` in the audit log, when one is kept (blocking: call it
-    /// off the runtime or accept one fsync; admin changes are rare).
-    pub fn record(&self, who: &Actor, action: &str, target: &str, before: Value, after: Value) {
-        if let Some(log) = &self.audit {
-            log.record(who, action, target, before, after);
+    /// from `spawn_blocking`). `Err` says why the record is missing: the change must then not
+    /// be acknowledged as done and recorded (see [`crate::audit::write_failed`]).
+    pub fn record(
+        &self,
+        who: &Actor,
+        action: &str,
+        target: &str,
+        before: Value,
+        after: Value,
+    ) -> Result<(), String> {
+        match &self.audit {
+            Some(log) => log.record(who, action, target, before, after),
+            None => Ok(()),
         }
     }
 

@@ -3,17 +3,29 @@
 //! durable and listed newest first at `GET /v1/audit`.
 //!
 //! Invariants:
-//! - **Written before the answer.** A record is appended and fsynced before the change's
-//!   answer is sent; a record that cannot be written is logged as an error (the change itself
-//!   is already made and is not undone).
-//! - **Bounded.** The file `audit.jsonl` (one JSON object per line) is renamed to
-//!   `audit.1.jsonl` when it passes [`MAX_FILE_BYTES`], replacing the previous one: at most
-//!   twice that is kept on disk, and listed.
+//! - **Durable before the answer.** A change is acknowledged only once its record is appended
+//!   and fsynced. The handlers run the change and its record in a task of their own that they
+//!   await, so a client that hangs up cannot leave a change without its record. A record that
+//!   cannot be written turns the answer into a 500 `audit-write-failed` saying the change was
+//!   made (it is not undone).
 //! - **One writer.** Appends are serialised by a lock; a record is one `write` of one line.
+//! - **Complete lines only.** A torn tail (a crash or a full disk mid-record) is cut off at
+//!   start and before the next append, so it never swallows the next record ([`files`]).
+//! - **Bounded records.** Large before/after states are stored as their size, hash and a
+//!   bounded diff ([`bounded`]): a record takes at most about 24 KiB plus its target.
+//! - **Retention by count and age.** `audit.jsonl` becomes the segment `audit.N.jsonl` past
+//!   [`MAX_FILE_BYTES`]; a segment is removed only when the newer files hold at least
+//!   [`KEEP_RECORDS`] records and its newest record is older than [`KEEP_DAYS`] days, or past
+//!   [`MAX_TOTAL_BYTES`] on disk. So no role can flush others' records quickly: at 24 KiB a
+//!   record, that takes over 40,000 changes.
 
-use std::fs::{File, OpenOptions};
-use std::io::Write;
-use std::path::{Path, PathBuf};
+mod bounded;
+mod files;
+
+pub use bounded::{DIFF_BYTES, INLINE_BYTES};
+pub use files::{KEEP_DAYS, KEEP_RECORDS, MAX_FILE_BYTES, MAX_TOTAL_BYTES};
+
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use axum::Json;
@@ -27,8 +39,6 @@ use crate::problem::Problem;
 use crate::state::AppState;
 use crate::user::{Actor, Permission};
 
-/// The size past which the log starts a new file.
-pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
 /// Records listed when `limit` is absent, and the most one call lists.
 pub const DEFAULT_LIST: usize = 100;
 /// See [`DEFAULT_LIST`].
@@ -37,14 +47,7 @@ pub const MAX_LIST: usize = 1000;
 /// The durable log of admin changes; cheap to clone.
 #[derive(Clone)]
 pub struct AuditLog {
-    inner: Arc<Mutex<Inner>>,
-}
-
-struct Inner {
-    path: PathBuf,
-    /// Opened at the first record, so a server that changes nothing writes no file.
-    file: Option<File>,
-    len: u64,
+    inner: Arc<Mutex<files::Files>>,
 }
 
 impl std::fmt::Debug for AuditLog {
@@ -53,22 +56,43 @@ impl std::fmt::Debug for AuditLog {
     }
 }
 
+/// The 500 answered when a change was made but its record could not be written.
+pub fn write_failed(error: String) -> Problem {
+    Problem::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "audit-write-failed",
+        "Change made, audit record not written",
+    )
+    .detail(format!(
+        "the change was made, but its audit record could not be written: {error}; the server \
+         log has it"
+    ))
+}
+
 impl AuditLog {
-    /// The log kept in `dir/audit.jsonl` (the directory and the file are made at the first
-    /// record).
+    /// The log kept in `dir/audit.jsonl` and its segments (the directory and the file are
+    /// made at the first record, which also repairs a torn tail and applies retention).
     pub fn new(dir: &Path) -> Self {
-        let inner = Inner { path: dir.join("audit.jsonl"), file: None, len: 0 };
-        Self { inner: Arc::new(Mutex::new(inner)) }
+        Self { inner: Arc::new(Mutex::new(files::Files::new(dir))) }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, files::Files> {
         self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Appends one record (blocking: a write and an fsync); see the module invariants.
-    pub fn record(&self, who: &Actor, action: &str, target: &str, before: Value, after: Value) {
+    /// Appends one record and fsyncs it (blocking); see the module invariants. An error says
+    /// why the record is missing (it is logged too).
+    pub fn record(
+        &self,
+        who: &Actor,
+        action: &str,
+        target: &str,
+        before: Value,
+        after: Value,
+    ) -> Result<(), String> {
         let at = jiff::Timestamp::now().to_string();
-        let line = json!({
+        let (before, after, diff) = bounded::bounded(before, after);
+        let mut line = json!({
             "at": at,
             "who": who.name,
             "role": who.role.as_str(),
@@ -77,23 +101,27 @@ impl AuditLog {
             "before": before,
             "after": after,
         });
+        if let (Some(diff), Some(fields)) = (diff, line.as_object_mut()) {
+            fields.insert("diff".into(), diff);
+        }
         let mut text = line.to_string();
         text.push('\n');
-        let mut inner = self.lock();
-        if let Err(e) = inner.append(text.as_bytes()) {
+        let mut files = self.lock();
+        files.append(text.as_bytes()).map_err(|e| {
             tracing::error!(error = %e, action, target, "the audit record could not be written");
-        }
+            e.to_string()
+        })
     }
 
     /// Copies the log's files into `dir` (for a backup); no record is half-written in the
     /// copy, since appends wait meanwhile. Returns the names copied.
     pub fn copy_to(&self, dir: &Path) -> std::io::Result<Vec<String>> {
-        let inner = self.lock();
+        let files = self.lock();
         let mut copied = Vec::new();
-        for name in ["audit.jsonl", "audit.1.jsonl"] {
-            let from = inner.path.with_file_name(name);
+        for from in files.all()? {
+            let Some(name) = from.file_name() else { continue };
             match std::fs::copy(&from, dir.join(name)) {
-                Ok(_) => copied.push(name.to_owned()),
+                Ok(_) => copied.push(name.to_string_lossy().into_owned()),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(e),
             }
@@ -101,11 +129,11 @@ impl AuditLog {
         Ok(copied)
     }
 
-    /// The newest `limit` records, newest first, from this file and the one before it.
+    /// The newest `limit` records, newest first, from the active file and the segments.
     pub fn newest(&self, limit: usize) -> std::io::Result<Vec<Value>> {
-        let path = self.lock().path.clone();
+        let all = self.lock().all()?;
         let mut out = Vec::new();
-        for file in [path.clone(), path.with_file_name("audit.1.jsonl")] {
+        for file in all {
             let text = match std::fs::read_to_string(&file) {
                 Ok(t) => t,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
@@ -115,42 +143,13 @@ impl AuditLog {
                 if out.len() == limit {
                     return Ok(out);
                 }
-                // A line cut by a crash mid-write is skipped, not fatal.
+                // A line cut by a crash mid-write (not yet repaired) is skipped, not fatal.
                 if let Ok(v) = serde_json::from_str::<Value>(line) {
                     out.push(v);
                 }
             }
         }
         Ok(out)
-    }
-}
-
-impl Inner {
-    fn open(&mut self) -> std::io::Result<&mut File> {
-        if self.file.is_none() {
-            if let Some(dir) = self.path.parent() {
-                std::fs::create_dir_all(dir)?;
-            }
-            let file = OpenOptions::new().create(true).append(true).open(&self.path)?;
-            self.len = file.metadata()?.len();
-            self.file = Some(file);
-        }
-        self.file.as_mut().ok_or_else(|| std::io::Error::other("audit log not open"))
-    }
-
-    fn append(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        self.open()?;
-        if self.len > 0 && self.len + bytes.len() as u64 > MAX_FILE_BYTES {
-            std::fs::rename(&self.path, self.path.with_file_name("audit.1.jsonl"))?;
-            self.file = None;
-            self.open()?;
-            self.len = 0;
-        }
-        let file = self.open()?;
-        file.write_all(bytes)?;
-        file.sync_data()?;
-        self.len += bytes.len() as u64;
-        Ok(())
     }
 }
 
@@ -179,6 +178,11 @@ pub(crate) struct AuditRecord {
     before: serde_json::Value,
     /// The state after.
     after: serde_json::Value,
+    /// Present when before and after were too large to keep whole (they then hold their
+    /// `bytes` and `sha256`): the `removed` and `added` elements, or the `changed` keys, and
+    /// what was `left_out` of the diff.
+    #[schema(required = false)]
+    diff: serde_json::Value,
 }
 
 /// `GET /v1/audit?limit=N`: the newest records first (readers and up).
@@ -245,8 +249,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let who = Actor { name: "lena".into(), role: Role::Limits };
         let log = AuditLog::new(dir.path());
-        log.record(&who, "counter.reset", "A:1", json!([]), json!({"removed": 1}));
-        log.record(&who, "policies.replace", "policies", json!([]), json!([{"match": "*"}]));
+        log.record(&who, "counter.reset", "A:1", json!([]), json!({"removed": 1})).unwrap();
+        log.record(&who, "policies.replace", "policies", json!([]), json!([{"match": "*"}]))
+            .unwrap();
         drop(log);
         let log = AuditLog::new(dir.path());
         let all = log.newest(10).unwrap();
@@ -263,18 +268,16 @@ mod tests {
     }
 
     #[test]
-    fn a_full_file_is_rotated_and_still_listed() {
+    fn a_large_change_is_stored_bounded() {
         let dir = tempfile::tempdir().unwrap();
         let who = Actor { name: "x".into(), role: Role::Admin };
         let log = AuditLog::new(dir.path());
-        log.record(&who, "first", "0", Value::Null, Value::Null);
-        log.lock().len = MAX_FILE_BYTES;
-        log.record(&who, "a", "1", Value::Null, Value::Null);
-        log.lock().len = MAX_FILE_BYTES;
-        log.record(&who, "b", "2", Value::Null, Value::Null);
-        assert!(dir.path().join("audit.1.jsonl").exists());
-        let all = log.newest(10).unwrap();
-        let actions: Vec<&str> = all.iter().filter_map(|r| r["action"].as_str()).collect();
-        assert_eq!(actions, ["b", "a"]);
+        let many: Vec<Value> = (0..20_000).map(|i| json!({"match": format!("P{i}:*")})).collect();
+        log.record(&who, "policies.replace", "policies", json!([]), Value::Array(many)).unwrap();
+        let size = std::fs::metadata(dir.path().join("audit.jsonl")).unwrap().len();
+        assert!(size < (INLINE_BYTES + DIFF_BYTES) as u64 + 1024, "{size}");
+        let record = &log.newest(1).unwrap()[0];
+        assert_eq!(record["after"]["omitted"], true);
+        assert!(record["diff"]["added"].as_array().is_some_and(|a| !a.is_empty()));
     }
 }

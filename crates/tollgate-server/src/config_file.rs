@@ -4,10 +4,13 @@
 //! a deployment tool, so a rewrite must leave everything but the `[[policy]]` tables as the
 //! operator wrote it:
 //! - a symlinked path is resolved and its *target* is rewritten; the link stays a link;
-//! - the new content goes to a temporary file in the target's own directory (so the rename is
-//!   atomic on one file system), which gets the old file's mode and owner *before* the rename,
-//!   is fsynced, and then replaces the target; readers see the old or the new file, never
-//!   half of one, and never a moment where a 0600 file is world-readable;
+//! - the new content goes to a temporary file of its own (a unique name, created exclusively)
+//!   in the target's own directory (so the rename is atomic on one file system), which gets
+//!   the old file's mode and owner *before* the rename, is fsynced, and then replaces the
+//!   target, after which the directory is fsynced; readers see the old or the new file, never
+//!   half of one, and never a moment where a 0600 file is world-readable. Writers within the
+//!   process are serialized by [`crate::policy::Policies`]; a second process writing the same
+//!   file still never shares a temporary file with this one;
 //! - comments, order and formatting outside `[[policy]]` are kept (`toml_edit`), and so are
 //!   those of each `[[policy]]` table whose `match` is still there: its comments and the
 //!   comments beside its keys stay, only the values change. A new policy is written after the
@@ -135,17 +138,8 @@ fn write_atomically(
         _ => PathBuf::from("."),
     };
     let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tollgate-tmp"));
+    let (tmp, mut f) = unique_temp(&dir, &name)?;
     let result = (|| {
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create(true).truncate(true);
-        #[cfg(unix)]
-        {
-            // Born private: the secrets are never readable by others, even for a moment.
-            use std::os::unix::fs::OpenOptionsExt;
-            options.mode(0o600);
-        }
-        let mut f = options.open(&tmp)?;
         if let Some(meta) = meta {
             keep_owner_and_mode(&f, meta)?;
         }
@@ -153,15 +147,40 @@ fn write_atomically(
         f.sync_all()?;
         drop(f);
         std::fs::rename(&tmp, target)?;
-        if let Ok(d) = std::fs::File::open(&dir) {
-            let _ = d.sync_all();
-        }
+        // The rename itself is durable only once the directory is.
+        std::fs::File::open(&dir)?.sync_all()?;
         Ok(())
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
     result
+}
+
+/// A new temporary file beside `name` in `dir`, created exclusively (never one another writer
+/// has open) and private (0600) from birth: `.NAME.PID.N.tollgate-tmp`.
+fn unique_temp(dir: &Path, name: &str) -> std::io::Result<(PathBuf, std::fs::File)> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let pid = std::process::id();
+    loop {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let tmp = dir.join(format!(".{name}.{pid}.{n}.tollgate-tmp"));
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        {
+            // Born private: the secrets are never readable by others, even for a moment.
+            use std::os::unix::fs::OpenOptionsExt;
+            options.mode(0o600);
+        }
+        match options.open(&tmp) {
+            Ok(f) => return Ok((tmp, f)),
+            // Left by an earlier process with the same pid: take the next name.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// Gives `f` the owner (when allowed: only root may give a file away) and mode of `meta`.

@@ -9,6 +9,11 @@
 //! Invariant: the set in force was always valid as a whole. A file that fails to parse or
 //! validate is refused entirely and the previous set stays; the refusal is logged, counted in
 //! `tollgate_policy_reload_errors_total` and shown by `/readyz` until a valid file arrives.
+//!
+//! Invariant: one writer at a time. A replacement through the API (version check, file
+//! rewrite, swap, audit record) and a reload from the file each run under one lock, so the
+//! version a `PUT` was checked against is the one it replaces, and the file is never written
+//! by two at once ([`version`] has the `ETag` / `If-Match` side).
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
@@ -22,7 +27,9 @@ use crate::config::located;
 use crate::metrics;
 use crate::reload::{FileCheck, FileValidator};
 
+pub mod version;
 mod watch;
+pub use version::IfMatch;
 pub use watch::PolicyWatcher;
 
 /// The policies part of the config file; every other section is ignored here (the binary
@@ -60,6 +67,22 @@ pub struct Policies {
     file: Option<PathBuf>,
     /// Validates the whole file on reload (without one, only `[[policy]]` is read).
     validator: Option<FileValidator>,
+    /// Held by whoever changes the set in force or the file (see the module invariants).
+    writer: Mutex<()>,
+}
+
+/// Why [`Policies::replace_if`] did not (fully) apply a set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReplaceError {
+    /// `If-Match` does not name the version in force (`current`); nothing changed.
+    Stale {
+        /// The version in force.
+        current: String,
+    },
+    /// The config file could not be rewritten; the old set stays in force.
+    Write(String),
+    /// The new set is in force, but what had to follow it (the audit record) failed.
+    After(String),
 }
 
 impl std::fmt::Debug for Policies {
@@ -116,6 +139,7 @@ impl Policies {
             seen: Mutex::new(None),
             file,
             validator: None,
+            writer: Mutex::new(()),
         }
     }
 
@@ -156,18 +180,49 @@ impl Policies {
         metrics::policy_error(false);
     }
 
-    /// Replaces the set in force (e.g. from `PUT /v1/policies`). When a file is configured,
-    /// the file's `[[policy]]` tables are rewritten first (see [`crate::config_file`]: mode,
-    /// owner, symlink and comments outside `[[policy]]` are kept), so the next reload keeps
-    /// the new set.
+    /// The version of the set in force (its `ETag`, see [`version`]).
+    pub fn version(&self) -> String {
+        version::etag(&self.current())
+    }
+
+    /// Replaces the set in force (see [`Policies::replace_if`], without a version check and
+    /// with nothing to follow).
     pub fn replace(&self, set: PolicySet) -> Result<(), String> {
+        self.replace_if(set, None, |_, _| Ok(())).map(drop).map_err(|e| match e {
+            ReplaceError::Stale { current } => format!("the policies changed: now {current}"),
+            ReplaceError::Write(e) | ReplaceError::After(e) => e,
+        })
+    }
+
+    /// Replaces the set in force (e.g. from `PUT /v1/policies`) when `if_match` (if any)
+    /// names the version in force, then runs `then(before, after)` (the audit record), all
+    /// under the writer lock (blocking: a file write and fsyncs). When a file is configured,
+    /// its `[[policy]]` tables are rewritten first (see [`crate::config_file`]: mode, owner,
+    /// symlink and comments outside `[[policy]]` are kept), so the next reload keeps the new
+    /// set. Returns the set this call put in force (a later call may already have replaced
+    /// it: answer with this one, so its version is the one the caller's change made).
+    pub fn replace_if(
+        &self,
+        set: PolicySet,
+        if_match: Option<&IfMatch>,
+        then: impl FnOnce(&PolicySet, &PolicySet) -> Result<(), String>,
+    ) -> Result<Arc<PolicySet>, ReplaceError> {
+        let _writer = lock(&self.writer);
+        let before = self.current();
+        let current = version::etag(&before);
+        if if_match.is_some_and(|m| !m.matches(&current)) {
+            return Err(ReplaceError::Stale { current });
+        }
         if let Some(file) = &self.file {
-            let written = crate::config_file::rewrite_policies(file, set.rules())?;
+            let written = crate::config_file::rewrite_policies(file, set.rules())
+                .map_err(ReplaceError::Write)?;
             *lock(&self.seen) = Some(hash(&written));
         }
         self.install(set);
-        tracing::info!(policies = self.current().rules().len(), "policies replaced via the API");
-        Ok(())
+        let installed = self.current();
+        tracing::info!(policies = installed.rules().len(), "policies replaced via the API");
+        then(&before, &installed).map_err(ReplaceError::After)?;
+        Ok(installed)
     }
 
     /// Re-reads the file if its content changed. Returns `Ok(true)` when a new set came into
@@ -175,6 +230,7 @@ impl Policies {
     /// stays in force).
     pub fn reload(&self) -> Result<bool, String> {
         let Some(file) = &self.file else { return Ok(false) };
+        let _writer = lock(&self.writer);
         let source = match std::fs::read_to_string(file) {
             Ok(s) => s,
             Err(e) => {

@@ -119,8 +119,7 @@ impl Settings {
             Some(a) => a,
             None => DEFAULT_LISTEN.parse().context("default listen address")?,
         };
-        let data =
-            args.data.clone().or_else(|| file.server.data.clone()).unwrap_or(DEFAULT_DATA.into());
+        let data = data_dir(args, file);
         let store =
             args.store.clone().or_else(|| file.store.kind.clone()).unwrap_or(StoreKind::Embedded);
         // `cluster` goes with the URL it was written beside: the flag with `--store`, the
@@ -168,6 +167,11 @@ fn tls_files(args: &ServeArgs, file: &ConfigFile) -> Result<Option<TlsFiles>, St
     }
 }
 
+/// The data directory: `--data`, else `[server] data`, else [`DEFAULT_DATA`].
+fn data_dir(args: &ServeArgs, file: &ConfigFile) -> PathBuf {
+    args.data.clone().or_else(|| file.server.data.clone()).unwrap_or(DEFAULT_DATA.into())
+}
+
 /// Runs `tollgate serve` to completion and returns the process exit code.
 pub fn run(args: ServeArgs) -> ExitCode {
     let file = match &args.config {
@@ -181,6 +185,11 @@ pub fn run(args: ServeArgs) -> ExitCode {
         None => ConfigFile::default(),
     };
     crate::logging::init(args.log_format.or(file.server.log_format).unwrap_or_default());
+    // A directory left by an unfinished backup would start with whatever part was copied.
+    if let Err(e) = crate::backup::check_data_dir(&data_dir(&args, &file)) {
+        eprintln!("error: data directory {e}");
+        return ExitCode::from(2);
+    }
     // A broken pair is a start-up error, like a bad config value: the file and why.
     let tls = match tls_files(&args, &file).and_then(|files| {
         files.map(|f| TlsAcceptor::load(f).map_err(|e| format!("[server] {e}"))).transpose()
@@ -282,6 +291,7 @@ async fn serve(args: ServeArgs, file: ConfigFile, tls: Option<TlsAcceptor>) -> a
         gateway: None,
         guard: admin.clone(),
         usage: usage.clone(),
+        running: Arc::default(),
     };
 
     // The EDI gateway, when configured: same store, same admin guard, routes merged.

@@ -5,23 +5,12 @@
 
 mod common;
 
-use std::io::{Read, Write};
 use std::time::Duration;
 
 use common::{Server, Status214, exit_within, gateway_toml, wait_until};
 
-/// `printf %s TOKEN | sha256sum`, computed the way an operator would.
 fn sha256(token: &str) -> String {
-    let out = std::process::Command::new("sha256sum")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .and_then(|mut c| {
-            c.stdin.take().unwrap().write_all(token.as_bytes())?;
-            c.wait_with_output()
-        })
-        .expect("sha256sum (coreutils) runs");
-    String::from_utf8(out.stdout).unwrap().split_whitespace().next().unwrap().to_owned()
+    common::sha256_hex(token)
 }
 
 /// One request with an optional bearer token; the status and the body.
@@ -32,20 +21,11 @@ fn call(
     token: Option<&str>,
     body: &str,
 ) -> (u16, String) {
-    let mut c = std::net::TcpStream::connect(&server.addr).unwrap();
-    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let auth = token.map(|t| format!("authorization: Bearer {t}\r\n")).unwrap_or_default();
-    write!(
-        c,
-        "{method} {path} HTTP/1.1\r\nhost: x\r\n{auth}content-type: application/json\r\n\
-         content-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut s = String::new();
-    c.read_to_string(&mut s).unwrap();
-    let status = s.split(' ').nth(1).unwrap().parse().unwrap();
-    (status, s.split("\r\n\r\n").nth(1).unwrap_or_default().to_owned())
+    let auth = token.map(|t| format!("Bearer {t}"));
+    let headers: Vec<(&str, &str)> =
+        auth.as_deref().map(|a| ("authorization", a)).into_iter().collect();
+    let reply = server.call(method, path, &headers, body);
+    (reply.status, reply.body)
 }
 
 #[test]

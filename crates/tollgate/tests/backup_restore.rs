@@ -170,3 +170,119 @@ fn a_backup_of_a_memory_store_says_nothing_is_on_disk() {
     // The command makes the path absolute (on this host) before sending it.
     assert_eq!(o.status.code(), Some(1), "{o:?}");
 }
+
+/// A data directory whose audit log is `mib` MiB (valid records), so that writing a backup
+/// takes long enough for a second request, or a kill, to land while it runs.
+fn large_data_dir(data: &Path, mib: usize) {
+    use std::io::Write;
+    std::fs::create_dir_all(data).unwrap();
+    let record = serde_json::json!({
+        "at": jiff_now(), "who": "admin", "role": "admin", "action": "counter.reset",
+        "target": "Fill:1", "before": "x".repeat(4000), "after": null,
+    })
+    .to_string();
+    let mut f = std::io::BufWriter::new(std::fs::File::create(data.join("audit.jsonl")).unwrap());
+    for _ in 0..(mib << 20) / (record.len() + 1) {
+        writeln!(f, "{record}").unwrap();
+    }
+    f.flush().unwrap();
+}
+
+/// Now, as RFC 3339 (from the system clock, via `date`).
+fn jiff_now() -> String {
+    let o = Command::new("date").args(["-u", "+%Y-%m-%dT%H:%M:%SZ"]).output().unwrap();
+    String::from_utf8(o.stdout).unwrap().trim().to_owned()
+}
+
+fn post_backup(addr: &str, to: &Path) -> common::Reply {
+    common::call_at(addr, "POST", &format!("/v1/admin/backup?to={}", to.display()), &[], "")
+}
+
+#[test]
+fn two_backups_at_once_give_one_201_and_one_409() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    large_data_dir(&data, 48);
+    let s = Server::start(&["--data", data.to_str().unwrap()]);
+    let backups = dir.path().join("backups");
+    std::fs::create_dir_all(&backups).unwrap();
+    for round in 0..20 {
+        let (a, b) = (backups.join(format!("{round}-a")), backups.join(format!("{round}-b")));
+        let start = std::sync::Barrier::new(2);
+        let (ra, rb) = std::thread::scope(|scope| {
+            let one = scope.spawn(|| {
+                start.wait();
+                post_backup(&s.addr, &a)
+            });
+            let two = scope.spawn(|| {
+                start.wait();
+                std::thread::sleep(Duration::from_millis(common::jitter(round) % 20));
+                post_backup(&s.addr, &b)
+            });
+            (one.join().unwrap(), two.join().unwrap())
+        });
+        let mut statuses = [ra.status, rb.status];
+        statuses.sort();
+        assert_eq!(statuses, [201, 409], "round {round}: {ra:?}\n{rb:?}");
+        let (done, refused, refused_dir) =
+            if ra.status == 201 { (&a, &rb, &b) } else { (&b, &ra, &a) };
+        assert_eq!(refused.json()["type"], "https://tollgate.dev/problems/backup-running");
+        assert!(done.join("backup.complete").is_file(), "round {round}");
+        assert!(!done.join("backup.partial").exists(), "round {round}");
+        assert!(done.join("audit.jsonl").is_file() && done.join("counters.redb").is_file());
+        assert!(!refused_dir.exists(), "round {round}: the refused backup made nothing");
+        let names: Vec<String> = std::fs::read_dir(&backups)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names.len(), round as usize + 1, "no temporary directory left: {names:?}");
+    }
+}
+
+#[test]
+fn a_backup_cut_by_a_kill_is_refused_as_a_data_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    large_data_dir(&data, 48);
+    let backups = dir.path().join("backups");
+    std::fs::create_dir_all(&backups).unwrap();
+    let mut cut = 0;
+    for round in 0..20u64 {
+        let s = Server::start(&["--data", data.to_str().unwrap()]);
+        let to = backups.join(format!("b{round}"));
+        let addr = s.addr.clone();
+        let target = to.clone();
+        std::thread::spawn(move || {
+            let _ = std::panic::catch_unwind(|| post_backup(&addr, &target));
+        });
+        // Whatever directory the backup is writing, once something is in it.
+        let written = || {
+            std::fs::read_dir(&backups).unwrap().filter_map(|e| e.ok()).find(|e| {
+                std::fs::read_dir(e.path()).is_ok_and(|mut d| d.next().is_some())
+                    && !e.file_name().to_string_lossy().starts_with("cut-")
+            })
+        };
+        common::wait_until("the backup started", Duration::from_secs(20), || written().is_some());
+        std::thread::sleep(Duration::from_millis(common::jitter(round) % 30));
+        s.sigkill();
+        let left = written().unwrap().path();
+        // Keep what the kill left under a name of our own, out of the next round's way.
+        let kept = backups.join(format!("cut-{round}"));
+        std::fs::rename(&left, &kept).unwrap();
+        if kept.join("backup.complete").exists() {
+            // Finished before the kill: a complete backup, served as usual.
+            continue;
+        }
+        cut += 1;
+        assert!(!to.exists(), "round {round}: an unfinished backup never has the name asked for");
+        let o = common::exit_within(
+            &["serve", "--listen", "127.0.0.1:0", "--data", kept.to_str().unwrap()],
+            Duration::from_secs(20),
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "round {round}: {err}");
+        assert!(err.contains(kept.to_str().unwrap()), "names the directory: {err}");
+        assert!(err.contains("backup.complete"), "names the missing marker: {err}");
+    }
+    assert!(cut >= 15, "the kill landed during the backup in {cut} of 20 rounds");
+}

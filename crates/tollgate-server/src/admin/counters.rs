@@ -2,7 +2,8 @@
 //!
 //! - `GET /v1/counters?prefix=P` lists live counters whose id starts with `P` (role `read`).
 //! - `DELETE /v1/counters/{metering-id}` drops every counter of that id (role `limits`); the
-//!   change is written to the audit log with the counters it dropped.
+//!   change is written to the audit log with the counters it dropped, before the answer and in
+//!   a task of its own, so a client that hangs up cannot leave a reset without its record.
 //!
 //! Access goes through [`super::AdminGuard`].
 
@@ -144,6 +145,7 @@ pub async fn list_counters(
         (status = 400, description = "The id is not a metering id (problem invalid-metering-id), or not UTF-8 once decoded.", body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
         crate::openapi::AdminAccessRefused,
         (status = 404, description = "An empty id: no route (problem not-found).", body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 500, description = "The counters were dropped but the audit record could not be written (problem audit-write-failed).", body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
         (status = 503, description = "The store could not reset (problem store-unavailable).", body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
     ),
     security((), ("admin_token" = [])),
@@ -159,12 +161,24 @@ pub async fn reset_counter(
             .detail(e.to_string())
             .with("value", id.clone())
     })?;
-    let before = state.store().counters(id.as_str()).await.map_err(|e| store_problem(&e))?;
-    let before: Vec<Value> =
-        before.iter().filter(|c| c.identifier == id).map(counter_json).collect();
-    let removed = state.store().reset(&id).await.map_err(|e| store_problem(&e))?;
-    tracing::info!(identifier = %id, removed, "counter reset via the API");
-    let after = json!({ "removed": removed });
-    state.admin().record(&who, "counter.reset", id.as_str(), Value::Array(before), after);
-    Ok(Json(json!({ "identifier": id.as_str(), "removed": removed })).into_response())
+    // A task of its own, awaited here: a client that hangs up drops this handler, not the
+    // reset and its record.
+    let task = tokio::spawn(async move {
+        let before = state.store().counters(id.as_str()).await.map_err(|e| store_problem(&e))?;
+        let before: Vec<Value> =
+            before.iter().filter(|c| c.identifier == id).map(counter_json).collect();
+        let removed = state.store().reset(&id).await.map_err(|e| store_problem(&e))?;
+        tracing::info!(identifier = %id, removed, "counter reset via the API");
+        let after = json!({ "removed": removed });
+        let (admin, target) = (state.admin().clone(), id.as_str().to_owned());
+        tokio::task::spawn_blocking(move || {
+            admin.record(&who, "counter.reset", &target, Value::Array(before), after)
+        })
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|written| written)
+        .map_err(crate::audit::write_failed)?;
+        Ok(Json(json!({ "identifier": id.as_str(), "removed": removed })).into_response())
+    });
+    task.await.unwrap_or_else(|e| Err(crate::audit::write_failed(format!("the task failed: {e}"))))
 }

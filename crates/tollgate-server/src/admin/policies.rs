@@ -9,32 +9,50 @@
 //!   first refused rule and key (`index`, `field`, `pointer` such as `/policies/0/limit`), so a
 //!   form can show the error beside its field.
 //!
+//! Two editors cannot silently overwrite each other: `GET` (and a successful `PUT`) answer an
+//! `ETag`, the version of the set in force, and a `PUT` that sends it back in `If-Match` is
+//! refused with 412 `policies-changed` when the set has changed since (naming the version it
+//! sent and the one in force). A `PUT` without `If-Match` replaces whatever is in force.
+//! Writers are serialized (see [`crate::policy`]); the change and its audit record run in a
+//! task of their own, so a client that hangs up cannot leave a change without its record, and
+//! the 200 is sent only once the record is durable.
+//!
 //! Access goes through [`super::AdminGuard`].
 
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
+use axum::http::header::{ETAG, HeaderValue};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::policy::{IfMatch, ReplaceError};
 use crate::problem::Problem;
 use crate::state::AppState;
 use crate::user::Permission;
 use tollgate_policy::PolicyRule;
 use tollgate_policy::PolicySet;
 
-fn policies_json(state: &AppState) -> Value {
+/// The answer of `GET` and `PUT`: `current` (the set in force, or the one a `PUT` put in
+/// force) as JSON, with its version in `ETag`.
+fn policies_answer(state: &AppState, current: &PolicySet) -> Response {
     let policies = state.policies();
     let status = policies.status();
-    json!({
-        "policies": policies.current().rules(),
+    let body = json!({
+        "policies": current.rules(),
         "source": policies.file().map(|f| f.display().to_string()),
         "generation": status.generation,
         "last_error": status.last_error,
-    })
+    });
+    let etag = crate::policy::version::etag(current);
+    let mut answer = Json(body).into_response();
+    if let Ok(v) = HeaderValue::from_str(&etag) {
+        answer.headers_mut().insert(ETAG, v);
+    }
+    answer
 }
 
 /// The policies in force, as `GET` and `PUT /v1/policies` answer.
@@ -102,7 +120,8 @@ pub(crate) struct PolicyBodyDoc {
     operation_id = "getPolicies",
     summary = "The policies in force, their source and the last reload error",
     responses(
-        (status = 200, description = "The policies.", body = PolicyState),
+        (status = 200, description = "The policies.", body = PolicyState,
+            headers(("ETag" = String, description = "The version of the set in force; send it back in `If-Match` with `PUT`."))),
         crate::openapi::AdminAccessRefused,
     ),
     security((), ("admin_token" = [])),
@@ -112,7 +131,7 @@ pub async fn get_policies(
     headers: HeaderMap,
 ) -> Result<Response, Problem> {
     state.admin().allow(&headers, Permission::Read)?;
-    Ok(Json(policies_json(&state)).into_response())
+    Ok(policies_answer(&state, &state.policies().current()))
 }
 
 /// The body of `PUT /v1/policies` (other members, such as those `GET` returns, are ignored).
@@ -155,12 +174,15 @@ fn locate(body: &Value) -> Option<(usize, String)> {
     tag = "admin",
     operation_id = "replacePolicies",
     summary = "Replace the whole policy set (and the config file's [[policy]] tables)",
+    params(("If-Match" = Option<String>, Header, description = "The `ETag` of `GET /v1/policies` (or `*`): apply only if the set in force is still that version. Without it, the set in force is replaced whatever it is.")),
     request_body(content = PolicyBodyDoc, description = "The new set; other members are ignored.", content_type = "application/json"),
     responses(
-        (status = 200, description = "The new set is in force.", body = PolicyState),
-        (status = 400, description = "The body is not a valid policy set (problem invalid-policies, with line and column).", body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 200, description = "The new set is in force and its audit record written.", body = PolicyState,
+            headers(("ETag" = String, description = "The version of the new set."))),
+        (status = 400, description = "The body is not a valid policy set (problem invalid-policies, with line and column), or If-Match is not `*` or a list of entity tags (problem invalid-header).", body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
         crate::openapi::AdminAccessRefused,
-        (status = 500, description = "The config file could not be rewritten; the old set stays (problem policy-write-failed).", body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 412, description = "If-Match does not name the version in force: someone else changed the policies (problem policies-changed, with `if_match` and `current`); nothing changed.", body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 500, description = "The config file could not be rewritten; the old set stays (problem policy-write-failed). Or the new set is in force but its audit record could not be written (problem audit-write-failed).", body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
     ),
     security((), ("admin_token" = [])),
 )]
@@ -170,6 +192,7 @@ pub async fn put_policies(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Problem> {
     let who = state.admin().allow(&headers, Permission::Limits)?;
+    let if_match = IfMatch::from_headers(&headers)?;
     let body = body.map_err(|e| {
         let status = e.status();
         if status == StatusCode::PAYLOAD_TOO_LARGE {
@@ -190,15 +213,42 @@ pub async fn put_policies(
             None => problem,
         }
     })?;
-    let before = json!(state.policies().current().rules());
     let set = PolicySet::new(parsed.policies);
-    state.policies().replace(set).map_err(|e| {
-        Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "policy-write-failed", "Policies not saved")
-            .detail(e)
-    })?;
-    let after = json!(state.policies().current().rules());
-    state.admin().record(&who, "policies.replace", "policies", before, after);
-    Ok(Json(policies_json(&state)).into_response())
+    let (policies, admin) = (state.policies().clone(), state.admin().clone());
+    let sent = if_match.clone();
+    // A task of its own (blocking: a file write and fsyncs), awaited here: a client that hangs
+    // up drops this handler, not the change and its record.
+    let outcome = tokio::task::spawn_blocking(move || {
+        policies.replace_if(set, sent.as_ref(), |before, after| {
+            let (before, after) = (json!(before.rules()), json!(after.rules()));
+            admin.record(&who, "policies.replace", "policies", before, after)
+        })
+    })
+    .await
+    .unwrap_or_else(|e| Err(ReplaceError::Write(format!("the write task failed: {e}"))));
+    match outcome {
+        Ok(installed) => Ok(policies_answer(&state, &installed)),
+        Err(ReplaceError::Stale { current }) => {
+            let sent = if_match.map(|m| m.shown()).unwrap_or_default();
+            Err(Problem::new(
+                StatusCode::PRECONDITION_FAILED,
+                "policies-changed",
+                "Policies changed since they were loaded",
+            )
+            .detail(format!(
+                "If-Match {sent} is not the version in force ({current}): someone else changed                  the policies; reload them (GET /v1/policies) and apply your change again"
+            ))
+            .with("if_match", sent)
+            .with("current", current))
+        }
+        Err(ReplaceError::Write(e)) => Err(Problem::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "policy-write-failed",
+            "Policies not saved",
+        )
+        .detail(e)),
+        Err(ReplaceError::After(e)) => Err(crate::audit::write_failed(e)),
+    }
 }
 
 #[cfg(test)]

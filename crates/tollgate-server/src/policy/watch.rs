@@ -35,7 +35,9 @@ impl Policies {
                         _ => break,
                     }
                 }
-                let _ = this.reload();
+                // Blocking (a file read; waits for a write through the API to finish).
+                let this = Arc::clone(&this);
+                let _ = tokio::task::spawn_blocking(move || this.reload()).await;
             }
         });
         PolicyWatcher { task: Some(task) }

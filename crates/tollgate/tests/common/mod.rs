@@ -214,3 +214,143 @@ pub fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(25));
     }
 }
+
+/// `printf %s TOKEN | sha256sum`, computed the way an operator would (for `[[user]]
+/// token_sha256`).
+pub fn sha256_hex(token: &str) -> String {
+    use std::io::Write;
+    let out = Command::new("sha256sum")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            c.stdin.take().unwrap().write_all(token.as_bytes())?;
+            c.wait_with_output()
+        })
+        .expect("sha256sum (coreutils) runs");
+    String::from_utf8(out.stdout).unwrap().split_whitespace().next().unwrap().to_owned()
+}
+
+/// An answer read by [`Server::call`].
+#[derive(Debug, Clone)]
+pub struct Reply {
+    /// The status code.
+    pub status: u16,
+    /// The status line and headers, as sent.
+    pub head: String,
+    /// The body.
+    pub body: String,
+}
+
+impl Reply {
+    /// The value of header `name` (case-insensitive), when the answer has it.
+    pub fn header(&self, name: &str) -> Option<String> {
+        self.head.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.trim().eq_ignore_ascii_case(name).then(|| v.trim().to_owned())
+        })
+    }
+
+    /// The body as JSON (fails the test when it is not).
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {self:?}"))
+    }
+}
+
+impl Server {
+    /// One request (`connection: close`) with extra `headers` (e.g. `authorization`) and a
+    /// JSON `body`; a 30 s read timeout keeps a stuck server from hanging the test.
+    pub fn call(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Reply {
+        call_at(&self.addr, method, path, headers, body)
+    }
+}
+
+/// [`Server::call`] against `addr` (`host:port`), usable from other threads.
+pub fn call_at(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Reply {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let extra: String = headers.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nhost: x\r\n{extra}content-type: application/json\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    c.write_all(request.as_bytes()).unwrap();
+    let mut s = String::new();
+    c.read_to_string(&mut s).unwrap();
+    let (head, body) = s.split_once("\r\n\r\n").unwrap_or((&s, ""));
+    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    Reply { status, head: head.to_owned(), body: body.to_owned() }
+}
+
+/// A remote quota service stand-in on a free loopback port: it answers every check with 429
+/// (`retry-after: 3600`, so the item is held and not retried during a test) after a delay the
+/// test can change, and counts the checks it received. It keeps the gateway's pipeline busy
+/// for that long, which widens the windows a race test aims at. Stops with the test process.
+pub struct SlowQuota {
+    /// `http://ADDR/v1/quota`, for `[gateway.quota] url`.
+    pub url: String,
+    hits: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    delay_ms: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl SlowQuota {
+    /// Starts answering after `delay`.
+    pub fn start(delay: Duration) -> SlowQuota {
+        use std::io::{Read, Write};
+        use std::sync::atomic::{AtomicU64, Ordering};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/v1/quota", listener.local_addr().unwrap());
+        let hits = std::sync::Arc::new(AtomicU64::new(0));
+        let delay_ms = std::sync::Arc::new(AtomicU64::new(delay.as_millis() as u64));
+        let (h, d) = (hits.clone(), delay_ms.clone());
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { continue };
+                let (h, d) = (h.clone(), d.clone());
+                std::thread::spawn(move || {
+                    // Each check is a GET without a body: read up to the blank line.
+                    let mut head = Vec::new();
+                    let mut byte = [0u8; 1];
+                    while !head.ends_with(b"\r\n\r\n") && head.len() < 64 * 1024 {
+                        match conn.read(&mut byte) {
+                            Ok(1) => head.push(byte[0]),
+                            _ => return,
+                        }
+                    }
+                    h.fetch_add(1, Ordering::SeqCst);
+                    std::thread::sleep(Duration::from_millis(d.load(Ordering::SeqCst)));
+                    let _ = conn.write_all(
+                        b"HTTP/1.1 429 Too Many Requests\r\nretry-after: 3600\r\n\
+                          content-length: 0\r\nconnection: close\r\n\r\n",
+                    );
+                });
+            }
+        });
+        SlowQuota { url, hits, delay_ms }
+    }
+
+    /// How many checks it has received.
+    pub fn hits(&self) -> u64 {
+        self.hits.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Answers later checks after `delay`.
+    pub fn set_delay(&self, delay: Duration) {
+        self.delay_ms.store(delay.as_millis() as u64, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// A pseudo-random number from the clock and `salt`, for random timing in race tests (no
+/// test data depends on it).
+pub fn jitter(salt: u64) -> u64 {
+    use std::hash::{BuildHasher, RandomState};
+    RandomState::new().hash_one((salt, Instant::now()))
+}

@@ -321,6 +321,62 @@ fn limits_invalid_edit_is_refused_beside_the_field_and_a_valid_one_survives_a_re
 }
 
 #[test]
+fn limits_applied_over_someone_elses_change_are_refused_with_a_reload() {
+    run(async {
+        let s = setup(1000, POLICIES);
+        let Some(b) = browser().await else { return };
+        let c = b.c();
+        login(c, &s.server.url, "lena-token").await;
+        c.goto(&format!("{}/ui/limits", s.server.url)).await.unwrap();
+        let limit = c.wait().for_element(Locator::Css("fieldset.rule [data-key=limit]")).await;
+        let limit = limit.unwrap();
+        limit.clear().await.unwrap();
+        limit.send_keys("300").await.unwrap();
+        c.find(Locator::Id("review")).await.unwrap().click().await.unwrap();
+        wait_js(c, "the diff", "return !document.getElementById('diff-box').hidden").await;
+
+        // Meanwhile another editor applies a change of their own.
+        let other = r#"{"policies":[{"match":"Carrier:*","limit":77,"unit":"day"}]}"#;
+        let (status, _, body) = raw(
+            &s.server,
+            &format!(
+                "PUT /v1/policies HTTP/1.1\r\nhost: x\r\nauthorization: Bearer root-token\r\n\
+                 content-type: application/json\r\ncontent-length: {}\r\n\
+                 connection: close\r\n\r\n{other}",
+                other.len()
+            ),
+        );
+        assert_eq!(status, 200, "{body}");
+
+        // Applying the edit made on the older version is refused and says to reload.
+        c.find(Locator::Id("apply")).await.unwrap().click().await.unwrap();
+        wait_js(
+            c,
+            "the refusal",
+            "return document.getElementById('form-error').textContent\
+            .includes('someone else changed the limits')",
+        )
+        .await;
+        let said = js(c, "return document.getElementById('status').textContent").await;
+        assert!(said.as_str().unwrap().contains("reload"), "{said}");
+        let text = std::fs::read_to_string(&s.cfg).unwrap();
+        assert!(text.contains("limit = 77") && !text.contains("limit = 300"), "{text}");
+        screenshot(c, "limits-changed-meanwhile").await;
+
+        // Reloading shows the other editor's change.
+        c.find(Locator::Id("reload-policies")).await.unwrap().click().await.unwrap();
+        wait_js(
+            c,
+            "the limit in force",
+            "const i = document.querySelector('fieldset.rule [data-key=limit]'); \
+            return !!i && i.value === '77'",
+        )
+        .await;
+        b.close().await;
+    });
+}
+
+#[test]
 fn a_viewer_sees_no_action_buttons_and_gets_403_from_the_api() {
     run(async {
         let s = setup(1, POLICIES);
