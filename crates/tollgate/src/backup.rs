@@ -119,7 +119,7 @@ pub struct BackupQuery {
     tag = "admin",
     operation_id = "backup",
     summary = "Write a consistent copy of the data directory into a new directory",
-    params(("to" = String, Query, description = "A new directory on the server's host (absolute path; its parent must exist).")),
+    params(("to" = String, Query, description = "A new directory on the server's host (absolute path; its parent must exist).", min_length = 1, pattern = "^/")),
     responses(
         (status = 201, description = "Written and complete (DIR/backup.complete); what was copied (also in DIR/backup.json).", body = Object),
         (status = 400, description = "to is missing or not absolute (problem backup-target).", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),

@@ -61,7 +61,7 @@ pub struct UsageAnswer<'a> {
     operation_id = "getUsage",
     summary = "One metering id's admitted and refused units in 5-minute buckets, up to 7 days",
     params(
-        ("metering_id" = String, Query, description = "The metering id.", min_length = 1),
+        ("metering_id" = String, Query, description = "The metering id: 1 to 256 bytes of visible ASCII.", min_length = 1, max_length = 256, pattern = r"^[!-~]{1,256}$"),
         ("from" = Option<String>, Query, description = "RFC 3339; default 7 days before `to`, clamped to the oldest bucket kept.", format = DateTime),
         ("to" = Option<String>, Query, description = "RFC 3339; default now.", format = DateTime),
     ),
@@ -129,15 +129,39 @@ pub async fn get(
 
 fn timestamp(name: &'static str, raw: Option<&str>) -> Result<Option<Timestamp>, Problem> {
     raw.map(|s| {
-        s.parse::<Timestamp>().map_err(|e| {
-            invalid(
-                name,
-                s,
-                format!("{name} must be an RFC 3339 timestamp such as 2026-12-01T16:00:00Z: {e}"),
-            )
+        s.parse::<Timestamp>().or_else(|e| {
+            beyond_range(s).ok_or_else(|| {
+                invalid(
+                    name,
+                    s,
+                    format!(
+                        "{name} must be an RFC 3339 timestamp such as 2026-12-01T16:00:00Z: {e}"
+                    ),
+                )
+            })
         })
     })
     .transpose()
+}
+
+/// A valid RFC 3339 instant beyond the range an instant here holds (late on 9999-12-31 UTC,
+/// or before year -9999): the nearest one it holds. The history keeps recent buckets only,
+/// so the clamp changes no answer.
+fn beyond_range(s: &str) -> Option<Timestamp> {
+    let (civil, rest) = (s.get(..19)?, s.get(19..)?);
+    let civil = civil.parse::<jiff::civil::DateTime>().ok()?;
+    let rest = match rest.strip_prefix('.') {
+        Some(r) => r.trim_start_matches(|c: char| c.is_ascii_digit()),
+        None => rest,
+    };
+    let offset = rest.eq_ignore_ascii_case("z")
+        || (rest.len() == 6
+            && rest.starts_with(['+', '-'])
+            && rest[1..]
+                .bytes()
+                .enumerate()
+                .all(|(i, b)| if i == 2 { b == b':' } else { b.is_ascii_digit() }));
+    offset.then(|| if civil.year() > 0 { Timestamp::MAX } else { Timestamp::MIN })
 }
 
 fn invalid(name: &'static str, value: &str, detail: String) -> Problem {
@@ -145,4 +169,22 @@ fn invalid(name: &'static str, value: &str, detail: String) -> Problem {
         .detail(detail)
         .with("invalid_parameter", name)
         .with("value", value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn instants_beyond_the_range_held_are_clamped_and_others_refused() {
+        assert_eq!(timestamp("to", Some("9999-12-31T23:59:59Z")).unwrap(), Some(Timestamp::MAX));
+        assert_eq!(
+            timestamp("to", Some("9999-12-31T23:59:59.5+00:00")).unwrap(),
+            Some(Timestamp::MAX)
+        );
+        assert!(timestamp("to", Some("9999-12-31T23:59:59 junk")).is_err());
+        assert!(timestamp("to", Some("9999-13-31T23:59:59Z")).is_err());
+        let t = timestamp("from", Some("2026-12-01T16:00:00Z")).unwrap().unwrap();
+        assert_eq!(t.to_string(), "2026-12-01T16:00:00Z");
+    }
 }
