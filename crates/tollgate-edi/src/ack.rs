@@ -206,7 +206,8 @@ fn x12(ic: &Interchange, format: AckFormat, control_number: u64) -> Vec<u8> {
     // assembled as bytes; formatting them as `char` would write two bytes for one.
     // The parties are values like any other: escaped, so that no byte of theirs reads as a
     // delimiter. Bytes of the input that were not UTF-8 read as U+FFFD (EF BF BD), and any of
-    // those three may be a delimiter of the interchange.
+    // those three may be a delimiter of the interchange: such a character is replaced whole, so
+    // a party keeps its length in characters and fits the field it came from.
     let (rq, rid) = (w.esc(&pad(&ic.receiver.qualifier, 2)), w.esc(&pad(&ic.receiver.id, 15)));
     let (sq, sid) = (w.esc(&pad(&ic.sender.qualifier, 2)), w.esc(&pad(&ic.sender.id, 15)));
     let blank = pad("", 10);

@@ -110,20 +110,42 @@ impl Delimiters {
     }
 
     /// `value` as it is written in a segment: each service character behind the release
-    /// character (EDIFACT), or as a space where there is none (X12 has no escape).
+    /// character (EDIFACT). Without one (X12, EDIFACT level B) a character that is, or whose
+    /// UTF-8 holds, a service byte is written as one [`substitute`](Self::substitute): the whole
+    /// character, never one byte of it (U+FFFD, which a byte that is not UTF-8 reads as, is
+    /// EF BF BD, and any of those may be a delimiter), and never a space, which reads as
+    /// padding. So the value reads back with exactly as many characters, none of them blank:
+    /// an ISA06 that fills its 15 characters still fits the acknowledgement's ISA08.
     pub(crate) fn escape(&self, value: &str) -> Vec<u8> {
         let mut out = Vec::with_capacity(value.len());
-        for &b in value.as_bytes() {
-            match self.release {
-                Some(r) if self.is_service(b) => {
+        if let Some(r) = self.release {
+            for &b in value.as_bytes() {
+                if self.is_service(b) {
                     out.push(r);
-                    out.push(b);
                 }
-                None if self.is_service(b) => out.push(b' '),
-                _ => out.push(b),
+                out.push(b);
+            }
+            return out;
+        }
+        let substitute = self.substitute();
+        let mut utf8 = [0u8; 4];
+        for c in value.chars() {
+            let bytes = c.encode_utf8(&mut utf8).as_bytes();
+            if bytes.iter().any(|&b| self.is_service(b)) {
+                out.push(substitute);
+            } else {
+                out.extend_from_slice(bytes);
             }
         }
         out
+    }
+
+    /// What [`escape`](Self::escape) writes for a character it cannot write without a release
+    /// character: the first of `?`, `.`, `-`, `/`, `(` (all in the X12 basic and the UNOA
+    /// character sets) that is not a service character. Without a release there are at most
+    /// four service characters, so one of the five is always free.
+    fn substitute(&self) -> u8 {
+        b"?.-/(".iter().copied().find(|&b| !self.is_service(b)).unwrap_or(b'?')
     }
 
     /// Whether `b` is a service character (may need a release character in front of it).
@@ -417,6 +439,18 @@ mod tests {
         assert_eq!(h.delimiters.repetition, None);
         assert_eq!(h.delimiters.component, b':');
         assert!(matches!(sniff(b"UNA::.? 'UNB:UNOA", true), Sniff::Invalid(_)));
+    }
+
+    #[test]
+    fn escaping_without_a_release_replaces_whole_characters() {
+        // 0xBD ends the UTF-8 of U+FFFD and of `½` (C2 BD).
+        let d = Delimiters::x12(0xBD, b'>', Some(b'^'), b"~").unwrap();
+        assert_eq!(d.escape("A\u{FFFD}½>^~é"), b"A?????\xC3\xA9".to_vec());
+        // `?` itself a delimiter: the next free substitute.
+        let d = Delimiters::x12(b'?', b'.', None, b"~").unwrap();
+        assert_eq!(d.escape("A?B.C~"), b"A-B-C-".to_vec());
+        // With a release character every byte is kept, released.
+        assert_eq!(Delimiters::EDIFACT_LEVEL_A.escape("a+b?"), b"a?+b??".to_vec());
     }
 
     #[test]

@@ -278,6 +278,50 @@ B10\xbdPRO1\xbdS1\xbdSCAC~\nSE\xbd3\xbd0001~\nGE\xbd1\xbd55~\nIEA\xbd1\xbd000000
     }
 }
 
+/// The interchange of `ack_escapes_party_bytes_that_read_as_delimiters` (element separator
+/// 0xBD, component separator `>`) with `isa06` as its ISA06, as received.
+fn bd_separated(isa06: &[u8]) -> Vec<u8> {
+    let mut file = b"ISA\xbd00\xbd          \xbd00\xbd          \xbdZZ\xbd".to_vec();
+    file.extend_from_slice(isa06);
+    file.extend_from_slice(
+        b"\xbd01\xbd123456789      \xbd240102\xbd0930\xbdU\xbd00401\xbd000000321\xbd0\xbdP\xbd>~\n\
+GS\xbdQM\xbdA\xbdB\xbd20240102\xbd0930\xbd55\xbdX\xbd004010~\nST\xbd214\xbd0001~\n\
+B10\xbdPRO1\xbdS1\xbdSCAC~\nSE\xbd3\xbd0001~\nGE\xbd1\xbd55~\nIEA\xbd1\xbd000000321~\n",
+    );
+    file
+}
+
+/// A character of a party that cannot be written with the interchange's delimiters (X12 has no
+/// release character) is written as one `?`, never as part of a character or as a space: the
+/// U+FFFD a Latin-1 `é` reads as ends in 0xBD, the element separator, and writing that byte
+/// alone as a space left EF BF, which reads as U+FFFD, then the space, one character more. An
+/// ISA06 of 15 characters (16 bytes, the last one padding) then came back as an ISA08 of 16
+/// (TA1 note 008); and an ISA06 of `>` (the component separator) alone came back blank.
+/// Found by the fuzz seeds' mutation test (seed `x12-latin1-sender-bd-separator.edi`, `I`
+/// inserted before the sender id and its 15th byte overwritten with `:`).
+#[test]
+fn ack_writes_a_party_character_it_cannot_carry_as_one_character() {
+    for (isa06, written) in [
+        (&b"ICAF\xe9         : "[..], "ICAF?         :"),
+        (b">              ", "?"),
+        (b"\xe9              ", "?"),
+    ] {
+        let file = bd_separated(isa06);
+        let p = parse(&file);
+        let ic = &p.interchanges[0];
+        assert!(!p.has_errors(), "{}: {:?}", isa06.escape_ascii(), ic.errors);
+        for format in [AckFormat::Auto, AckFormat::Ta1, AckFormat::X997, AckFormat::X999] {
+            let ack = acknowledge(&file, ic, format, 7).expect("an ack");
+            let back = parse(&ack);
+            let shown = ack.escape_ascii();
+            assert!(!back.has_errors(), "{format:?}: {:?}\n{shown}", back.interchanges[0].errors);
+            assert_eq!(back.interchanges[0].receiver.id, written, "{format:?}: {shown}");
+            let isa_end = ack.iter().position(|&b| b == b'~').unwrap();
+            assert_eq!(isa_end, 105, "{format:?}: the ISA is 106 bytes: {shown}");
+        }
+    }
+}
+
 #[test]
 fn contrl_fills_a_missing_syntax_identifier_and_names_what_it_cannot_fill() {
     let body = "UNH+1+ORDERS:D:96A:UN'BGM+220+1+9'UNT+3+1'";
