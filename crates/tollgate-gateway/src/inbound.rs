@@ -16,6 +16,11 @@
 //! - A file that cannot be read is retried with exponential backoff (up to [`MAX_BACKOFF`]) and
 //!   reported once; symlinks and other non-regular entries are skipped and reported once; a
 //!   name that is not UTF-8 is taken like any other (shown lossily) and reported once.
+//! - With nothing to take, the directories are listed once per `poll_ms`, sooner only when a
+//!   change that can matter arrives ([`matters`]: an entry created, written, renamed or its
+//!   metadata changed; never an open or a read, such as the poller's own listing), and then not
+//!   within `poll_ms / WAKE_SHARE` of the last listing however many changes arrive. Each
+//!   listing counts in `tollgate_gateway_landing_scans_total`.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -45,6 +50,10 @@ const SWEEP_SHARE: u32 = 20;
 const SCAN_SHARE: u32 = 20;
 /// The longest wait between two attempts at a file that cannot be read.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
+/// A change notification lists the directories no sooner than `poll / WAKE_SHARE` after the
+/// last listing, so a sender writing a large file in many small writes does not make the
+/// poller list the directory at the rate of its writes.
+const WAKE_SHARE: u32 = 10;
 
 /// The landing-directory settings, from the [`Plan`].
 #[derive(Debug, Clone)]
@@ -124,6 +133,7 @@ pub async fn poll(
     let mut next_sweep = Instant::now();
     let mut queued = Ready::default();
     let mut next_scan = Instant::now();
+    let mut last_scan = Instant::now();
     loop {
         if *stop.borrow() {
             return;
@@ -142,6 +152,8 @@ pub async fn poll(
         }
         if queued.is_empty() || Instant::now() >= next_scan {
             let started = Instant::now();
+            last_scan = started;
+            crate::telemetry::landing_scanned();
             // Listing and stat-ing a backlog takes milliseconds: off the runtime's workers,
             // which also serve HTTP.
             let l = Arc::clone(&landing);
@@ -230,11 +242,34 @@ pub async fn poll(
             // Take the next batch at once (listing again when the rule above says so).
             continue;
         }
+        // Nothing to take: list again one poll period after the last listing, or sooner for
+        // a change that matters (see the module invariant). Without notifications (the
+        // channel closed) only the period counts.
         tokio::select! {
             _ = stop.changed() => return,
-            _ = tokio::time::sleep(landing.poll) => {}
-            _ = wake_rx.recv() => {}
+            _ = tokio::time::sleep_until((last_scan + landing.poll).into()) => {}
+            Some(()) = wake_rx.recv() => {
+                let soonest = last_scan + landing.poll / WAKE_SHARE;
+                tokio::select! {
+                    _ = stop.changed() => return,
+                    _ = tokio::time::sleep_until(soonest.into()) => {}
+                }
+            }
         }
+    }
+}
+
+/// True for a change in a landing directory that can give the poller something to do: an
+/// entry created, written (or closed after writing), renamed in or out, or its metadata
+/// changed, and a lost-events notice. Opens, reads and closes after reading are not: the
+/// poller's own listing raises them, and waking for them would list the directory in a loop.
+fn matters(kind: &notify::EventKind) -> bool {
+    use notify::EventKind;
+    use notify::event::{AccessKind, AccessMode};
+    match kind {
+        EventKind::Create(_) | EventKind::Modify(_) | EventKind::Other => true,
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        EventKind::Access(_) | EventKind::Remove(_) | EventKind::Any => false,
     }
 }
 
@@ -254,11 +289,15 @@ fn failed(landing: &Landing, mem: &mut Memory, path: &Path, why: &str) {
     }
 }
 
-/// Wakes the poller when something changes in a landing directory; `None` (polling only)
+/// Wakes the poller when something that [`matters`] changes in a landing directory (an error
+/// from the watcher wakes it too: a listing finds what was missed); `None` (polling only)
 /// where notifications are unavailable.
 fn watch_dirs(dirs: &[PathBuf], wake: mpsc::Sender<()>) -> Option<notify::RecommendedWatcher> {
     use notify::Watcher;
-    let mut watcher = notify::recommended_watcher(move |_res: notify::Result<notify::Event>| {
+    let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+        if res.as_ref().is_ok_and(|e| !matters(&e.kind)) {
+            return;
+        }
         let _ = wake.try_send(());
     })
     .ok()?;

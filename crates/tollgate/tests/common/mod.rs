@@ -199,3 +199,12 @@ pub fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(25));
     }
 }
+
+/// The value of the sample `series` (a metric name, with its labels exactly as exported when
+/// it has any) in a Prometheus scrape; `None` when the scrape has no such series.
+pub fn metric(scrape: &str, series: &str) -> Option<f64> {
+    scrape.lines().find_map(|l| {
+        let rest = l.strip_prefix(series)?;
+        rest.strip_prefix(' ')?.trim().parse().ok()
+    })
+}
