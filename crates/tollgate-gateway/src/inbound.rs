@@ -13,6 +13,9 @@
 //!   are listed again once they are all taken, or once [`SCAN_SHARE`] times the last scan's
 //!   duration has passed, so listing a backlog stays a small share of the poller's time and a
 //!   file that arrives meanwhile, from any sender, waits at most that long to be seen.
+//! - A batch the spool refuses (a full disk) leaves the landing files in place; the next
+//!   attempt waits until the spool can be written again ([`crate::spool::SpoolHealth`]) and
+//!   one poll period, doubling with each refusal in a row up to [`SPOOL_BACKOFF_POLLS`].
 //! - A file that cannot be read is retried with exponential backoff (up to [`MAX_BACKOFF`]) and
 //!   reported once; symlinks and other non-regular entries are skipped and reported once; a
 //!   name that is not UTF-8 is taken like any other (shown lossily) and reported once.
@@ -50,6 +53,11 @@ const SWEEP_SHARE: u32 = 20;
 const SCAN_SHARE: u32 = 20;
 /// The longest wait between two attempts at a file that cannot be read.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
+/// The longest wait, in poll periods, before a batch the spool refused is tried again (a
+/// power of two). The retry also waits until the spool can be written again (see
+/// [`crate::spool::SpoolHealth`]), so on a full disk nothing is written until the probe finds
+/// space.
+const SPOOL_BACKOFF_POLLS: u32 = 8;
 /// A change notification lists the directories no sooner than `poll / WAKE_SHARE` after the
 /// last listing, so a sender writing a large file in many small writes does not make the
 /// poller list the directory at the rate of its writes.
@@ -134,9 +142,24 @@ pub async fn poll(
     let mut queued = Ready::default();
     let mut next_scan = Instant::now();
     let mut last_scan = Instant::now();
+    // Consecutive batches the spool refused, and when the next may be tried.
+    let mut spool_failures = 0u32;
+    let mut spool_retry: Option<Instant> = None;
+    let mut spool_failing = spool.health().watch();
     loop {
         if *stop.borrow() {
             return;
+        }
+        if let Some(at) = spool_retry.take() {
+            // The spool refused the last batch: wait until a write (or the probe) succeeds,
+            // and until the backoff has passed, before reading landing files again.
+            tokio::select! {
+                _ = stop.changed() => return,
+                _ = async {
+                    let _ = spool_failing.wait_for(|f| !*f).await;
+                    tokio::time::sleep_until(at.into()).await;
+                } => {}
+            }
         }
         if Instant::now() >= next_sweep {
             let (dirs, settle, grace, max) =
@@ -197,6 +220,7 @@ pub async fn poll(
             let taken = tokio::task::spawn_blocking(move || take(&spool, &plan, batch)).await;
             match taken {
                 Ok(Ok(took)) => {
+                    spool_failures = 0;
                     if !took.records.is_empty() {
                         let _ = events.send(Event::Received(took.records));
                     }
@@ -227,8 +251,13 @@ pub async fn poll(
                         .await;
                 }
                 Ok(Err(e)) => {
-                    tracing::error!(error = %e, "spooling inbound files failed; retrying");
-                    more = false; // wait a poll period, then list again, before trying again
+                    // Reported (once) by the spool's health; the files stay where they are.
+                    spool_failures = spool_failures.saturating_add(1);
+                    let wait = spool_backoff(landing.poll, spool_failures);
+                    tracing::debug!(error = %e, retry_in_ms = wait.as_millis() as u64,
+                        "spooling inbound files failed");
+                    spool_retry = Some(Instant::now() + wait);
+                    more = false;
                     queued = Ready::default();
                 }
                 Err(e) => {
@@ -271,6 +300,13 @@ fn matters(kind: &notify::EventKind) -> bool {
         EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
         EventKind::Access(_) | EventKind::Remove(_) | EventKind::Any => false,
     }
+}
+
+/// The wait after the `failures`-th consecutive batch the spool refused: one poll period,
+/// doubling up to [`SPOOL_BACKOFF_POLLS`] of them.
+fn spool_backoff(poll: Duration, failures: u32) -> Duration {
+    let doublings = failures.saturating_sub(1).min(SPOOL_BACKOFF_POLLS.ilog2());
+    poll.saturating_mul(1 << doublings)
 }
 
 /// Records a failed attempt at `path`: backs off exponentially, reports the first failure only.

@@ -189,7 +189,10 @@ impl Gateway {
                 .await
                 .map_err(|e| spool::SpoolError::Db(e.to_string()))??
         };
-        let mut tasks = vec![tokio::spawn(pipe.run(rx, pending, stop_rx.clone()))];
+        let mut tasks = vec![
+            tokio::spawn(pipe.run(rx, pending, stop_rx.clone())),
+            tokio::spawn(spool::probe_while_failing(spool.clone(), plan.poll, stop_rx.clone())),
+        ];
         if !plan.inbound.is_empty() {
             tasks.push(tokio::spawn(inbound::poll(
                 inbound::Landing::new(&plan),
@@ -248,6 +251,17 @@ impl Gateway {
         let parts = self.parts.clone();
         move || match parts.meter.misconfiguration() {
             Some(reason) => Err(format!("gateway quota misconfigured: {reason}")),
+            None => Ok(()),
+        }
+    }
+
+    /// A readiness check for `/readyz`: fails while the spool cannot be written (a full or
+    /// failing disk), with the last error; it recovers by itself once a write succeeds (a
+    /// probe tries once per `poll_ms`).
+    pub fn spool_readiness(&self) -> impl Fn() -> Result<(), String> + Send + Sync + 'static {
+        let spool = self.spool.clone();
+        move || match spool.health().failure() {
+            Some(e) => Err(format!("the spool cannot be written: {e}")),
             None => Ok(()),
         }
     }

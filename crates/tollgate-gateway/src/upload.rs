@@ -230,7 +230,8 @@ pub async fn upload(
 }
 
 fn spool_failed(detail: String) -> Response {
-    tracing::error!(error = %detail, "spooling an upload failed");
+    // The spool's health reports a failing disk once, not once per upload.
+    tracing::debug!(error = %detail, "spooling an upload failed");
     Problem::new(StatusCode::SERVICE_UNAVAILABLE, "spool-unavailable", "Spool unavailable")
         .detail(detail)
         .into_response()

@@ -309,6 +309,7 @@ async fn serve(args: ServeArgs, file: ConfigFile, tls: Option<TlsAcceptor>) -> a
             .context("cannot start the gateway")?
             .with_clients(clients);
             state.add_readiness_check("gateway_quota", Arc::new(gw.quota_readiness()));
+            state.add_readiness_check("gateway_spool", Arc::new(gw.spool_readiness()));
             app = app.merge(gw.router());
             backup.gateway = Some(gw.backup());
             Some(gw)
