@@ -70,6 +70,13 @@ pub struct ServerSection {
     /// Connections served at once (≥ 1; default 4096).
     #[serde(deserialize_with = "fields::max_connections")]
     pub max_connections: Option<NonZeroUsize>,
+    /// gRPC connections served at once (≥ 1; default 1024).
+    #[serde(deserialize_with = "fields::grpc_max_connections")]
+    pub grpc_max_connections: Option<NonZeroUsize>,
+    /// `grpc_idle_timeout_ms`: how long a gRPC connection with no call in progress is kept
+    /// (1 ms to one day; default 60 000 ms).
+    #[serde(rename = "grpc_idle_timeout_ms", deserialize_with = "fields::grpc_idle_timeout")]
+    pub grpc_idle_timeout: Option<Duration>,
     /// `log_format`: `text` (default) or `json` (`--log-format` overrides it).
     #[serde(deserialize_with = "fields::log_format")]
     pub log_format: Option<LogFormat>,
@@ -107,6 +114,17 @@ impl ServerSection {
             header_timeout: self.header_timeout.unwrap_or(d.header_timeout),
             body_timeout: self.body_timeout.unwrap_or(d.body_timeout),
             max_connections: self.max_connections.unwrap_or(d.max_connections),
+        }
+    }
+
+    /// The gRPC listener's limits: its own cap and idle timeout, and the HTTP listener's
+    /// `header_timeout_ms` as the time to finish the TLS handshake and the HTTP/2 preface.
+    pub fn grpc_limits(&self) -> tollgate_rls::ConnLimits {
+        let d = tollgate_rls::ConnLimits::default();
+        tollgate_rls::ConnLimits {
+            max_connections: self.grpc_max_connections.unwrap_or(d.max_connections),
+            handshake: self.limits().header_timeout,
+            idle: self.grpc_idle_timeout.unwrap_or(d.idle),
         }
     }
 }
@@ -312,6 +330,16 @@ mod fields {
     ) -> Result<Option<NonZeroUsize>, D::Error> {
         key::at_least_one(d, "max_connections").map(Some)
     }
+    pub fn grpc_max_connections<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<NonZeroUsize>, D::Error> {
+        key::at_least_one(d, "grpc_max_connections").map(Some)
+    }
+    pub fn grpc_idle_timeout<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Duration>, D::Error> {
+        millis(d, "grpc_idle_timeout_ms", DAY_MS).map(Some)
+    }
     pub fn log_format<'de, D: Deserializer<'de>>(d: D) -> Result<Option<LogFormat>, D::Error> {
         key::parsed(d, "log_format").map(Some)
     }
@@ -409,6 +437,8 @@ impl ConfigFile {
             ("header_timeout_ms", a.header_timeout != b.header_timeout),
             ("body_timeout_ms", a.body_timeout != b.body_timeout),
             ("max_connections", a.max_connections != b.max_connections),
+            ("grpc_max_connections", a.grpc_max_connections != b.grpc_max_connections),
+            ("grpc_idle_timeout_ms", a.grpc_idle_timeout != b.grpc_idle_timeout),
             ("log_format", a.log_format != b.log_format),
             ("tls_cert", a.tls_cert != b.tls_cert),
             ("tls_key", a.tls_key != b.tls_key),
