@@ -2,8 +2,8 @@
 //! strictly (unknown keys are errors) so a typo is caught at start-up, not in production.
 //!
 //! A parse or validation error reads `FILE:LINE:COL: message` and makes `tollgate serve` exit
-//! with code 2. Precedence for each setting: command-line flag, then this file, then the
-//! built-in default.
+//! with code 2; it never carries a secret written in the file (`secrets`). Precedence for
+//! each setting: command-line flag, then this file, then the built-in default.
 //!
 //! Hot reload: the server re-reads the file when it changes. Each reload passes the whole
 //! file through the same validation as start-up ([`ConfigFile::reload_validator`]), so a
@@ -385,10 +385,12 @@ impl ConfigFile {
 
     /// Validates `source` (read from `path`, which only labels the errors); an error reads
     /// `FILE:LINE:COL: message`.
+    /// No error carries a secret written in the file (see `secrets`).
     pub fn parse(path: &Path, source: &str) -> Result<Self, ConfigError> {
-        let file: Self =
-            toml::from_str(source).map_err(|e| ConfigError::from_toml(&e).locate(path, source))?;
-        file.check().map_err(|e| e.locate(path, source))?;
+        let refused =
+            |e: ConfigError| secrets::Secrets::find(source).redact(e).locate(path, source);
+        let file: Self = toml::from_str(source).map_err(|e| refused(ConfigError::from_toml(&e)))?;
+        file.check().map_err(refused)?;
         Ok(file)
     }
 
@@ -469,6 +471,9 @@ impl ConfigFile {
         changes
     }
 }
+
+mod secrets;
+pub use secrets::redact_url;
 
 /// Where the embedded store keeps its file inside the data directory.
 pub fn embedded_file(data: &Path) -> PathBuf {
