@@ -100,6 +100,9 @@ impl Secrets {
                 .0
                 .iter()
                 .find(|s| s.whole && s.span.start <= span.start && span.start < s.span.end)
+            // A reader that already hides the value (`key = (hidden): …`) is left as it is.
+            && !message.contains(HIDDEN)
+            && !message.contains("(not shown)")
         {
             message = format!("{} = {HIDDEN}: {}", s.key, without_quoted(&message));
         }
