@@ -19,7 +19,8 @@
 //! - A file that cannot be read is retried with exponential backoff (up to [`MAX_BACKOFF`]) and
 //!   reported once; symlinks and other non-regular entries are skipped and reported once; a
 //!   name that is not UTF-8 is taken like any other (shown lossily) and reported once.
-//! - With nothing to take, the directories are listed once per `poll_ms`, sooner only when a
+//! - With nothing to take, the directories are listed once per `poll_ms` (or when a file seen
+//!   unsettled in the last listing will have settled, if sooner), sooner only when a
 //!   change that can matter arrives ([`matters`]: an entry created, written, renamed or its
 //!   metadata changed; never an open or a read, such as the poller's own listing), and then not
 //!   within `poll_ms / WAKE_SHARE` of the last listing however many changes arrive. Each
@@ -126,6 +127,18 @@ struct Memory {
     noted: HashSet<PathBuf>,
 }
 
+impl Memory {
+    /// When the first file written to but not yet unchanged for `settle` will have been.
+    fn next_settled(&self, settle: Duration) -> Option<Instant> {
+        let now = Instant::now();
+        self.files
+            .values()
+            .filter(|w| w.stamp.len > 0 && now.duration_since(w.since) < settle)
+            .map(|w| w.since + settle)
+            .min()
+    }
+}
+
 /// Polls the landing directories (woken early by file-system notifications where available)
 /// until `stop` turns true.
 pub async fn poll(
@@ -142,6 +155,8 @@ pub async fn poll(
     let mut queued = Ready::default();
     let mut next_scan = Instant::now();
     let mut last_scan = Instant::now();
+    // When the first file seen unsettled in the last listing will have settled.
+    let mut settles_at: Option<Instant> = None;
     // Consecutive batches the spool refused, and when the next may be tried.
     let mut spool_failures = 0u32;
     let mut spool_retry: Option<Instant> = None;
@@ -194,6 +209,7 @@ pub async fn poll(
                 }
             };
             next_scan = Instant::now() + started.elapsed() * SCAN_SHARE;
+            settles_at = mem.next_settled(landing.settle);
             queued = Ready::new(ready);
             if !too_large.is_empty() {
                 let max = landing.max_file_bytes;
@@ -271,12 +287,15 @@ pub async fn poll(
             // Take the next batch at once (listing again when the rule above says so).
             continue;
         }
-        // Nothing to take: list again one poll period after the last listing, or sooner for
-        // a change that matters (see the module invariant). Without notifications (the
-        // channel closed) only the period counts.
+        // Nothing to take: list again one poll period after the last listing (or once a file
+        // seen then has settled, if sooner), or sooner for a change that matters (see the
+        // module invariant). Without notifications (the channel closed) only time counts.
+        let next_listing = settles_at.map_or(last_scan + landing.poll, |at| {
+            at.max(last_scan + landing.poll / WAKE_SHARE).min(last_scan + landing.poll)
+        });
         tokio::select! {
             _ = stop.changed() => return,
-            _ = tokio::time::sleep_until((last_scan + landing.poll).into()) => {}
+            _ = tokio::time::sleep_until(next_listing.into()) => {}
             Some(()) = wake_rx.recv() => {
                 let soonest = last_scan + landing.poll / WAKE_SHARE;
                 tokio::select! {
