@@ -47,7 +47,7 @@ mod health;
 mod read;
 pub use backup::BackupReport;
 use handle::DbHandle;
-pub use health::{SPOOL_ERRORS, SpoolHealth, probe_while_failing};
+pub use health::{SPOOL_ERRORS, SPOOL_FAILING, SpoolHealth, probe_while_failing};
 pub use read::delivered_items;
 
 const FILES: TableDefinition<'static, &str, &[u8]> = TableDefinition::new("files");

@@ -10,7 +10,8 @@
 //! `tollgate_gateway_breaker_open` (1 while the quota breaker is open or probing) and
 //! `tollgate_gateway_spool_files` / `tollgate_gateway_spool_bytes` (the spool directory);
 //! counters `tollgate_gateway_landing_scans_total` (listings of the landing directories) and
-//! `tollgate_gateway_spool_errors_total` (failed spool writes, see `spool::health`).
+//! `tollgate_gateway_spool_errors_total` (failed spool writes, see `spool::health`); gauge
+//! `tollgate_gateway_spool_failing` (1 while the spool cannot be written).
 //!
 //! Every counter exists from start-up for each configured partner and route (at zero, see
 //! [`register`]), so `rate()` and `increase()` in alerts see a series before its first event.
@@ -174,6 +175,7 @@ pub fn register(plan: &Plan) {
     }
     metrics::counter!(LANDING_SCANS).increment(0);
     metrics::counter!(crate::spool::SPOOL_ERRORS).increment(0);
+    metrics::gauge!(crate::spool::SPOOL_FAILING).set(0.0);
     for state in ["received", "held", "admitted"] {
         queue_depth(state, 0);
     }

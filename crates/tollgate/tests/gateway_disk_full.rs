@@ -89,8 +89,10 @@ fn a_full_data_disk_leaves_no_litter_and_recovers_without_a_restart() {
     // poller's attempts must leave nothing behind.
     std::thread::sleep(Duration::from_millis(10 * POLL_MS));
     assert_eq!(names(&spool), Vec::<String>::new(), "failed attempts left spool files");
-    let errors = metric(&s.get("/metrics"), "tollgate_gateway_spool_errors_total");
+    let scrape = s.get("/metrics");
+    let errors = metric(&scrape, "tollgate_gateway_spool_errors_total");
     assert!(errors.is_some_and(|n| n >= 1.0), "spool errors not counted: {errors:?}");
+    assert_eq!(metric(&scrape, "tollgate_gateway_spool_failing"), Some(1.0));
 
     std::fs::remove_file(filler).unwrap();
     wait_until("/readyz ready again", Duration::from_secs(10), || {
@@ -102,6 +104,7 @@ fn a_full_data_disk_leaves_no_litter_and_recovers_without_a_restart() {
         delivered(&out) == 7
     });
     wait_until("the spool emptied", Duration::from_secs(10), || names(&spool).is_empty());
+    assert_eq!(metric(&s.get("/metrics"), "tollgate_gateway_spool_failing"), Some(0.0));
     assert_eq!(names(&dir.path().join("in")), [".tollgate-taken"], "{}", log_of(&log));
 }
 

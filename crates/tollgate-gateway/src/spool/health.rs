@@ -2,7 +2,8 @@
 //! full (or failing) disk has space again.
 //!
 //! Every spool write reports here: a failure sets the state to failing (logged once, counted
-//! in `tollgate_gateway_spool_errors_total`), a success clears it (logged once). While it is
+//! in `tollgate_gateway_spool_errors_total`, `tollgate_gateway_spool_failing` 1), a success
+//! clears it (logged once). While it is
 //! failing, intake waits instead of writing, and [`Spool::probe`] (run once per `poll_ms` by
 //! the gateway) writes a small file and removes it: the first that succeeds clears the state,
 //! so intake, uploads and `/readyz` recover by themselves once space is back.
@@ -17,6 +18,8 @@ use super::{Spool, SpoolError, io_err};
 
 /// The counter of failed spool writes.
 pub const SPOOL_ERRORS: &str = "tollgate_gateway_spool_errors_total";
+/// The gauge that is 1 while the spool cannot be written.
+pub const SPOOL_FAILING: &str = "tollgate_gateway_spool_failing";
 
 /// Bytes the probe writes: enough that a disk with room for it can take a small interchange.
 const PROBE_BYTES: usize = 64 * 1024;
@@ -53,6 +56,7 @@ impl SpoolHealth {
         }
         *failure = Some(error.to_string());
         self.failing.send_replace(true);
+        metrics::gauge!(SPOOL_FAILING).set(1.0);
     }
 
     /// A write succeeded.
@@ -65,6 +69,7 @@ impl SpoolHealth {
             tracing::info!("the spool can be written again: intake and uploads resume");
         }
         self.failing.send_replace(false);
+        metrics::gauge!(SPOOL_FAILING).set(0.0);
     }
 
     /// The last failure, while no write has succeeded since.
