@@ -58,6 +58,20 @@ pub struct GatewayConfig {
     /// At least `max_upload_bytes`.
     #[serde(default = "defaults::upload_budget_bytes")]
     pub upload_budget_bytes: Spanned<u64>,
+    /// The slowest an upload body may arrive, in bytes per second, once
+    /// `upload_rate_grace_ms` has passed (on average since the upload began); a slower one
+    /// is cut with 408 and its share of the budget given back.
+    #[serde(
+        default = "defaults::upload_min_rate_bytes",
+        deserialize_with = "fields::upload_min_rate_bytes"
+    )]
+    pub upload_min_rate_bytes: NonZeroU64,
+    /// How long (milliseconds) an upload may take before `upload_min_rate_bytes` applies.
+    #[serde(
+        default = "defaults::upload_rate_grace_ms",
+        deserialize_with = "fields::upload_rate_grace_ms"
+    )]
+    pub upload_rate_grace_ms: NonZeroU64,
     /// The largest landing file taken, in bytes; a larger one is moved to `too-large/`.
     #[serde(default = "defaults::max_file_bytes", deserialize_with = "fields::max_file_bytes")]
     pub max_file_bytes: NonZeroU64,
@@ -93,6 +107,8 @@ impl Default for GatewayConfig {
             acks: None,
             max_upload_bytes: defaults::max_upload_bytes(),
             upload_budget_bytes: defaults::upload_budget_bytes(),
+            upload_min_rate_bytes: defaults::upload_min_rate_bytes(),
+            upload_rate_grace_ms: defaults::upload_rate_grace_ms(),
             max_file_bytes: defaults::max_file_bytes(),
             partial_names: defaults::partial_names(),
             incomplete_grace_ms: defaults::incomplete_grace_ms(),
@@ -286,6 +302,12 @@ mod defaults {
     pub fn upload_budget_bytes() -> Spanned<u64> {
         Spanned::new(0..0, 268_435_456)
     }
+    pub fn upload_min_rate_bytes() -> NonZeroU64 {
+        const { nz64(65_536) }
+    }
+    pub fn upload_rate_grace_ms() -> NonZeroU64 {
+        const { nz64(10_000) }
+    }
     pub fn max_file_bytes() -> NonZeroU64 {
         const { nz64(52_428_800) }
     }
@@ -440,6 +462,8 @@ impl GatewayConfig {
             acks: self.acks.clone(),
             max_upload_bytes,
             upload_budget_bytes: budget,
+            upload_min_rate: self.upload_min_rate_bytes.get(),
+            upload_rate_grace: Duration::from_millis(self.upload_rate_grace_ms.get()),
             max_file_bytes: self.max_file_bytes.get(),
             partial_names: self.partial_names.clone(),
             incomplete_grace: Duration::from_millis(self.incomplete_grace_ms),

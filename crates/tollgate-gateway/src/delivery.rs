@@ -2,7 +2,8 @@
 //!
 //! - `dir:` writes `.<id>.edi.tmp`, fsyncs it, renames it to `<id>.edi` and fsyncs the
 //!   directory (one fsync for every rename waiting at that moment, see `DirSync`). The name comes from the item id, so a redelivery after a crash replaces the
-//!   same file instead of adding a second one; readers never see a partial file.
+//!   same file instead of adding a second one; readers never see a partial file, and a
+//!   failed attempt (a full disk) removes its temp file.
 //! - `http(s)://` POSTs the bytes with `Tollgate-Interchange-Id`, `Tollgate-Partner` and
 //!   `Tollgate-Document`. 2xx is done; 5xx, a timeout or a connection error is retried with
 //!   capped exponential backoff; a 4xx (other than 408/429), or [`MAX_ATTEMPTS`], is dead.
@@ -212,8 +213,15 @@ fn write_into(dir: &Path, id: &str, bytes: &[u8], fsync: bool) -> Result<(), Str
         }
         other => other,
     };
-    written.map_err(|e| format!("{}: {e}", tmp.display()))?;
-    std::fs::rename(&tmp, &dest).map_err(|e| format!("{}: {e}", dest.display()))
+    let done = written.map_err(|e| format!("{}: {e}", tmp.display())).and_then(|()| {
+        std::fs::rename(&tmp, &dest).map_err(|e| format!("{}: {e}", dest.display()))
+    });
+    if done.is_err() {
+        // A partial (or empty) temp file must not stay: on a full disk it would hold the space
+        // the retry needs.
+        let _ = std::fs::remove_file(&tmp);
+    }
+    done
 }
 
 #[cfg(test)]

@@ -13,9 +13,18 @@
 //!   are listed again once they are all taken, or once [`SCAN_SHARE`] times the last scan's
 //!   duration has passed, so listing a backlog stays a small share of the poller's time and a
 //!   file that arrives meanwhile, from any sender, waits at most that long to be seen.
+//! - A batch the spool refuses (a full disk) leaves the landing files in place; the next
+//!   attempt waits until the spool can be written again ([`crate::spool::SpoolHealth`]) and
+//!   one poll period, doubling with each refusal in a row up to [`SPOOL_BACKOFF_POLLS`].
 //! - A file that cannot be read is retried with exponential backoff (up to [`MAX_BACKOFF`]) and
 //!   reported once; symlinks and other non-regular entries are skipped and reported once; a
 //!   name that is not UTF-8 is taken like any other (shown lossily) and reported once.
+//! - With nothing to take, the directories are listed once per `poll_ms` (or when a file seen
+//!   unsettled in the last listing will have settled, if sooner), sooner only when a
+//!   change that can matter arrives ([`matters`]: an entry created, written, renamed or its
+//!   metadata changed; never an open or a read, such as the poller's own listing), and then not
+//!   within `poll_ms / WAKE_SHARE` of the last listing however many changes arrive. Each
+//!   listing counts in `tollgate_gateway_landing_scans_total`.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -45,6 +54,15 @@ const SWEEP_SHARE: u32 = 20;
 const SCAN_SHARE: u32 = 20;
 /// The longest wait between two attempts at a file that cannot be read.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
+/// The longest wait, in poll periods, before a batch the spool refused is tried again (a
+/// power of two). The retry also waits until the spool can be written again (see
+/// [`crate::spool::SpoolHealth`]), so on a full disk nothing is written until the probe finds
+/// space.
+const SPOOL_BACKOFF_POLLS: u32 = 8;
+/// A change notification lists the directories no sooner than `poll / WAKE_SHARE` after the
+/// last listing, so a sender writing a large file in many small writes does not make the
+/// poller list the directory at the rate of its writes.
+const WAKE_SHARE: u32 = 10;
 
 /// The landing-directory settings, from the [`Plan`].
 #[derive(Debug, Clone)]
@@ -109,6 +127,18 @@ struct Memory {
     noted: HashSet<PathBuf>,
 }
 
+impl Memory {
+    /// When the first file written to but not yet unchanged for `settle` will have been.
+    fn next_settled(&self, settle: Duration) -> Option<Instant> {
+        let now = Instant::now();
+        self.files
+            .values()
+            .filter(|w| w.stamp.len > 0 && now.duration_since(w.since) < settle)
+            .map(|w| w.since + settle)
+            .min()
+    }
+}
+
 /// Polls the landing directories (woken early by file-system notifications where available)
 /// until `stop` turns true.
 pub async fn poll(
@@ -124,9 +154,27 @@ pub async fn poll(
     let mut next_sweep = Instant::now();
     let mut queued = Ready::default();
     let mut next_scan = Instant::now();
+    let mut last_scan = Instant::now();
+    // When the first file seen unsettled in the last listing will have settled.
+    let mut settles_at: Option<Instant> = None;
+    // Consecutive batches the spool refused, and when the next may be tried.
+    let mut spool_failures = 0u32;
+    let mut spool_retry: Option<Instant> = None;
+    let mut spool_failing = spool.health().watch();
     loop {
         if *stop.borrow() {
             return;
+        }
+        if let Some(at) = spool_retry.take() {
+            // The spool refused the last batch: wait until a write (or the probe) succeeds,
+            // and until the backoff has passed, before reading landing files again.
+            tokio::select! {
+                _ = stop.changed() => return,
+                _ = async {
+                    let _ = spool_failing.wait_for(|f| !*f).await;
+                    tokio::time::sleep_until(at.into()).await;
+                } => {}
+            }
         }
         if Instant::now() >= next_sweep {
             let (dirs, settle, grace, max) =
@@ -142,6 +190,8 @@ pub async fn poll(
         }
         if queued.is_empty() || Instant::now() >= next_scan {
             let started = Instant::now();
+            last_scan = started;
+            crate::telemetry::landing_scanned();
             // Listing and stat-ing a backlog takes milliseconds: off the runtime's workers,
             // which also serve HTTP.
             let l = Arc::clone(&landing);
@@ -159,6 +209,7 @@ pub async fn poll(
                 }
             };
             next_scan = Instant::now() + started.elapsed() * SCAN_SHARE;
+            settles_at = mem.next_settled(landing.settle);
             queued = Ready::new(ready);
             if !too_large.is_empty() {
                 let max = landing.max_file_bytes;
@@ -185,6 +236,7 @@ pub async fn poll(
             let taken = tokio::task::spawn_blocking(move || take(&spool, &plan, batch)).await;
             match taken {
                 Ok(Ok(took)) => {
+                    spool_failures = 0;
                     if !took.records.is_empty() {
                         let _ = events.send(Event::Received(took.records));
                     }
@@ -215,8 +267,13 @@ pub async fn poll(
                         .await;
                 }
                 Ok(Err(e)) => {
-                    tracing::error!(error = %e, "spooling inbound files failed; retrying");
-                    more = false; // wait a poll period, then list again, before trying again
+                    // Reported (once) by the spool's health; the files stay where they are.
+                    spool_failures = spool_failures.saturating_add(1);
+                    let wait = spool_backoff(landing.poll, spool_failures);
+                    tracing::debug!(error = %e, retry_in_ms = wait.as_millis() as u64,
+                        "spooling inbound files failed");
+                    spool_retry = Some(Instant::now() + wait);
+                    more = false;
                     queued = Ready::default();
                 }
                 Err(e) => {
@@ -230,12 +287,45 @@ pub async fn poll(
             // Take the next batch at once (listing again when the rule above says so).
             continue;
         }
+        // Nothing to take: list again one poll period after the last listing (or once a file
+        // seen then has settled, if sooner), or sooner for a change that matters (see the
+        // module invariant). Without notifications (the channel closed) only time counts.
+        let next_listing = settles_at.map_or(last_scan + landing.poll, |at| {
+            at.max(last_scan + landing.poll / WAKE_SHARE).min(last_scan + landing.poll)
+        });
         tokio::select! {
             _ = stop.changed() => return,
-            _ = tokio::time::sleep(landing.poll) => {}
-            _ = wake_rx.recv() => {}
+            _ = tokio::time::sleep_until(next_listing.into()) => {}
+            Some(()) = wake_rx.recv() => {
+                let soonest = last_scan + landing.poll / WAKE_SHARE;
+                tokio::select! {
+                    _ = stop.changed() => return,
+                    _ = tokio::time::sleep_until(soonest.into()) => {}
+                }
+            }
         }
     }
+}
+
+/// True for a change in a landing directory that can give the poller something to do: an
+/// entry created, written (or closed after writing), renamed in or out, or its metadata
+/// changed, and a lost-events notice. Opens, reads and closes after reading are not: the
+/// poller's own listing raises them, and waking for them would list the directory in a loop.
+fn matters(kind: &notify::EventKind) -> bool {
+    use notify::EventKind;
+    use notify::event::{AccessKind, AccessMode};
+    match kind {
+        EventKind::Create(_) | EventKind::Modify(_) | EventKind::Other => true,
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        EventKind::Access(_) | EventKind::Remove(_) | EventKind::Any => false,
+    }
+}
+
+/// The wait after the `failures`-th consecutive batch the spool refused: one poll period,
+/// doubling up to [`SPOOL_BACKOFF_POLLS`] of them.
+fn spool_backoff(poll: Duration, failures: u32) -> Duration {
+    let doublings = failures.saturating_sub(1).min(SPOOL_BACKOFF_POLLS.ilog2());
+    poll.saturating_mul(1 << doublings)
 }
 
 /// Records a failed attempt at `path`: backs off exponentially, reports the first failure only.
@@ -254,11 +344,15 @@ fn failed(landing: &Landing, mem: &mut Memory, path: &Path, why: &str) {
     }
 }
 
-/// Wakes the poller when something changes in a landing directory; `None` (polling only)
+/// Wakes the poller when something that [`matters`] changes in a landing directory (an error
+/// from the watcher wakes it too: a listing finds what was missed); `None` (polling only)
 /// where notifications are unavailable.
 fn watch_dirs(dirs: &[PathBuf], wake: mpsc::Sender<()>) -> Option<notify::RecommendedWatcher> {
     use notify::Watcher;
-    let mut watcher = notify::recommended_watcher(move |_res: notify::Result<notify::Event>| {
+    let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+        if res.as_ref().is_ok_and(|e| !matters(&e.kind)) {
+            return;
+        }
         let _ = wake.try_send(());
     })
     .ok()?;

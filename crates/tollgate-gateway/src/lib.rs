@@ -107,6 +107,7 @@ pub struct Gateway {
     events: mpsc::UnboundedSender<pipeline::Event>,
     max_upload_bytes: u64,
     budget: upload::UploadBudget,
+    pace: upload::Pace,
     partners: Arc<std::collections::HashMap<String, String>>,
     parts: Arc<pipeline::Parts>,
     stop: watch::Sender<bool>,
@@ -203,7 +204,10 @@ impl Gateway {
                 .await
                 .map_err(|e| spool::SpoolError::Db(e.to_string()))??
         };
-        let mut tasks = vec![tokio::spawn(pipe.run(rx, pending, stop_rx.clone()))];
+        let mut tasks = vec![
+            tokio::spawn(pipe.run(rx, pending, stop_rx.clone())),
+            tokio::spawn(spool::probe_while_failing(spool.clone(), plan.poll, stop_rx.clone())),
+        ];
         if !plan.inbound.is_empty() {
             tasks.push(tokio::spawn(inbound::poll(
                 inbound::Landing::new(&plan),
@@ -239,7 +243,8 @@ impl Gateway {
             spool,
             events,
             max_upload_bytes: plan.max_upload_bytes,
-            budget: upload::UploadBudget::new(plan.upload_budget_bytes),
+            budget: upload::UploadBudget::new(plan.upload_budget_bytes, plan.max_upload_bytes),
+            pace: upload::Pace { min_rate: plan.upload_min_rate, grace: plan.upload_rate_grace },
             partners: Arc::new(plan.partners.clone()),
             parts,
             stop,
@@ -257,6 +262,17 @@ impl Gateway {
         }
     }
 
+    /// A readiness check for `/readyz`: fails while the spool cannot be written (a full or
+    /// failing disk), with the last error; it recovers by itself once a write succeeds (a
+    /// probe tries once per `poll_ms`).
+    pub fn spool_readiness(&self) -> impl Fn() -> Result<(), String> + Send + Sync + 'static {
+        let spool = self.spool.clone();
+        move || match spool.health().failure() {
+            Some(e) => Err(format!("the spool cannot be written: {e}")),
+            None => Ok(()),
+        }
+    }
+
     /// `POST /v1/interchanges` and the `/v1/queue` admin API, for the binary to merge:
     /// `guard` admits the queue's operators (and uploads with an admin token), `clients`'
     /// keys may upload (within their `partners`); once either is configured uploads need
@@ -267,6 +283,7 @@ impl Gateway {
             events: self.events.clone(),
             max_bytes: self.max_upload_bytes,
             budget: self.budget.clone(),
+            pace: self.pace,
             guard: credentials::UploadGuard::new(guard.clone(), clients),
             partners: self.partners.clone(),
             plan: Arc::new(self.parts.plan.clone()),

@@ -20,6 +20,11 @@
 //!   moves it to `orphaned/` (its inbound file was not removed and its upload was not answered,
 //!   so it is received again; the copy is kept rather than guessed about).
 //! - **Untrusted state is refused**, never taken as empty: see [`crate::statedb`].
+//! - **A failed write leaves nothing behind.** A spool file whose write, fsync or `files` row
+//!   failed is removed before the error is returned (nothing refers to it, and the caller did
+//!   not acknowledge it), so retries on a full disk do not eat the space freed later. Every
+//!   write reports to [`SpoolHealth`]; a failed database operation drops the database handle,
+//!   which the next operation reopens (see `handle`).
 
 use std::collections::HashSet;
 use std::fs::{self, File};
@@ -37,7 +42,13 @@ use crate::statedb::{self, ORPHANED};
 use crate::telemetry::SpoolUsage;
 
 mod backup;
+mod handle;
+mod health;
+mod read;
 pub use backup::BackupReport;
+use handle::DbHandle;
+pub use health::{SPOOL_ERRORS, SPOOL_FAILING, SpoolHealth, probe_while_failing};
+pub use read::delivered_items;
 
 const FILES: TableDefinition<'static, &str, &[u8]> = TableDefinition::new("files");
 const ITEMS: TableDefinition<'static, &str, &[u8]> = TableDefinition::new("items");
@@ -141,7 +152,9 @@ impl Change {
 /// call them from `spawn_blocking` in async code.
 pub struct Spool {
     dir: PathBuf,
-    db: Database,
+    db: DbHandle,
+    /// Whether the last write succeeded (see `health`).
+    health: SpoolHealth,
     seq: AtomicU64,
     instance: u64,
     /// Counted at open, then changed by every method that writes or deletes a spool file.
@@ -194,9 +207,12 @@ impl Spool {
             Ok(())
         })?;
         let instance = instance_of(&db)?;
+        let path = (!options.ephemeral).then(|| data_dir.join(statedb::STATE_DB));
+        let _ = fs::remove_file(data_dir.join(health::PROBE_FILE));
         let spool = Spool {
             dir,
-            db,
+            db: DbHandle::new(db, path),
+            health: SpoolHealth::default(),
             seq: AtomicU64::new(0),
             instance,
             usage: SpoolUsage::default(),
@@ -311,116 +327,73 @@ impl Spool {
             offset = end;
         }
         let path = self.path(&spool_id);
-        let mut f = File::create(&path).map_err(io_err(&path))?;
-        for (bytes, _) in files {
-            f.write_all(bytes).map_err(io_err(&path))?;
+        let written = self.write_file(&path, files.iter().map(|(b, _)| *b)).and_then(|()| {
+            self.db.with(|db| {
+                let mut tx = db.begin_write().map_err(db_err)?;
+                tx.set_durability(self.durability()).map_err(db_err)?;
+                {
+                    let mut t = tx.open_table(FILES).map_err(db_err)?;
+                    for r in &records {
+                        let v = serde_json::to_vec(r).map_err(db_err)?;
+                        t.insert(r.id.as_str(), v.as_slice()).map_err(db_err)?;
+                    }
+                }
+                tx.commit().map_err(db_err)
+            })
+        });
+        match written {
+            Ok(()) => {
+                self.usage.add(offset);
+                self.health.succeeded();
+                Ok(records)
+            }
+            Err(e) => Err(self.discard(&path, e)),
+        }
+    }
+
+    /// Writes `parts` one after the other into a new file at `path`, synced (file and
+    /// directory) unless fsync is off. On an error the caller removes the file ([`Spool::discard`]).
+    fn write_file<'a>(
+        &self,
+        path: &Path,
+        parts: impl IntoIterator<Item = &'a [u8]>,
+    ) -> Result<(), SpoolError> {
+        let mut f = File::create(path).map_err(io_err(path))?;
+        for bytes in parts {
+            f.write_all(bytes).map_err(io_err(path))?;
         }
         if self.fsync {
-            f.sync_all().map_err(io_err(&path))?;
-        }
-        self.usage.add(offset);
-        if self.fsync {
+            f.sync_all().map_err(io_err(path))?;
             sync_dir(&self.dir)?;
         }
-        let mut tx = self.db.begin_write().map_err(db_err)?;
-        tx.set_durability(self.durability()).map_err(db_err)?;
-        {
-            let mut t = tx.open_table(FILES).map_err(db_err)?;
-            for r in &records {
-                let v = serde_json::to_vec(r).map_err(db_err)?;
-                t.insert(r.id.as_str(), v.as_slice()).map_err(db_err)?;
-            }
+        Ok(())
+    }
+
+    /// Removes what a failed write left at `path` (nothing refers to it) and reports the
+    /// failure; returns `error` for the caller.
+    fn discard(&self, path: &Path, error: SpoolError) -> SpoolError {
+        match fs::remove_file(path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => tracing::error!(path = %path.display(), error = %e,
+                "cannot remove the spool file of a failed write"),
         }
-        tx.commit().map_err(db_err)?;
-        Ok(records)
+        self.health.failed(&error);
+        error
     }
 
     /// Writes a new spool file (the parts of a split interchange) durably; returns its id.
     pub fn store_part(&self, bytes: &[u8]) -> Result<String, SpoolError> {
         let id = self.new_file_id();
-        if self.fsync {
-            write_synced(&self.path(&id), bytes)?;
-            self.usage.add(bytes.len() as u64);
-            sync_dir(&self.dir)?;
-        } else {
-            let path = self.path(&id);
-            fs::write(&path, bytes).map_err(io_err(&path))?;
-            self.usage.add(bytes.len() as u64);
-        }
-        Ok(id)
-    }
-
-    /// Files received but not yet split into items, oldest first.
-    pub fn pending_files(&self) -> Result<Vec<FileRecord>, SpoolError> {
-        let tx = self.db.begin_read().map_err(db_err)?;
-        let t = tx.open_table(FILES).map_err(db_err)?;
-        let mut out = Vec::new();
-        for row in t.iter().map_err(db_err)? {
-            let (k, v) = row.map_err(db_err)?;
-            out.push(decode(k.value(), v.value())?);
-        }
-        Ok(out)
-    }
-
-    /// Items, all or those in `state`, in id (arrival) order.
-    pub fn items(&self, state: Option<State>) -> Result<Vec<Item>, SpoolError> {
-        let tx = self.db.begin_read().map_err(db_err)?;
-        let t = tx.open_table(ITEMS).map_err(db_err)?;
-        let mut out = Vec::new();
-        for row in t.iter().map_err(db_err)? {
-            let (k, v) = row.map_err(db_err)?;
-            let item = decode_item(k.value(), v.value())?;
-            if state.is_none_or(|s| s == item.state) {
-                out.push(item);
+        let path = self.path(&id);
+        match self.write_file(&path, [bytes]) {
+            Ok(()) => {
+                self.usage.add(bytes.len() as u64);
+                self.health.succeeded();
+                Ok(id)
             }
+            Err(e) => Err(self.discard(&path, e)),
         }
-        Ok(out)
-    }
-
-    /// One page of items (in `state`, or all), in id order after the id `after`: at most
-    /// `limit`, and the id to continue after when more follow. Reads rows only up to the
-    /// page's end (plus one to know whether more follow).
-    pub fn page(
-        &self,
-        state: Option<State>,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<(Vec<Item>, Option<String>), SpoolError> {
-        use std::ops::Bound;
-        let tx = self.db.begin_read().map_err(db_err)?;
-        let t = tx.open_table(ITEMS).map_err(db_err)?;
-        let from = after.map_or(Bound::Unbounded, Bound::Excluded);
-        let mut out = Vec::new();
-        for row in t.range::<&str>((from, Bound::Unbounded)).map_err(db_err)? {
-            let (k, v) = row.map_err(db_err)?;
-            let item = decode_item(k.value(), v.value())?;
-            if state.is_some_and(|s| s != item.state) {
-                continue;
-            }
-            if out.len() == limit {
-                let next = out.last().map(|i: &Item| i.id.clone());
-                return Ok((out, next));
-            }
-            out.push(item);
-        }
-        Ok((out, None))
-    }
-
-    /// One item by id.
-    pub fn item(&self, id: &str) -> Result<Option<Item>, SpoolError> {
-        let tx = self.db.begin_read().map_err(db_err)?;
-        let t = tx.open_table(ITEMS).map_err(db_err)?;
-        match t.get(id).map_err(db_err)? {
-            Some(v) => Ok(Some(decode_item(id, v.value())?)),
-            None => Ok(None),
-        }
-    }
-
-    /// When the dedup key was first seen, if at or after `since_ms`.
-    pub fn seen_since(&self, key: &str, since_ms: i64) -> Result<Option<i64>, SpoolError> {
-        let tx = self.db.begin_read().map_err(db_err)?;
-        let t = tx.open_table(DEDUP).map_err(db_err)?;
-        Ok(t.get(key).map_err(db_err)?.map(|v| v.value()).filter(|&at| at >= since_ms))
     }
 
     /// Applies `change` in one durable transaction.
@@ -428,105 +401,78 @@ impl Spool {
         if change.is_empty() {
             return Ok(());
         }
-        let mut tx = self.db.begin_write().map_err(db_err)?;
-        tx.set_durability(self.durability()).map_err(db_err)?;
-        {
-            let mut files = tx.open_table(FILES).map_err(db_err)?;
-            for f in &change.remove_files {
-                files.remove(f.as_str()).map_err(db_err)?;
+        let result = self.db.with(|db| {
+            let mut tx = db.begin_write().map_err(db_err)?;
+            tx.set_durability(self.durability()).map_err(db_err)?;
+            {
+                let mut files = tx.open_table(FILES).map_err(db_err)?;
+                for f in &change.remove_files {
+                    files.remove(f.as_str()).map_err(db_err)?;
+                }
+                let mut items = tx.open_table(ITEMS).map_err(db_err)?;
+                for item in &change.put {
+                    let v = serde_json::to_vec(item).map_err(db_err)?;
+                    items.insert(item.id.as_str(), v.as_slice()).map_err(db_err)?;
+                }
+                // Deletes come last: an item purged in a batch is gone, whatever the batch
+                // wrote of it before the purge (a release, then a purge).
+                for id in &change.delete {
+                    items.remove(id.as_str()).map_err(db_err)?;
+                }
+                let mut dedup = tx.open_table(DEDUP).map_err(db_err)?;
+                for (k, at) in &change.dedup {
+                    dedup.insert(k.as_str(), *at).map_err(db_err)?;
+                }
             }
-            let mut items = tx.open_table(ITEMS).map_err(db_err)?;
-            for item in &change.put {
-                let v = serde_json::to_vec(item).map_err(db_err)?;
-                items.insert(item.id.as_str(), v.as_slice()).map_err(db_err)?;
-            }
-            // Deletes come last: an item purged in a batch is gone, whatever the batch wrote
-            // of it before the purge (a release, then a purge).
-            for id in &change.delete {
-                items.remove(id.as_str()).map_err(db_err)?;
-            }
-            let mut dedup = tx.open_table(DEDUP).map_err(db_err)?;
-            for (k, at) in &change.dedup {
-                dedup.insert(k.as_str(), *at).map_err(db_err)?;
-            }
+            tx.commit().map_err(db_err)
+        });
+        match &result {
+            Ok(()) => self.health.succeeded(),
+            Err(e) => self.health.failed(e),
         }
-        tx.commit().map_err(db_err)
+        result
     }
 
     /// Drops dedup keys first seen before `before_ms`, and delivered items received before it.
     pub fn prune(&self, before_ms: i64) -> Result<usize, SpoolError> {
-        let tx = self.db.begin_write().map_err(db_err)?;
-        let mut n = 0;
-        {
-            let mut dedup = tx.open_table(DEDUP).map_err(db_err)?;
-            n += dedup.extract_if(|_, at| at < before_ms).map_err(db_err)?.count();
-            let mut items = tx.open_table(ITEMS).map_err(db_err)?;
-            n += items
-                .extract_if(|_, v| {
-                    Item::from_stored(v)
-                        .is_ok_and(|i| i.state == State::Delivered && i.received_at < before_ms)
-                })
-                .map_err(db_err)?
-                .count();
-        }
-        tx.commit().map_err(db_err)?;
-        Ok(n)
+        self.db.with(|db| {
+            let tx = db.begin_write().map_err(db_err)?;
+            let mut n = 0;
+            {
+                let mut dedup = tx.open_table(DEDUP).map_err(db_err)?;
+                n += dedup.extract_if(|_, at| at < before_ms).map_err(db_err)?.count();
+                let mut items = tx.open_table(ITEMS).map_err(db_err)?;
+                n += items
+                    .extract_if(|_, v| {
+                        Item::from_stored(v)
+                            .is_ok_and(|i| i.state == State::Delivered && i.received_at < before_ms)
+                    })
+                    .map_err(db_err)?
+                    .count();
+            }
+            tx.commit().map_err(db_err)?;
+            Ok(n)
+        })
     }
 
     /// The next control number for split parts and acknowledgements (persistent, 1..=999999999).
     pub fn next_control_number(&self) -> Result<u64, SpoolError> {
-        let tx = self.db.begin_write().map_err(db_err)?;
-        let n;
-        {
-            let mut meta = tx.open_table(META).map_err(db_err)?;
-            let cur = meta.get("control").map_err(db_err)?.map(|v| v.value()).unwrap_or(0);
-            n = cur % 999_999_999 + 1;
-            meta.insert("control", n).map_err(db_err)?;
-        }
-        tx.commit().map_err(db_err)?;
-        Ok(n)
-    }
-
-    /// Reads `start..end` of a spool file.
-    pub fn read(&self, file: &str, start: u64, end: u64) -> Result<Vec<u8>, SpoolError> {
-        use std::io::{Read, Seek, SeekFrom};
-        let path = self.path(file);
-        let len = usize::try_from(end.saturating_sub(start)).unwrap_or(usize::MAX);
-        let mut buf = vec![0u8; len];
-        let mut f = File::open(&path).map_err(io_err(&path))?;
-        f.seek(SeekFrom::Start(start)).map_err(io_err(&path))?;
-        f.read_exact(&mut buf).map_err(|e| SpoolError::Io {
-            path: path.display().to_string(),
-            source: io::Error::new(e.kind(), format!("range {start}..{end}: {e}")),
-        })?;
-        Ok(buf)
+        self.db.with(|db| {
+            let tx = db.begin_write().map_err(db_err)?;
+            let n;
+            {
+                let mut meta = tx.open_table(META).map_err(db_err)?;
+                let cur = meta.get("control").map_err(db_err)?.map(|v| v.value()).unwrap_or(0);
+                n = cur % 999_999_999 + 1;
+                meta.insert("control", n).map_err(db_err)?;
+            }
+            tx.commit().map_err(db_err)?;
+            Ok(n)
+        })
     }
 }
 
 /// The instance id kept in `meta`, made (random) on first use.
-/// The delivered items of a stopped gateway's data dir, read from its state database without
-/// changing it (read only: refused while a gateway has the database open).
-pub fn delivered_items(data_dir: &Path) -> Result<Vec<Item>, SpoolError> {
-    let path = data_dir.join(statedb::STATE_DB);
-    if !path.is_file() {
-        return Err(SpoolError::Db(format!("{}: no such state database", path.display())));
-    }
-    let db = redb::ReadOnlyDatabase::open(&path).map_err(|e| {
-        SpoolError::Db(format!("{}: {e} (is a gateway running on it?)", path.display()))
-    })?;
-    let tx = db.begin_read().map_err(db_err)?;
-    let t = tx.open_table(ITEMS).map_err(db_err)?;
-    let mut out = Vec::new();
-    for row in t.iter().map_err(db_err)? {
-        let (k, v) = row.map_err(db_err)?;
-        let item = decode_item(k.value(), v.value())?;
-        if item.state == State::Delivered {
-            out.push(item);
-        }
-    }
-    Ok(out)
-}
-
 fn instance_of(db: &Database) -> Result<u64, SpoolError> {
     let tx = db.begin_write().map_err(db_err)?;
     let id = {
@@ -553,13 +499,6 @@ fn decode<T: serde::de::DeserializeOwned>(key: &str, v: &[u8]) -> Result<T, Spoo
 fn decode_item(key: &str, v: &[u8]) -> Result<Item, SpoolError> {
     Item::from_stored(v)
         .map_err(|e| SpoolError::Corrupt { key: key.to_owned(), message: e.to_string() })
-}
-
-/// Writes `bytes` to `path` and fsyncs the file (not the directory).
-pub(crate) fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), SpoolError> {
-    let mut f = File::create(path).map_err(io_err(path))?;
-    f.write_all(bytes).map_err(io_err(path))?;
-    f.sync_all().map_err(io_err(path))
 }
 
 /// Fsyncs a directory, so that the names created or renamed in it survive a crash.

@@ -125,13 +125,18 @@ fn take_growth(
     let ms = unix_ms();
     let tmp = dir.join(format!(".{name}.tail-{ms}"));
     let out = dir.join(format!("{name}.tail-{ms}"));
-    {
+    let written = (|| {
         use std::io::Write;
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(&growth)?;
         f.sync_all()?;
+        std::fs::rename(&tmp, &out)
+    })();
+    if let Err(e) = written {
+        // Nothing of a failed attempt stays (a full disk would keep it across retries).
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
     }
-    std::fs::rename(&tmp, &out)?;
     crate::spool::sync_dir(dir).map_err(|e| std::io::Error::other(e.to_string()))?;
     // Record the new spooled length; a crash before this takes the same growth again, and
     // the gateway's dedup quarantines the second copy.

@@ -8,7 +8,10 @@
 //! histogram `tollgate_gateway_delivery_latency_seconds` (receive to delivery); gauges
 //! `tollgate_gateway_queue_depth{state}`, `tollgate_gateway_held{partner,route}`,
 //! `tollgate_gateway_breaker_open` (1 while the quota breaker is open or probing) and
-//! `tollgate_gateway_spool_files` / `tollgate_gateway_spool_bytes` (the spool directory).
+//! `tollgate_gateway_spool_files` / `tollgate_gateway_spool_bytes` (the spool directory);
+//! counters `tollgate_gateway_landing_scans_total` (listings of the landing directories) and
+//! `tollgate_gateway_spool_errors_total` (failed spool writes, see `spool::health`); gauge
+//! `tollgate_gateway_spool_failing` (1 while the spool cannot be written).
 //!
 //! Every counter exists from start-up for each configured partner and route (at zero, see
 //! [`register`]), so `rate()` and `increase()` in alerts see a series before its first event.
@@ -178,10 +181,22 @@ pub fn register(plan: &Plan) {
     ] {
         metrics::counter!(name).increment(0);
     }
+    metrics::counter!(LANDING_SCANS).increment(0);
+    metrics::counter!(crate::spool::SPOOL_ERRORS).increment(0);
+    metrics::gauge!(crate::spool::SPOOL_FAILING).set(0.0);
     for state in ["received", "held", "admitted"] {
         queue_depth(state, 0);
     }
     breaker_open(false);
+}
+
+/// Listings of the landing directories (all of them once per scan).
+const LANDING_SCANS: &str = "tollgate_gateway_landing_scans_total";
+
+/// One more listing of the landing directories: an idle gateway lists about once per
+/// `poll_ms`, so this counter's rate shows a poller that wakes too often.
+pub fn landing_scanned() {
+    metrics::counter!(LANDING_SCANS).increment(1);
 }
 
 /// Sets the breaker gauge: 1 while the breaker in front of the quota service refuses calls.

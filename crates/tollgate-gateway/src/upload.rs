@@ -8,18 +8,25 @@
 //!   `Content-Length` (or `max_upload_bytes` when the length is not declared) from one shared
 //!   [`UploadBudget`] before reading, and gives it back once the bytes are spooled. When the
 //!   budget is spent the upload gets 503 with `Retry-After`, at once, instead of waiting.
+//! - One client (a `[[client]]`, or a source address without a key) holds at most its share
+//!   of the budget (see `budget`); beyond it its upload gets 429 with `Retry-After`, so it
+//!   cannot starve the others.
+//! - A body must arrive at `upload_min_rate_bytes` per second on average once
+//!   `upload_rate_grace_ms` has passed (see `body`); a slower one is cut with 408 and its
+//!   reservation given back.
 //! - The answer 202 is sent only after [`Spool::receive`] made the bytes durable.
 
 use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
 use axum::Json;
 use axum::body::Body;
-use axum::extract::State;
-use axum::http::header::{CONTENT_LENGTH, RETRY_AFTER};
+use axum::extract::{ConnectInfo, State};
+use axum::http::header::{CONNECTION, CONTENT_LENGTH, RETRY_AFTER};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio::sync::mpsc;
 use tollgate_server::problem::Problem;
 
 use crate::config::Plan;
@@ -28,27 +35,12 @@ use crate::pipeline::Event;
 use crate::receipt;
 use crate::spool::Spool;
 
-/// Upload bytes that may be held in memory at once, shared by all uploads. One permit is one
-/// byte; one upload reserves at most `u32::MAX` bytes (`max_upload_bytes` is capped so).
-#[derive(Debug, Clone)]
-pub struct UploadBudget {
-    units: Arc<Semaphore>,
-    bytes: u64,
-}
+mod body;
+mod budget;
 
-impl UploadBudget {
-    /// A budget of `bytes`.
-    pub fn new(bytes: u64) -> Self {
-        let units = usize::try_from(bytes).unwrap_or(usize::MAX).min(Semaphore::MAX_PERMITS);
-        Self { units: Arc::new(Semaphore::new(units)), bytes }
-    }
-
-    /// Reserves `bytes` now, or `None` when the budget cannot hold them at the moment.
-    fn try_reserve(&self, bytes: u64) -> Option<OwnedSemaphorePermit> {
-        let units = u32::try_from(bytes.max(1)).ok()?;
-        self.units.clone().try_acquire_many_owned(units).ok()
-    }
-}
+pub use body::Pace;
+pub use budget::UploadBudget;
+use budget::{Holder, Refusal};
 
 /// What the upload handler needs.
 #[derive(Clone)]
@@ -61,6 +53,8 @@ pub struct Upload {
     pub max_bytes: u64,
     /// The memory budget for bodies in flight.
     pub budget: UploadBudget,
+    /// The pace a body must keep.
+    pub pace: Pace,
     /// Who may upload.
     pub guard: UploadGuard,
     /// `QUAL:ID` → partner name, for partner scoping.
@@ -85,10 +79,44 @@ fn budget_spent(budget: &UploadBudget, wanted: u64) -> Response {
         .detail(format!(
             "uploads in flight hold the whole upload_budget_bytes ({}); this one needs {wanted} \
              bytes: retry shortly",
-            budget.bytes
+            budget.bytes()
         ))
-        .with("upload_budget_bytes", budget.bytes)
+        .with("upload_budget_bytes", budget.bytes())
         .header(RETRY_AFTER, HeaderValue::from_static("1"))
+        .into_response()
+}
+
+fn share_spent(budget: &UploadBudget, holder: &Holder, held: u64, wanted: u64) -> Response {
+    Problem::new(
+        StatusCode::TOO_MANY_REQUESTS,
+        "upload-share-exhausted",
+        "Too many uploads from this client",
+    )
+    .detail(format!(
+        "uploads of {holder} in flight hold {held} bytes of its share of the upload budget \
+         ({} bytes: a quarter of upload_budget_bytes, at least max_upload_bytes); this one \
+         needs {wanted} bytes: retry once one of them is done",
+        budget.share()
+    ))
+    .with("share_bytes", budget.share())
+    .with("held_bytes", held)
+    .header(RETRY_AFTER, HeaderValue::from_static("1"))
+    .into_response()
+}
+
+fn too_slow(pace: Pace, received: u64, wanted: u64, elapsed: std::time::Duration) -> Response {
+    Problem::new(StatusCode::REQUEST_TIMEOUT, "upload-too-slow", "Upload too slow")
+        .detail(format!(
+            "{received} of {wanted} bytes arrived in {} ms; after upload_rate_grace_ms ({} ms) \
+             an upload must arrive at upload_min_rate_bytes ({} bytes per second) on average: \
+             the upload is cut and the connection closed",
+            elapsed.as_millis(),
+            pace.grace.as_millis(),
+            pace.min_rate
+        ))
+        .with("received_bytes", received)
+        .with("upload_min_rate_bytes", pace.min_rate)
+        .header(CONNECTION, HeaderValue::from_static("close"))
         .into_response()
 }
 
@@ -112,7 +140,10 @@ pub(crate) struct Accepted {
     summary = "Upload an X12 or EDIFACT interchange file to the gateway",
     description = "The bytes are spooled durably before the answer; metering and delivery follow \
                    asynchronously (follow the item in /v1/queue). Bodies in memory at once are \
-                   bounded by upload_budget_bytes, one body by max_upload_bytes.",
+                   bounded by upload_budget_bytes (one client, by key or else by address, holds \
+                   at most a quarter of it, at least max_upload_bytes), one body by \
+                   max_upload_bytes; a body must arrive at upload_min_rate_bytes per second \
+                   once upload_rate_grace_ms has passed.",
     request_body(content = String, description = "One file with one or more X12 (ISA) or EDIFACT (UNA/UNB) interchanges.",
         content_type = "application/octet-stream"),
     responses(
@@ -121,7 +152,10 @@ pub(crate) struct Accepted {
         (status = 401, description = "Credentials are configured and none valid was sent (problems upload-unauthorized, admin-unauthorized, missing-api-key, invalid-api-key).",
             body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
         (status = 403, description = "A sender is outside the client's partners (problem partner-not-allowed), or nothing is configured and the listener is not loopback.", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 408, description = "The body arrived slower than upload_min_rate_bytes on average once upload_rate_grace_ms had passed (problem upload-too-slow), or stalled for body_timeout_ms (problem body-timeout); the connection is closed.", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
         (status = 413, description = "Larger than max_upload_bytes (problem upload-too-large).", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 429, description = "This client's uploads in flight hold its share of upload_budget_bytes (problem upload-share-exhausted, with Retry-After).",
+            body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json", headers(("Retry-After" = u64, description = "Seconds to wait."))),
         (status = 500, description = "The parser failed on this upload (problem parser-failed).", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
         (status = 503, description = "The upload budget is spent (problem upload-budget-exhausted, with Retry-After) or the spool failed (problem spool-unavailable).",
             body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json", headers(("Retry-After" = u64, description = "Seconds to wait."))),
@@ -131,12 +165,19 @@ pub(crate) struct Accepted {
 pub async fn upload(
     State(up): State<Upload>,
     peer: Option<axum::Extension<tollgate_server::tls::PeerCertificate>>,
+    source: Option<axum::Extension<ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
     let uploader = match up.guard.authorize(&headers, peer.as_ref().map(|p| &p.0)) {
         Ok(u) => u,
         Err(p) => return p.into_response(),
+    };
+    let holder = match &uploader {
+        Uploader::Client(c) => Holder::Client(c.name().to_owned()),
+        Uploader::Unscoped => {
+            Holder::address(source.map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |s| s.0.0.ip()))
+        }
     };
     let declared = match headers.get(CONTENT_LENGTH) {
         None => None,
@@ -161,13 +202,23 @@ pub async fn upload(
         return too_large(up.max_bytes, Some(n));
     }
     let wanted = declared.unwrap_or(up.max_bytes);
-    let Some(_reserved) = up.budget.try_reserve(wanted) else {
-        return budget_spent(&up.budget, wanted);
+    let _reserved = match up.budget.try_reserve(holder.clone(), wanted) {
+        Ok(r) => r,
+        Err(Refusal::Budget) => return budget_spent(&up.budget, wanted),
+        Err(Refusal::Share { held }) => return share_spent(&up.budget, &holder, held, wanted),
     };
-    let limit = usize::try_from(wanted).unwrap_or(usize::MAX);
-    let bytes = match axum::body::to_bytes(body, limit).await {
-        Ok(b) => b,
-        Err(_) => return too_large(up.max_bytes, None),
+    let bytes = match body::read(body, wanted, up.pace).await {
+        body::Read::Done(b) => b,
+        body::Read::TooLarge => return too_large(up.max_bytes, None),
+        body::Read::TooSlow { received, elapsed } => {
+            tracing::debug!(%holder, received, wanted, "upload cut: below upload_min_rate_bytes");
+            return too_slow(up.pace, received, wanted, elapsed);
+        }
+        body::Read::Failed(e) => {
+            return Problem::new(StatusCode::BAD_REQUEST, "upload-body-failed", "Upload failed")
+                .detail(format!("the request body could not be read: {e}"))
+                .into_response();
+        }
     };
     // The one parse of the upload, off the runtime (a body may be up to max_upload_bytes):
     // its result checks the senders here and goes with the record to the pipeline.
@@ -230,26 +281,9 @@ pub async fn upload(
 }
 
 fn spool_failed(detail: String) -> Response {
-    tracing::error!(error = %detail, "spooling an upload failed");
+    // The spool's health reports a failing disk once, not once per upload.
+    tracing::debug!(error = %detail, "spooling an upload failed");
     Problem::new(StatusCode::SERVICE_UNAVAILABLE, "spool-unavailable", "Spool unavailable")
         .detail(detail)
         .into_response()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_budget_refuses_what_it_cannot_hold_and_takes_it_back() {
-        let b = UploadBudget::new(10_000);
-        let first = b.try_reserve(6_000).unwrap();
-        assert!(b.try_reserve(4_001).is_none());
-        let second = b.try_reserve(4_000).unwrap();
-        assert!(b.try_reserve(1).is_none());
-        drop(first);
-        assert!(b.try_reserve(5_000).is_some());
-        drop(second);
-        assert!(b.try_reserve(u64::MAX).is_none());
-    }
 }

@@ -307,7 +307,9 @@ async fn stalled_uploads_cannot_hold_more_than_the_upload_budget() {
     let cfg = config(
         &dir.path().join("in"),
         &dir.path().join("out"),
-        "max_upload_bytes = 6000\nupload_budget_bytes = 10000",
+        // One client's share (a quarter of the budget, at least max_upload_bytes) is the
+        // whole budget here, so this one sender can fill it.
+        "max_upload_bytes = 10000\nupload_budget_bytes = 10000",
     );
     let gw = Running::start(&cfg, &dir.path().join("data"), memory_store()).await;
     let first = stalled_upload(&gw, 5500).await;

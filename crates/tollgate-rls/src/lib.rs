@@ -16,11 +16,13 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod answer;
+pub mod conn;
 pub mod gate;
 pub mod rules;
 pub mod server;
 pub mod service;
 
+pub use conn::{ConnLimits, Guarded, Slots};
 pub use gate::{Gate, Open};
 pub use rules::{RlsSection, RuleConfig, RuleError, RuleSet};
 pub use server::{serve, serve_incoming};

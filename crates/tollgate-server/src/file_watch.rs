@@ -1,8 +1,9 @@
 //! Watching files that are reloaded live (the policy file, the TLS pair): a `notify` watch on
 //! their directories (atomic renames replace a file's inode, so the directory is what must be
-//! watched), a fallback poll for file systems that lose events, and a quiet period after the
-//! last event, so a burst of events (truncate, write, chmod, rename; or the two files of a
-//! certificate rotation) gives one reload of the finished files.
+//! watched; opens and reads of the files, the reload's own included, are ignored), a fallback
+//! poll for file systems that lose events, and a quiet period after the last event, so a burst
+//! of events (truncate, write, chmod, rename; or the two files of a certificate rotation) gives
+//! one reload of the finished files.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -26,6 +27,19 @@ pub(crate) fn dir_of(file: &Path) -> PathBuf {
     }
 }
 
+/// True for an event that can change what a file holds (created, written, renamed, removed,
+/// its metadata changed). Opens, reads and closes after reading are not: reading the file
+/// on a reload raises them, and counting them would read it again and again.
+fn changes(kind: &notify::EventKind) -> bool {
+    use notify::EventKind;
+    use notify::event::{AccessKind, AccessMode};
+    match kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        EventKind::Access(_) => false,
+        _ => true,
+    }
+}
+
 /// Events on some files, and a poll; [`FileWatch::changed`] waits for the next reason to
 /// read them. Dropping it stops the watch.
 pub(crate) struct FileWatch {
@@ -46,6 +60,7 @@ impl FileWatch {
         let (tx, rx) = mpsc::unbounded_channel::<()>();
         let watcher = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
             if let Ok(ev) = ev
+                && changes(&ev.kind)
                 && ev
                     .paths
                     .iter()

@@ -151,7 +151,8 @@ fn main() {
         let limiter = RateLimiter::new(decider, rules);
         let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind grpc");
         let grpc_addr = format!("http://{}", grpc.local_addr().expect("addr"));
-        tokio::spawn(tollgate_rls::serve(grpc, limiter, std::future::pending()));
+        let limits = tollgate_rls::ConnLimits::default();
+        tokio::spawn(tollgate_rls::serve(grpc, limits, limiter, std::future::pending()));
 
         println!("{clients} clients × {calls} calls each, one connection per client, memory store");
         // A short warm-up of each, then the measured runs, alternated.

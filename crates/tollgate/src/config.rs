@@ -2,8 +2,8 @@
 //! strictly (unknown keys are errors) so a typo is caught at start-up, not in production.
 //!
 //! A parse or validation error reads `FILE:LINE:COL: message` and makes `tollgate serve` exit
-//! with code 2. Precedence for each setting: command-line flag, then this file, then the
-//! built-in default.
+//! with code 2; it never carries a secret written in the file (`secrets`). Precedence for
+//! each setting: command-line flag, then this file, then the built-in default.
 //!
 //! Hot reload: the server re-reads the file when it changes. Each reload passes the whole
 //! file through the same validation as start-up ([`ConfigFile::reload_validator`]), so a
@@ -70,6 +70,13 @@ pub struct ServerSection {
     /// Connections served at once (≥ 1; default 4096).
     #[serde(deserialize_with = "fields::max_connections")]
     pub max_connections: Option<NonZeroUsize>,
+    /// gRPC connections served at once (≥ 1; default 1024).
+    #[serde(deserialize_with = "fields::grpc_max_connections")]
+    pub grpc_max_connections: Option<NonZeroUsize>,
+    /// `grpc_idle_timeout_ms`: how long a gRPC connection with no call in progress is kept
+    /// (1 ms to one day; default 60 000 ms).
+    #[serde(rename = "grpc_idle_timeout_ms", deserialize_with = "fields::grpc_idle_timeout")]
+    pub grpc_idle_timeout: Option<Duration>,
     /// `log_format`: `text` (default) or `json` (`--log-format` overrides it).
     #[serde(deserialize_with = "fields::log_format")]
     pub log_format: Option<LogFormat>,
@@ -107,6 +114,17 @@ impl ServerSection {
             header_timeout: self.header_timeout.unwrap_or(d.header_timeout),
             body_timeout: self.body_timeout.unwrap_or(d.body_timeout),
             max_connections: self.max_connections.unwrap_or(d.max_connections),
+        }
+    }
+
+    /// The gRPC listener's limits: its own cap and idle timeout, and the HTTP listener's
+    /// `header_timeout_ms` as the time to finish the TLS handshake and the HTTP/2 preface.
+    pub fn grpc_limits(&self) -> tollgate_rls::ConnLimits {
+        let d = tollgate_rls::ConnLimits::default();
+        tollgate_rls::ConnLimits {
+            max_connections: self.grpc_max_connections.unwrap_or(d.max_connections),
+            handshake: self.limits().header_timeout,
+            idle: self.grpc_idle_timeout.unwrap_or(d.idle),
         }
     }
 }
@@ -312,6 +330,16 @@ mod fields {
     ) -> Result<Option<NonZeroUsize>, D::Error> {
         key::at_least_one(d, "max_connections").map(Some)
     }
+    pub fn grpc_max_connections<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<NonZeroUsize>, D::Error> {
+        key::at_least_one(d, "grpc_max_connections").map(Some)
+    }
+    pub fn grpc_idle_timeout<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Duration>, D::Error> {
+        millis(d, "grpc_idle_timeout_ms", DAY_MS).map(Some)
+    }
     pub fn log_format<'de, D: Deserializer<'de>>(d: D) -> Result<Option<LogFormat>, D::Error> {
         key::parsed(d, "log_format").map(Some)
     }
@@ -357,10 +385,12 @@ impl ConfigFile {
 
     /// Validates `source` (read from `path`, which only labels the errors); an error reads
     /// `FILE:LINE:COL: message`.
+    /// No error carries a secret written in the file (see `secrets`).
     pub fn parse(path: &Path, source: &str) -> Result<Self, ConfigError> {
-        let file: Self =
-            toml::from_str(source).map_err(|e| ConfigError::from_toml(&e).locate(path, source))?;
-        file.check().map_err(|e| e.locate(path, source))?;
+        let refused =
+            |e: ConfigError| secrets::Secrets::find(source).redact(e).locate(path, source);
+        let file: Self = toml::from_str(source).map_err(|e| refused(ConfigError::from_toml(&e)))?;
+        file.check().map_err(refused)?;
         Ok(file)
     }
 
@@ -409,6 +439,8 @@ impl ConfigFile {
             ("header_timeout_ms", a.header_timeout != b.header_timeout),
             ("body_timeout_ms", a.body_timeout != b.body_timeout),
             ("max_connections", a.max_connections != b.max_connections),
+            ("grpc_max_connections", a.grpc_max_connections != b.grpc_max_connections),
+            ("grpc_idle_timeout_ms", a.grpc_idle_timeout != b.grpc_idle_timeout),
             ("log_format", a.log_format != b.log_format),
             ("tls_cert", a.tls_cert != b.tls_cert),
             ("tls_key", a.tls_key != b.tls_key),
@@ -439,6 +471,9 @@ impl ConfigFile {
         changes
     }
 }
+
+mod secrets;
+pub use secrets::redact_url;
 
 /// Where the embedded store keeps its file inside the data directory.
 pub fn embedded_file(data: &Path) -> PathBuf {

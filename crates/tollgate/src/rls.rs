@@ -3,7 +3,9 @@
 //! same live `[[policy]]` set (so a policy edit applies to both at once), the same client keys
 //! required ([`ClientGate`]) and the same decision metrics. With TLS configured,
 //! gRPC is served over TLS too ([`tls_incoming`]), with the listener's rotating certificate
-//! offered as `h2`.
+//! offered as `h2`. Either way the listener's connections are capped and timed out as
+//! `tollgate_rls::conn` describes, with `[server] grpc_max_connections` (fitted to the
+//! open-file limit, see `crate::fd_limit`), `header_timeout_ms` and `grpc_idle_timeout_ms`.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -20,7 +22,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tollgate_policy::{Decider, DecisionOutcome, Transport};
 use tollgate_quota::MeteringId;
-use tollgate_rls::{Gate, RateLimiter, RuleSet};
+use tollgate_rls::{ConnLimits, Gate, Guarded, RateLimiter, RuleSet, Slots};
 use tollgate_server::client::{API_KEY_HEADER, ClientKeys};
 use tollgate_server::metrics;
 use tollgate_server::tls::TlsAcceptor;
@@ -94,11 +96,12 @@ impl Grpc {
 
 /// Starts Envoy's rate limit service when `[server] grpc_listen` is set (`None` otherwise):
 /// the `[[rls]]` rules deciding through `decider` (the one decision path of `/v1/quota`),
-/// `clients`' keys required,
-/// over TLS when `tls` is given; prints `grpc listening on ADDR` once bound and serves until
+/// `clients`' keys required, over TLS when `tls` is given, within `limits` (connections,
+/// handshake and idle timeouts); prints `grpc listening on ADDR` once bound and serves until
 /// `stop` completes.
 pub async fn start(
     file: &ConfigFile,
+    limits: ConnLimits,
     decider: Decider,
     clients: ClientKeys,
     tls: Option<&TlsAcceptor>,
@@ -111,11 +114,10 @@ pub async fn start(
     println!("grpc listening on {bound}");
     let task = match tls {
         Some(tls) => {
-            let handshake = file.server.limits().header_timeout;
-            let incoming = tls_incoming(listener, tls, handshake);
+            let incoming = tls_incoming(listener, tls, limits);
             tokio::spawn(tollgate_rls::serve_incoming(incoming, limiter, stop))
         }
-        None => tokio::spawn(tollgate_rls::serve(listener, limiter, stop)),
+        None => tokio::spawn(tollgate_rls::serve(listener, limits, limiter, stop)),
     };
     Ok(Some(Grpc(task)))
 }
@@ -168,34 +170,32 @@ impl AsyncWrite for TlsConn {
     }
 }
 
-/// TLS handshakes the gRPC listener runs at once.
-pub const MAX_HANDSHAKES: usize = 1024;
-
-/// The gRPC listener's connections, each after a TLS handshake with `tls` (offering `h2`)
-/// that must finish within `handshake` (a silent client is dropped, as on the HTTP
-/// listener); at most [`MAX_HANDSHAKES`] run at once. A failed handshake is logged at debug
-/// and costs nothing else.
+/// The gRPC listener's connections within `limits`, each after a TLS handshake with `tls`
+/// (offering `h2`): a connection slot is taken before each accept (so handshakes in progress
+/// count against `max_connections`), and the handshake, then the HTTP/2 preface, must be done
+/// within `limits.handshake` of the accept (a silent client is dropped, as on the HTTP
+/// listener). A failed handshake is logged at debug and costs nothing else.
 pub fn tls_incoming(
     listener: TcpListener,
     tls: &TlsAcceptor,
-    handshake: Duration,
-) -> impl Stream<Item = Result<TlsConn, io::Error>> + Send + 'static {
+    limits: ConnLimits,
+) -> impl Stream<Item = Result<Guarded<TlsConn>, io::Error>> + Send + 'static {
     let tls = tls.with_alpn(vec![b"h2".to_vec()]);
     let (tx, rx) = tokio::sync::mpsc::channel(64);
-    // Handshakes in progress at once; further clients wait in the accept queue.
-    let handshakes = Arc::new(tokio::sync::Semaphore::new(MAX_HANDSHAKES));
+    let slots = Slots::new(&limits);
     tokio::spawn(async move {
         while !tx.is_closed() {
-            let Ok(permit) = Arc::clone(&handshakes).acquire_owned().await else { break };
+            let Some(slot) = slots.take().await else { break };
             let tcp = match listener.accept().await {
                 Ok((tcp, _)) => tcp,
                 Err(e) => {
                     // Out of descriptors, say: wait instead of spinning.
-                    tracing::debug!(error = %e, "grpc accept failed");
+                    tracing::warn!(error = %e, "grpc accept failed");
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 }
             };
+            let accepted = tokio::time::Instant::now();
             // As on the plain listener: small answers go out at once, not after the peer's
             // delayed ACK (Nagle), which would add tens of milliseconds per call.
             if let Err(e) = tcp.set_nodelay(true) {
@@ -203,10 +203,10 @@ pub fn tls_incoming(
             }
             let (tls, tx) = (tls.clone(), tx.clone());
             tokio::spawn(async move {
-                let _permit = permit;
-                match tokio::time::timeout(handshake, tls.accept(tcp)).await {
+                match tokio::time::timeout(limits.handshake, tls.accept(tcp)).await {
                     Ok(Ok(stream)) => {
-                        let _ = tx.send(Ok(TlsConn(stream))).await;
+                        let conn = Guarded::new(TlsConn(stream), slot, accepted, &limits);
+                        let _ = tx.send(Ok(conn)).await;
                     }
                     Ok(Err(e)) => tracing::debug!(error = %e, "grpc TLS handshake failed"),
                     Err(_) => tracing::debug!("grpc TLS handshake timed out"),
@@ -214,5 +214,5 @@ pub fn tls_incoming(
             });
         }
     });
-    futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|c| (c, rx)) })
+    tollgate_rls::conn::Accepted::new(rx)
 }

@@ -316,6 +316,7 @@ async fn serve(args: ServeArgs, file: ConfigFile, tls: Option<TlsAcceptor>) -> a
                     .await
                     .context("cannot start the gateway")?;
             state.add_readiness_check("gateway_quota", Arc::new(gw.quota_readiness()));
+            state.add_readiness_check("gateway_spool", Arc::new(gw.spool_readiness()));
             app = app.merge(gw.router(admin, clients));
             backup.gateway = Some(gw.backup());
             Some(gw)
@@ -340,9 +341,19 @@ async fn serve(args: ServeArgs, file: ConfigFile, tls: Option<TlsAcceptor>) -> a
         let _ = rx.wait_for(|s| *s).await;
     };
 
+    // The descriptors left after a reserve are shared by the listeners (see `fd_limit`).
+    let mut limits = file.server.limits();
+    let mut grpc_limits = file.server.grpc_limits();
+    let grpc_wanted = file.server.grpc_listen.map(|_| grpc_limits.max_connections);
+    let (http_cap, grpc_cap) =
+        crate::fd_limit::fit_connections(limits.max_connections, grpc_wanted);
+    limits.max_connections = http_cap;
+    grpc_limits.max_connections = grpc_cap.unwrap_or(grpc_limits.max_connections);
+
     // Envoy's rate limit service, when `[server] grpc_listen` is set: same store, same policies.
     let grpc = crate::rls::start(
         &file,
+        grpc_limits,
         state.decider().clone(),
         clients_for_grpc,
         tls.as_ref(),
@@ -358,8 +369,6 @@ async fn serve(args: ServeArgs, file: ConfigFile, tls: Option<TlsAcceptor>) -> a
     let _ = std::io::stdout().flush();
     crate::notify::ready();
 
-    let mut limits = file.server.limits();
-    limits.max_connections = crate::fd_limit::fit_connections(limits.max_connections);
     let shutdown = async {
         shutdown.await;
         crate::notify::stopping();

@@ -48,9 +48,10 @@ pub async fn open(
             opts.ca_file = section.ca_file.clone();
             opts.cluster = section.cluster;
             // Fails only for a malformed URL; an unreachable Redis is handled per request.
-            let store = RedisStore::connect(opts)
-                .await
-                .with_context(|| format!("cannot use the redis store {}", url.as_str()))?;
+            let store = RedisStore::connect(opts).await.with_context(|| {
+                // The URL's password stays out of the error.
+                format!("cannot use the redis store {}", crate::config::redact_url(url.as_str()))
+            })?;
             Ok(AnyStore::Redis(store))
         }
     }

@@ -22,6 +22,19 @@ pub fn max_upload_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<Spanned<NonZe
     let why = format!("must be between 1 and {} (4 GiB - 1)", u32::MAX);
     key::bounded_spanned(d, "max_upload_bytes", 1, u64::from(u32::MAX), &why)
 }
+pub fn upload_min_rate_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<NonZeroU64, D::Error> {
+    let why = format!("must be between 1 and {} bytes per second", u32::MAX);
+    key::bounded(d, "upload_min_rate_bytes", 1, u64::from(u32::MAX), &why)
+}
+pub fn upload_rate_grace_ms<'de, D: Deserializer<'de>>(d: D) -> Result<NonZeroU64, D::Error> {
+    key::bounded(
+        d,
+        "upload_rate_grace_ms",
+        1,
+        86_400_000,
+        "must be between 1 and 86400000 (one day)",
+    )
+}
 pub fn max_file_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<NonZeroU64, D::Error> {
     key::at_least_one(d, "max_file_bytes")
 }

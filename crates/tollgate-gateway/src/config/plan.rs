@@ -120,6 +120,10 @@ pub struct Plan {
     pub max_upload_bytes: u64,
     /// Upload bytes held in memory at once, across all uploads.
     pub upload_budget_bytes: u64,
+    /// The slowest an upload may arrive, in bytes per second, after `upload_rate_grace`.
+    pub upload_min_rate: u64,
+    /// How long an upload may take before `upload_min_rate` applies.
+    pub upload_rate_grace: Duration,
     /// Landing file limit in bytes.
     pub max_file_bytes: u64,
     /// Names of landing files still being written.

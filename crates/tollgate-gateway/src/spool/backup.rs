@@ -63,7 +63,12 @@ impl Spool {
     }
 
     fn copy_to(&self, dir: &Path) -> Result<BackupReport, SpoolError> {
-        let snapshot = self.db.begin_read().map_err(db_err)?;
+        self.db.with(|db| self.copy_snapshot(db, dir))
+    }
+
+    /// [`Spool::copy_to`] from one read transaction of `db`.
+    fn copy_snapshot(&self, db: &redb::Database, dir: &Path) -> Result<BackupReport, SpoolError> {
+        let snapshot = db.begin_read().map_err(db_err)?;
         let dest = dir.join(crate::statedb::STATE_DB);
         let copy = create_copy(&dest).map_err(SpoolError::Db)?;
         copy_table(&snapshot, &copy, FILES).map_err(db_err)?;

@@ -60,3 +60,39 @@ fn receive_commit_and_reopen() {
     assert_eq!(spool.prune(10).unwrap(), 1);
     assert_eq!(spool.seen_since("k", 0).unwrap(), None);
 }
+
+/// On a full disk (a real tmpfs, filled) a receive fails without leaving a spool file and the
+/// spool reports failing; the probe fails too, and once space is freed it succeeds, clears
+/// the failure, and the next receive is recorded.
+#[test]
+fn a_failed_receive_leaves_nothing_and_the_probe_finds_space_again() {
+    let Some(disk) = tollgate_testkit::SmallDisk::mount("4m") else { return };
+    let data = disk.path().join("data");
+    let spool = Spool::open(&data, SpoolOptions::default()).unwrap();
+    let filler = disk.fill();
+    assert!(spool.receive(&[(&[b'x'; 8192], "a".into())]).is_err());
+    assert_eq!(fs::read_dir(data.join("spool")).unwrap().count(), 0, "a failed write left a file");
+    assert!(spool.health().failure().is_some_and(|e| e.contains("No space left")));
+    assert!(spool.store_part(&[b'y'; 8192]).is_err());
+    assert_eq!(fs::read_dir(data.join("spool")).unwrap().count(), 0);
+    assert!(spool.probe().is_err());
+    assert!(!data.join(super::health::PROBE_FILE).exists());
+    // A state change too large for the pages the database has fails too; redb then refuses
+    // every later operation on that handle, so the spool must reopen it.
+    let many = Change {
+        dedup: (0..20_000).map(|i| (format!("key-{i:08}-{}", "k".repeat(40)), i)).collect(),
+        ..Change::default()
+    };
+    assert!(spool.commit(&many).is_err());
+
+    fs::remove_file(filler).unwrap();
+    spool.probe().unwrap();
+    assert_eq!(spool.health().failure(), None);
+    let recs = spool.receive(&[(b"abc", "a".into())]).unwrap();
+    assert_eq!(spool.pending_files().unwrap(), recs);
+    spool.commit(&many).unwrap();
+    assert_eq!(
+        spool.seen_since("key-00000007-kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk", 0).unwrap(),
+        Some(7)
+    );
+}

@@ -150,6 +150,35 @@ impl Server {
         tollgate_testkit::http::send(&self.addr, method, path, headers, body)
     }
 
+    /// One raw HTTP/1.1 request on a fresh connection (`connection: close`, a `content-length`
+    /// for `body`, then `headers`): the whole raw answer, status line included; empty when the
+    /// server closed without one (which [`Server::request`] would fail on). A 10 s read
+    /// timeout keeps a stuck server from hanging.
+    pub fn raw_request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> String {
+        use std::io::{Read, Write};
+        let mut c = std::net::TcpStream::connect(&self.addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut head = format!(
+            "{method} {path} HTTP/1.1\r\nhost: {}\r\nconnection: close\r\ncontent-length: {}\r\n",
+            self.addr,
+            body.len()
+        );
+        for (k, v) in headers {
+            head.push_str(&format!("{k}: {v}\r\n"));
+        }
+        head.push_str("\r\n");
+        let _ = c.write_all(head.as_bytes()).and_then(|()| c.write_all(body));
+        let mut answer = Vec::new();
+        let _ = c.read_to_end(&mut answer);
+        String::from_utf8_lossy(&answer).into_owned()
+    }
+
     /// Like [`Server::start`], with the server's log (stderr) written to `log`.
     pub fn start_logging(args: &[&str], log: &std::path::Path) -> Server {
         let file = std::fs::File::create(log).unwrap();
@@ -353,4 +382,26 @@ impl SlowQuota {
 pub fn jitter(salt: u64) -> u64 {
     use std::hash::{BuildHasher, RandomState};
     RandomState::new().hash_one((salt, Instant::now()))
+}
+
+/// The sum of every sample of the metric `name` (all its label sets) in a Prometheus scrape;
+/// `None` when the scrape has no series of that name.
+pub fn metric(scrape: &str, name: &str) -> Option<f64> {
+    let values: Vec<f64> = scrape
+        .lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix(name)?;
+            let rest = match rest.strip_prefix('{') {
+                Some(labelled) => labelled.get(labelled.find('}')? + 1..)?,
+                None => rest,
+            };
+            rest.strip_prefix(' ')?.trim().parse().ok()
+        })
+        .collect();
+    (!values.is_empty()).then(|| values.iter().sum())
+}
+
+/// The status code of a raw HTTP answer (0 when there is none).
+pub fn status(answer: &str) -> u16 {
+    answer.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0)
 }

@@ -1,0 +1,137 @@
+//! Reading the spool: the rows of its state database (received files, items, dedup keys),
+//! the bytes of spool files, and the delivered items of a stopped gateway's data dir.
+
+use std::fs::File;
+use std::io;
+use std::path::Path;
+
+use redb::{ReadableDatabase, ReadableTable};
+
+use super::{
+    DEDUP, FILES, FileRecord, ITEMS, Spool, SpoolError, db_err, decode, decode_item, io_err,
+};
+use crate::item::{Item, State};
+use crate::statedb;
+
+impl Spool {
+    /// Files received but not yet split into items, oldest first.
+    pub fn pending_files(&self) -> Result<Vec<FileRecord>, SpoolError> {
+        self.db.with(|db| {
+            let tx = db.begin_read().map_err(db_err)?;
+            let t = tx.open_table(FILES).map_err(db_err)?;
+            let mut out = Vec::new();
+            for row in t.iter().map_err(db_err)? {
+                let (k, v) = row.map_err(db_err)?;
+                out.push(decode(k.value(), v.value())?);
+            }
+            Ok(out)
+        })
+    }
+
+    /// Items, all or those in `state`, in id (arrival) order.
+    pub fn items(&self, state: Option<State>) -> Result<Vec<Item>, SpoolError> {
+        self.db.with(|db| {
+            let tx = db.begin_read().map_err(db_err)?;
+            let t = tx.open_table(ITEMS).map_err(db_err)?;
+            let mut out = Vec::new();
+            for row in t.iter().map_err(db_err)? {
+                let (k, v) = row.map_err(db_err)?;
+                let item = decode_item(k.value(), v.value())?;
+                if state.is_none_or(|s| s == item.state) {
+                    out.push(item);
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    /// One page of items (in `state`, or all), in id order after the id `after`: at most
+    /// `limit`, and the id to continue after when more follow. Reads rows only up to the
+    /// page's end (plus one to know whether more follow).
+    pub fn page(
+        &self,
+        state: Option<State>,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<(Vec<Item>, Option<String>), SpoolError> {
+        use std::ops::Bound;
+        self.db.with(|db| {
+            let tx = db.begin_read().map_err(db_err)?;
+            let t = tx.open_table(ITEMS).map_err(db_err)?;
+            let from = after.map_or(Bound::Unbounded, Bound::Excluded);
+            let mut out = Vec::new();
+            for row in t.range::<&str>((from, Bound::Unbounded)).map_err(db_err)? {
+                let (k, v) = row.map_err(db_err)?;
+                let item = decode_item(k.value(), v.value())?;
+                if state.is_some_and(|s| s != item.state) {
+                    continue;
+                }
+                if out.len() == limit {
+                    let next = out.last().map(|i: &Item| i.id.clone());
+                    return Ok((out, next));
+                }
+                out.push(item);
+            }
+            Ok((out, None))
+        })
+    }
+
+    /// One item by id.
+    pub fn item(&self, id: &str) -> Result<Option<Item>, SpoolError> {
+        self.db.with(|db| {
+            let tx = db.begin_read().map_err(db_err)?;
+            let t = tx.open_table(ITEMS).map_err(db_err)?;
+            match t.get(id).map_err(db_err)? {
+                Some(v) => Ok(Some(decode_item(id, v.value())?)),
+                None => Ok(None),
+            }
+        })
+    }
+
+    /// When the dedup key was first seen, if at or after `since_ms`.
+    pub fn seen_since(&self, key: &str, since_ms: i64) -> Result<Option<i64>, SpoolError> {
+        self.db.with(|db| {
+            let tx = db.begin_read().map_err(db_err)?;
+            let t = tx.open_table(DEDUP).map_err(db_err)?;
+            Ok(t.get(key).map_err(db_err)?.map(|v| v.value()).filter(|&at| at >= since_ms))
+        })
+    }
+
+    /// Reads `start..end` of a spool file.
+    pub fn read(&self, file: &str, start: u64, end: u64) -> Result<Vec<u8>, SpoolError> {
+        use std::io::{Read, Seek, SeekFrom};
+        let path = self.path(file);
+        let len = usize::try_from(end.saturating_sub(start)).unwrap_or(usize::MAX);
+        let mut buf = vec![0u8; len];
+        let mut f = File::open(&path).map_err(io_err(&path))?;
+        f.seek(SeekFrom::Start(start)).map_err(io_err(&path))?;
+        f.read_exact(&mut buf).map_err(|e| SpoolError::Io {
+            path: path.display().to_string(),
+            source: io::Error::new(e.kind(), format!("range {start}..{end}: {e}")),
+        })?;
+        Ok(buf)
+    }
+}
+
+/// The delivered items of a stopped gateway's data dir, read from its state database without
+/// changing it (read only: refused while a gateway has the database open).
+pub fn delivered_items(data_dir: &Path) -> Result<Vec<Item>, SpoolError> {
+    let path = data_dir.join(statedb::STATE_DB);
+    if !path.is_file() {
+        return Err(SpoolError::Db(format!("{}: no such state database", path.display())));
+    }
+    let db = redb::ReadOnlyDatabase::open(&path).map_err(|e| {
+        SpoolError::Db(format!("{}: {e} (is a gateway running on it?)", path.display()))
+    })?;
+    let tx = db.begin_read().map_err(db_err)?;
+    let t = tx.open_table(ITEMS).map_err(db_err)?;
+    let mut out = Vec::new();
+    for row in t.iter().map_err(db_err)? {
+        let (k, v) = row.map_err(db_err)?;
+        let item = decode_item(k.value(), v.value())?;
+        if item.state == State::Delivered {
+            out.push(item);
+        }
+    }
+    Ok(out)
+}

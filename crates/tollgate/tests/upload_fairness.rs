@@ -1,0 +1,88 @@
+//! One client trickling uploads into the real `tollgate serve` cannot starve the others: raw
+//! TCP connections with one client key declare bodies adding up to the whole
+//! `upload_budget_bytes` and send a byte now and then. That client holds at most its share of
+//! the budget (further uploads of its own get 429 at once), another client's upload is taken
+//! meanwhile, and the slow uploads are cut with 408 once they fall below
+//! `upload_min_rate_bytes` after `upload_rate_grace_ms`, giving their share back.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use common::{Server, Status214, status, wait_until};
+
+const KIB: usize = 1024;
+
+/// An upload with `key` declaring `len` bytes, of which only the head and one byte are sent.
+fn trickle(addr: &str, key: &str, len: usize) -> TcpStream {
+    let mut c = TcpStream::connect(addr).unwrap();
+    write!(
+        c,
+        "POST /v1/interchanges HTTP/1.1\r\nhost: x\r\nx-api-key: {key}\r\n\
+         content-length: {len}\r\n\r\nI"
+    )
+    .unwrap();
+    c
+}
+
+/// The answer the server sends on `c` (read until it closes; 20 s at most).
+fn answer(c: &mut TcpStream) -> String {
+    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut got = Vec::new();
+    let _ = c.read_to_end(&mut got);
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+#[test]
+fn a_slow_client_loses_its_own_uploads_and_nobody_elses() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("t.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[server]\ndata = \"{data}\"\n\n[[client]]\nname = \"slow\"\nkey = \"slow-key\"\n\n\
+             [[client]]\nname = \"other\"\nkey = \"other-key\"\n\n[gateway]\n\
+             max_upload_bytes = {max}\nupload_budget_bytes = {budget}\n\
+             upload_min_rate_bytes = 65536\nupload_rate_grace_ms = 1500\n\n\
+             [[gateway.route]]\nname = \"Status\"\ndocuments = [\"214\"]\nlimit = 1000\n\
+             unit = \"day\"\ndeliver = \"dir:{out}\"\n",
+            data = dir.path().join("data").display(),
+            out = dir.path().join("out").display(),
+            max = 1024 * KIB,
+            budget = 3 * 1024 * KIB,
+        ),
+    )
+    .unwrap();
+    let s = Server::start(&["--config", file.to_str().unwrap()]);
+    let upload = |key: &str| {
+        let body = Status214::new("CARRIERA", 7).build();
+        s.raw_request("POST", "/v1/interchanges", &[("x-api-key", key)], &body)
+    };
+
+    // Six uploads of 512 KiB each declared: together the whole budget of 3 MiB.
+    let mut slow: Vec<TcpStream> =
+        (0..6).map(|_| trickle(&s.addr, "slow-key", 512 * KIB)).collect();
+    // The first two hold the slow client's share (a quarter of the budget, but at least one
+    // max_upload_bytes: 1 MiB); the rest are refused at once, and the other client's upload
+    // is taken while the slow ones still trickle.
+    let refused: Vec<String> = slow.drain(2..).map(|mut c| answer(&mut c)).collect();
+    for a in &refused {
+        assert_eq!(status(a), 429, "{a}");
+        assert!(a.contains("upload-share-exhausted"), "{a}");
+    }
+    let other = upload("other-key");
+    assert_eq!(status(&other), 202, "another client is starved: {other}");
+
+    // The trickling uploads are cut once below the minimum rate, and their share comes back.
+    for c in &mut slow {
+        c.write_all(b"S").unwrap();
+        let a = answer(c);
+        assert_eq!(status(&a), 408, "{a}");
+        assert!(a.contains("upload-too-slow"), "{a}");
+    }
+    wait_until("the slow client's share returned", Duration::from_secs(10), || {
+        status(&upload("slow-key")) == 202
+    });
+}
