@@ -10,9 +10,9 @@
 //!   made (it is not undone).
 //! - **One writer.** Appends are serialised by a lock; a record is one `write` of one line.
 //! - **Complete lines only.** A torn tail (a crash or a full disk mid-record) is cut off at
-//!   start and before the next append, so it never swallows the next record ([`files`]).
+//!   start and before the next append, so it never swallows the next record (`files`).
 //! - **Bounded records.** Large before/after states are stored as their size, hash and a
-//!   bounded diff ([`bounded`]): a record takes at most about 24 KiB plus its target.
+//!   bounded diff (`bounded`): a record takes at most about 24 KiB plus its target.
 //! - **Retention by count and age.** `audit.jsonl` becomes the segment `audit.N.jsonl` past
 //!   [`MAX_FILE_BYTES`]; a segment is removed only when the newer files hold at least
 //!   [`KEEP_RECORDS`] records and its newest record is older than [`KEEP_DAYS`] days, or past
