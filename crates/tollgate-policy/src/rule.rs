@@ -119,11 +119,11 @@ struct PolicyFields {
     /// Window length in units (≥ 1).
     #[serde(default)]
     interval: Option<NonZeroU32>,
-    /// second … month.
-    #[serde(default)]
+    /// second … month (a string: `null` is refused, as the schema says).
+    #[serde(default, deserialize_with = "present")]
     unit: Option<TimeUnit>,
-    /// calendar, flexi or rolling.
-    #[serde(default)]
+    /// calendar, flexi or rolling (a string: `null` is refused).
+    #[serde(default, deserialize_with = "present")]
     window: Option<WindowKind>,
     /// The policy beats the headers instead of filling gaps.
     #[serde(rename = "override", default)]
@@ -131,6 +131,15 @@ struct PolicyFields {
     /// enforce (default) or shadow.
     #[serde(default)]
     mode: PolicyMode,
+}
+
+/// A key that, when given, holds a value: `null` is refused like any other wrong type.
+fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(d).map(Some)
 }
 
 impl TryFrom<PolicyFields> for PolicyRule {

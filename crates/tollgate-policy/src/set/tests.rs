@@ -65,3 +65,14 @@ fn a_handle_shows_the_set_installed_last() {
     h.install(set("[[policy]]\nmatch = \"*\"\nlimit = 5\n"));
     assert_eq!(other.current().rules().len(), 1);
 }
+
+#[test]
+fn a_unit_or_window_of_null_is_refused() {
+    let r: Result<PolicyRule, _> = serde_json::from_str(r#"{"match":"a","unit":null}"#);
+    assert!(r.is_err());
+    let r: Result<PolicyRule, _> = serde_json::from_str(r#"{"match":"a","window":null}"#);
+    assert!(r.is_err());
+    let r: PolicyRule =
+        serde_json::from_str(r#"{"match":"a","unit":"HOURS","window":"rolling"}"#).unwrap();
+    assert_eq!((r.unit, r.window), (Some(TimeUnit::Hour), Some(WindowKind::Rolling)));
+}
