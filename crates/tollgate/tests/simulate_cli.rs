@@ -115,16 +115,21 @@ fn simulate_writes_the_report_and_prints_the_table() {
     assert!(text(&out.stderr).contains("Nope"), "{}", text(&out.stderr));
 }
 
-#[test]
-fn advise_prints_only_toml_on_stdout() {
-    let dir = tempfile::tempdir().unwrap();
+/// `dir/h.csv`: two days of partner Calm sending three 214s an hour, 3 records each.
+fn calm_history(dir: &Path) {
     let mut csv = String::from("time,partner,document,records\n");
     for h in 0..48 {
         for m in [5, 25, 45] {
             csv.push_str(&format!("2026-02-0{}T{:02}:{m:02}:00Z,Calm,214,3\n", 1 + h / 24, h % 24));
         }
     }
-    std::fs::write(dir.path().join("h.csv"), csv).unwrap();
+    std::fs::write(dir.join("h.csv"), csv).unwrap();
+}
+
+#[test]
+fn advise_prints_only_toml_on_stdout() {
+    let dir = tempfile::tempdir().unwrap();
+    calm_history(dir.path());
     let out = tollgate(&["advise", "--history", "h.csv", "--out", "advice"], dir.path());
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -144,13 +149,7 @@ fn advise_prints_only_toml_on_stdout() {
 #[test]
 fn advice_pasted_into_the_config_is_enforced_by_the_gateway() {
     let dir = tempfile::tempdir().unwrap();
-    let mut csv = String::from("time,partner,document,records\n");
-    for h in 0..48 {
-        for m in [5, 25, 45] {
-            csv.push_str(&format!("2026-02-0{}T{:02}:{m:02}:00Z,Calm,214,3\n", 1 + h / 24, h % 24));
-        }
-    }
-    std::fs::write(dir.path().join("h.csv"), csv).unwrap();
+    calm_history(dir.path());
     let out = tollgate(&["advise", "--history", "h.csv", "--out", "advice"], dir.path());
     assert!(out.status.success(), "{}", text(&out.stderr));
     let advice = text(&out.stdout);
