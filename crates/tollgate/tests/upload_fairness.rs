@@ -61,26 +61,35 @@ fn a_slow_client_loses_its_own_uploads_and_nobody_elses() {
         s.raw_request("POST", "/v1/interchanges", &[("x-api-key", key)], &body)
     };
 
-    // Six uploads of 512 KiB each declared: together the whole budget of 3 MiB.
-    let mut slow: Vec<TcpStream> =
-        (0..6).map(|_| trickle(&s.addr, "slow-key", 512 * KIB)).collect();
-    // The first two hold the slow client's share (a quarter of the budget, but at least one
-    // max_upload_bytes: 1 MiB); the rest are refused at once, and the other client's upload
-    // is taken while the slow ones still trickle. The 5 s grace leaves a loaded machine time
-    // to refuse them before the rate check could cut them instead.
-    let refused: Vec<String> = slow.drain(2..).map(|mut c| answer(&mut c)).collect();
-    for a in &refused {
-        assert_eq!(status(a), 429, "{a}");
+    // Six uploads of 512 KiB each declared: together the whole budget of 3 MiB. The server
+    // takes them in whatever order its tasks run, so each answer is read on its own thread.
+    let slow: Vec<TcpStream> = (0..6).map(|_| trickle(&s.addr, "slow-key", 512 * KIB)).collect();
+    let (tx, answers) = std::sync::mpsc::channel();
+    for (i, c) in slow.iter().enumerate() {
+        let (tx, mut c) = (tx.clone(), c.try_clone().unwrap());
+        std::thread::spawn(move || tx.send((i, answer(&mut c))));
+    }
+    let next = || answers.recv_timeout(Duration::from_secs(25)).expect("an answer within 25 s");
+    // Two hold the slow client's share (a quarter of the budget, but at least one
+    // max_upload_bytes: 1 MiB); the other four are refused at once, and the other client's
+    // upload is taken while the two still trickle.
+    let mut refused = Vec::new();
+    for _ in 0..4 {
+        let (i, a) = next();
+        assert_eq!(status(&a), 429, "upload {i}: {a}");
         assert!(a.contains("upload-share-exhausted"), "{a}");
+        refused.push(i);
     }
     let other = upload("other-key");
     assert_eq!(status(&other), 202, "another client is starved: {other}");
 
     // The trickling uploads are cut once below the minimum rate, and their share comes back.
-    for c in &mut slow {
-        c.write_all(b"S").unwrap();
-        let a = answer(c);
-        assert_eq!(status(&a), 408, "{a}");
+    for (i, mut c) in slow.into_iter().enumerate().filter(|(i, _)| !refused.contains(i)) {
+        c.write_all(b"S").unwrap_or_else(|e| panic!("upload {i} still open: {e}"));
+    }
+    for _ in 0..2 {
+        let (i, a) = next();
+        assert_eq!(status(&a), 408, "upload {i}: {a}");
         assert!(a.contains("upload-too-slow"), "{a}");
     }
     wait_until("the slow client's share returned", Duration::from_secs(10), || {
