@@ -7,21 +7,28 @@ mod common;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use common::Server;
+use common::{Reply, Server};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpSocket;
 
-/// `POST /ui/login` with `token`, sent from the source address `from`: the status, the
-/// headers (lower-cased names) and the body.
-async fn login(server: &Server, from: &str, token: &str) -> (u16, String, String) {
+/// One request from the source address `from` (a loopback address other than 127.0.0.1 plays
+/// another client) with exactly the `headers` given besides `content-length` and
+/// `connection: close`.
+async fn send_from(
+    server: &Server,
+    from: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Reply {
     let to: SocketAddr = server.addr.parse().unwrap();
     let socket = TcpSocket::new_v4().unwrap();
     socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
     let mut c = socket.connect(to).await.unwrap();
-    let body = format!("{{\"token\":\"{token}\"}}");
+    let extra: String = headers.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();
     let req = format!(
-        "POST /ui/login HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n\
-         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\n{extra}content-length: {}\r\nconnection: close\r\n\r\n{body}",
         body.len()
     );
     c.write_all(req.as_bytes()).await.unwrap();
@@ -31,8 +38,26 @@ async fn login(server: &Server, from: &str, token: &str) -> (u16, String, String
         .expect("the server answers within 10 s")
         .unwrap();
     let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    (status, head.to_ascii_lowercase(), body.to_owned())
+    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    Reply { status, head: head.to_owned(), body: body.to_owned() }
+}
+
+/// `POST /ui/login` with `token`, as the console's page sends it, from the source address
+/// `from`: the status, the headers (lower-cased names) and the body.
+async fn login(server: &Server, from: &str, token: &str) -> (u16, String, String) {
+    let body = format!("{{\"token\":\"{token}\"}}");
+    let headers = [("host", "x"), ("content-type", "application/json")];
+    let r = send_from(server, from, "POST", "/ui/login", &headers, &body).await;
+    (r.status, r.head.to_ascii_lowercase(), r.body)
+}
+
+/// A server with the admin token `root-token` and a memory store in `dir`.
+fn server_in(dir: &tempfile::TempDir) -> Server {
+    let data = dir.path().join("data");
+    Server::start_with_env(
+        &["--store", "memory", "--data", data.to_str().unwrap()],
+        &[("TOLLGATE_ADMIN_TOKEN", "root-token")],
+    )
 }
 
 #[tokio::test]
@@ -77,4 +102,49 @@ async fn failed_logins_are_limited_per_source_address() {
     let (status, head, body) = login(&server, other, "root-token").await;
     assert_eq!(status, 200, "{body}");
     assert!(head.contains("set-cookie: tollgate_session="), "{head}");
+}
+
+/// What a page on another site can send with a hidden form (`text/plain`, no preflight) or a
+/// cross-origin `fetch`: refused before anything is counted, so eleven of them lock nobody out
+/// and none logs the browser in.
+#[tokio::test]
+async fn logins_from_forms_or_other_origins_are_refused_and_count_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server_in(&dir);
+    let victim = "127.0.0.4";
+    let host = server.addr.clone();
+    let form = "{\"token\":\"guess\",\"x\":\"=\"}";
+    for i in 0..11 {
+        let headers = [
+            ("host", host.as_str()),
+            ("content-type", "text/plain"),
+            ("origin", "http://evil.example"),
+        ];
+        let r = send_from(&server, victim, "POST", "/ui/login", &headers, form).await;
+        assert_eq!(r.status, 415, "text/plain login {i}: {r:?}");
+        let p = r.json();
+        assert!(p["detail"].as_str().unwrap().contains("\"text/plain\""), "{p}");
+    }
+    let evil = [
+        ("host", host.as_str()),
+        ("content-type", "application/json"),
+        ("origin", "http://evil.example"),
+    ];
+    for token in ["guess", "root-token"] {
+        let body = format!("{{\"token\":\"{token}\"}}");
+        let r = send_from(&server, victim, "POST", "/ui/login", &evil, &body).await;
+        assert_eq!(r.status, 403, "cross-origin login: {r:?}");
+        assert!(r.header("set-cookie").is_none(), "no session is opened: {r:?}");
+        assert!(r.json()["detail"].as_str().unwrap().contains("http://evil.example"), "{r:?}");
+    }
+    // The page's own origin is accepted, as is a client that sends no Origin.
+    let own = format!("http://{host}");
+    let same =
+        [("host", host.as_str()), ("content-type", "application/json"), ("origin", own.as_str())];
+    let r =
+        send_from(&server, victim, "POST", "/ui/login", &same, "{\"token\":\"root-token\"}").await;
+    assert_eq!(r.status, 200, "same-origin login: {r:?}");
+    for i in 1..=10 {
+        assert_eq!(login(&server, victim, &format!("guess-{i}")).await.0, 401, "none was counted");
+    }
 }
