@@ -148,3 +148,41 @@ async fn logins_from_forms_or_other_origins_are_refused_and_count_nothing() {
         assert_eq!(login(&server, victim, &format!("guess-{i}")).await.0, 401, "none was counted");
     }
 }
+
+/// One user's logins end only that user's oldest sessions: 1,025 logins by a viewer leave the
+/// admin's session valid.
+#[tokio::test]
+async fn a_users_many_logins_leave_other_users_sessions_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("tollgate.toml");
+    let text = format!(
+        "[server]\nadmin_token = \"root-token\"\ndata = \"{}\"\n\n\
+         [[user]]\nname = \"vera\"\ntoken_sha256 = \"{}\"\nrole = \"viewer\"\n",
+        dir.path().join("data").display(),
+        common::sha256_hex("vera-token"),
+    );
+    std::fs::write(&cfg, text).unwrap();
+    let server = Server::start(&["--config", cfg.to_str().unwrap(), "--store", "memory"]);
+    let (status, head, body) = login(&server, "127.0.0.1", "root-token").await;
+    assert_eq!(status, 200, "{body}");
+    let cookie = head
+        .lines()
+        .find_map(|l| l.strip_prefix("set-cookie: "))
+        .and_then(|c| c.split(';').next())
+        .expect("a session cookie")
+        .to_owned();
+    let who = |cookie: String| {
+        let server = &server;
+        async move {
+            let headers = [("host", "x"), ("cookie", cookie.as_str())];
+            send_from(server, "127.0.0.1", "GET", "/ui/api/session", &headers, "").await
+        }
+    };
+    assert_eq!(who(cookie.clone()).await.status, 200);
+    for i in 0..1025 {
+        assert_eq!(login(&server, "127.0.0.5", "vera-token").await.0, 200, "viewer login {i}");
+    }
+    let r = who(cookie).await;
+    assert_eq!(r.status, 200, "the admin is still logged in: {r:?}");
+    assert_eq!(r.json()["name"], "admin");
+}
