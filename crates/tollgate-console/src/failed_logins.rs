@@ -13,7 +13,10 @@
 //! without a known address (a router called in-process) counts under the unspecified address.
 //!
 //! Bounds: at most [`MAX_ADDRESSES`] addresses are tracked. An attempt from a new address when
-//! the table is full first drops the expired entries, then the entry whose window ends first.
+//! the table is full first drops the expired entries, then the address not locked out whose
+//! window ends first. An address under lockout is never dropped before its window ends, so new
+//! addresses cannot free it; when every tracked address is locked out, an attempt from a new
+//! address is refused ([`Refused::full`]) until the first lockout ends.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -26,6 +29,16 @@ pub const MAX_FAILURES: u32 = 10;
 pub const WINDOW: Duration = Duration::from_secs(5 * 60);
 /// The most addresses tracked at once.
 pub const MAX_ADDRESSES: usize = 4096;
+
+/// Why an attempt was refused, and for how long.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Refused {
+    /// How long until the address may try again.
+    pub wait: Duration,
+    /// True when the address itself is not locked out but every tracked one is, so there is
+    /// no room to count it.
+    pub full: bool,
+}
 
 /// One address's failures in its current window.
 #[derive(Debug, Clone, Copy)]
@@ -83,9 +96,9 @@ impl FailedLogins {
         self.window
     }
 
-    /// Counts a login attempt from `ip` as a failure, or `Err(wait)` (counting nothing) while
-    /// `ip` has used up its failures: how long until it may try again.
-    pub fn attempt(&self, ip: IpAddr) -> Result<(), Duration> {
+    /// Counts a login attempt from `ip` as a failure, or `Err` (counting nothing) while `ip`
+    /// has used up its failures, or while the table is full of addresses that have.
+    pub fn attempt(&self, ip: IpAddr) -> Result<(), Refused> {
         self.attempt_at(ip, Instant::now())
     }
 
@@ -110,14 +123,14 @@ impl FailedLogins {
         self.map.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn attempt_at(&self, ip: IpAddr, now: Instant) -> Result<(), Duration> {
+    fn attempt_at(&self, ip: IpAddr, now: Instant) -> Result<(), Refused> {
         let ip = key(ip);
         let mut map = self.lock();
         if let Some(e) = map.get_mut(&ip) {
             if e.ends <= now {
                 *e = Entry { ends: now + self.window, failures: 1 };
             } else if e.failures >= self.max_failures {
-                return Err(e.ends - now);
+                return Err(Refused { wait: e.ends - now, full: false });
             } else {
                 e.failures += 1;
             }
@@ -128,9 +141,17 @@ impl FailedLogins {
             map.retain(|_, e| e.ends > now);
         }
         if map.len() >= self.max_addresses {
-            let first = map.iter().min_by_key(|(_, e)| e.ends).map(|(k, _)| *k);
-            if let Some(k) = first {
-                map.remove(&k);
+            // Invariant: an address under lockout stays until its window ends.
+            let max = self.max_failures;
+            let first = map.iter().filter(|(_, e)| e.failures < max).min_by_key(|(_, e)| e.ends);
+            match first.map(|(k, _)| *k) {
+                Some(k) => {
+                    map.remove(&k);
+                }
+                None => {
+                    let ends = map.values().map(|e| e.ends).min().unwrap_or(now);
+                    return Err(Refused { wait: ends.saturating_duration_since(now), full: true });
+                }
             }
         }
         map.insert(ip, Entry { ends: now + self.window, failures: 1 });
@@ -154,8 +175,14 @@ mod tests {
             assert_eq!(t.attempt_at(ip("192.0.2.1"), start), Ok(()));
         }
         let later = start + Duration::from_secs(20);
-        assert_eq!(t.attempt_at(ip("192.0.2.1"), later), Err(Duration::from_secs(40)));
-        assert_eq!(t.attempt_at(ip("192.0.2.1"), later), Err(Duration::from_secs(40)));
+        assert_eq!(
+            t.attempt_at(ip("192.0.2.1"), later),
+            Err(Refused { wait: Duration::from_secs(40), full: false })
+        );
+        assert_eq!(
+            t.attempt_at(ip("192.0.2.1"), later),
+            Err(Refused { wait: Duration::from_secs(40), full: false })
+        );
         assert_eq!(t.attempt_at(ip("192.0.2.2"), later), Ok(()), "other addresses go on");
         let over = start + Duration::from_secs(60);
         assert_eq!(t.attempt_at(ip("192.0.2.1"), over), Ok(()), "a new window");
@@ -189,7 +216,7 @@ mod tests {
 
     #[test]
     fn the_table_is_bounded_and_keeps_the_newest_windows() {
-        let t = FailedLogins::new(1, Duration::from_secs(60), 4);
+        let t = FailedLogins::new(2, Duration::from_secs(60), 4);
         let start = Instant::now();
         for i in 0..10u8 {
             let at = start + Duration::from_secs(u64::from(i));
@@ -198,7 +225,30 @@ mod tests {
         }
         assert_eq!(t.len(), 4);
         let now = start + Duration::from_secs(10);
+        t.attempt_at(ip("10.0.0.9"), now).unwrap();
         assert!(t.attempt_at(ip("10.0.0.9"), now).is_err(), "the newest is kept");
+        t.attempt_at(ip("10.0.0.0"), now).unwrap();
         assert_eq!(t.attempt_at(ip("10.0.0.0"), now), Ok(()), "the oldest made room");
+    }
+
+    #[test]
+    fn a_locked_address_is_never_dropped_for_a_new_one() {
+        let t = FailedLogins::new(2, Duration::from_secs(60), 3);
+        let start = Instant::now();
+        for _ in 0..2 {
+            t.attempt_at(ip("10.0.0.1"), start).unwrap();
+        }
+        for i in 2..50u8 {
+            t.attempt_at(IpAddr::from([10, 0, 0, i]), start).unwrap();
+            assert!(t.attempt_at(ip("10.0.0.1"), start).is_err(), "still locked after {i}");
+        }
+        // A table full of locked addresses refuses new ones until the first lockout ends.
+        for a in ["10.0.1.1", "10.0.1.2"] {
+            t.attempt_at(ip(a), start).unwrap();
+            t.attempt_at(ip(a), start).unwrap();
+        }
+        let e = t.attempt_at(ip("10.0.2.1"), start + Duration::from_secs(10)).unwrap_err();
+        assert_eq!(e, Refused { wait: Duration::from_secs(50), full: true });
+        assert_eq!(t.attempt_at(ip("10.0.2.1"), start + Duration::from_secs(60)), Ok(()));
     }
 }

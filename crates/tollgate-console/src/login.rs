@@ -16,7 +16,6 @@
 //! everything elsewhere, as the API does.
 
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
-use std::time::Duration;
 
 use axum::Extension;
 use axum::body::Bytes;
@@ -31,6 +30,7 @@ use tollgate_server::session::{SESSION_COOKIE, SESSION_TTL, session_cookie};
 use tollgate_server::user::{Actor, Permission};
 
 use crate::Console;
+use crate::failed_logins::Refused;
 
 /// The longest login body read.
 const MAX_LOGIN_BODY: usize = 4096;
@@ -120,16 +120,25 @@ fn same_origin(headers: &HeaderMap, tls: bool) -> Result<(), Problem> {
 }
 
 /// The 429 of an address that has used up its failed logins; it may try again after `wait`.
-fn too_many(c: &Console, ip: IpAddr, wait: Duration) -> Problem {
+fn too_many(c: &Console, ip: IpAddr, refused: Refused) -> Problem {
+    let wait = refused.wait;
     // Whole seconds, rounded up, so that a client waiting that long is let in.
     let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
     let limit = c.failed_logins.max_failures();
     let window = c.failed_logins.window().as_secs();
-    Problem::new(StatusCode::TOO_MANY_REQUESTS, "too-many-failed-logins", "Too many failed logins")
-        .detail(format!(
+    let detail = if refused.full {
+        format!(
+            "every address tracked for failed logins is locked out after {limit} wrong tokens; \
+             logins from new addresses such as {ip} are refused for {secs} s more"
+        )
+    } else {
+        format!(
             "{limit} logins with a wrong token came from {ip} within {window} s; logins from \
              this address are refused for {secs} s more"
-        ))
+        )
+    };
+    Problem::new(StatusCode::TOO_MANY_REQUESTS, "too-many-failed-logins", "Too many failed logins")
+        .detail(detail)
         .with("limit", limit)
         .with("window_seconds", window)
         .with("retry_after", secs)
@@ -167,7 +176,7 @@ pub async fn login(
     })?;
     // Counted as a failure before the token is checked, given back when it is right.
     let ip = peer.map_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED), |Extension(ConnectInfo(a))| a.ip());
-    c.failed_logins.attempt(ip).map_err(|wait| too_many(&c, ip, wait))?;
+    c.failed_logins.attempt(ip).map_err(|r| too_many(&c, ip, r))?;
     let actor = guard
         .identify(parsed.token.trim())
         .ok_or_else(|| refused("the token is neither the admin token nor a user's"))?;

@@ -186,3 +186,23 @@ async fn a_users_many_logins_leave_other_users_sessions_alone() {
     assert_eq!(r.status, 200, "the admin is still logged in: {r:?}");
     assert_eq!(r.json()["name"], "admin");
 }
+
+/// An address under lockout stays locked while one wrong login comes from each of 4,096 other
+/// addresses (127.0.1.0 to 127.0.16.255), enough to fill the table of tracked addresses.
+#[tokio::test]
+async fn new_sources_do_not_free_a_locked_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server_in(&dir);
+    let locked = "127.0.0.2";
+    for i in 1..=10 {
+        assert_eq!(login(&server, locked, &format!("guess-{i}")).await.0, 401);
+    }
+    assert_eq!(login(&server, locked, "guess-11").await.0, 429);
+    for n in 0..4096u32 {
+        let from = format!("127.0.{}.{}", 1 + n / 256, n % 256);
+        let (status, _, body) = login(&server, &from, "guess").await;
+        assert_eq!(status, 401, "a wrong login from {from}: {body}");
+    }
+    let (status, _, body) = login(&server, locked, "guess-12").await;
+    assert_eq!(status, 429, "still locked out: {body}");
+}
