@@ -8,7 +8,8 @@
 //! then neither submit a login form (to lock a source out, or to log the browser into the
 //! attacker's session) nor read the answer. Both are checked before anything is counted.
 //!
-//! Wrong tokens are limited per source address ([`crate::failed_logins`]): beyond the limit a
+//! Wrong tokens are limited per source address ([`tollgate_server::failed_logins`], one count
+//! with the API's bearer tokens, API keys and session cookies): beyond the limit a
 //! login answers 429 `too-many-failed-logins` with `Retry-After`, whatever the token.
 //!
 //! Without any credentials configured, the admin API is open on a loopback listener; the
@@ -20,7 +21,7 @@ use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use axum::Extension;
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, State};
-use axum::http::header::{CONTENT_TYPE, HOST, ORIGIN, RETRY_AFTER, SET_COOKIE};
+use axum::http::header::{CONTENT_TYPE, HOST, ORIGIN, SET_COOKIE};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Json, Response};
 use serde::Deserialize;
@@ -30,7 +31,6 @@ use tollgate_server::session::{SESSION_COOKIE, SESSION_TTL, session_cookie};
 use tollgate_server::user::{Actor, Permission};
 
 use crate::Console;
-use crate::failed_logins::Refused;
 
 /// The longest login body read.
 const MAX_LOGIN_BODY: usize = 4096;
@@ -119,32 +119,6 @@ fn same_origin(headers: &HeaderMap, tls: bool) -> Result<(), Problem> {
         .with("origin", origin))
 }
 
-/// The 429 of an address that has used up its failed logins; it may try again after `wait`.
-fn too_many(c: &Console, ip: IpAddr, refused: Refused) -> Problem {
-    let wait = refused.wait;
-    // Whole seconds, rounded up, so that a client waiting that long is let in.
-    let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-    let limit = c.failed_logins.max_failures();
-    let window = c.failed_logins.window().as_secs();
-    let detail = if refused.full {
-        format!(
-            "every address tracked for failed logins is locked out after {limit} wrong tokens; \
-             logins from new addresses such as {ip} are refused for {secs} s more"
-        )
-    } else {
-        format!(
-            "{limit} logins with a wrong token came from {ip} within {window} s; logins from \
-             this address are refused for {secs} s more"
-        )
-    };
-    Problem::new(StatusCode::TOO_MANY_REQUESTS, "too-many-failed-logins", "Too many failed logins")
-        .detail(detail)
-        .with("limit", limit)
-        .with("window_seconds", window)
-        .with("retry_after", secs)
-        .header(RETRY_AFTER, HeaderValue::from(secs))
-}
-
 /// `POST /ui/login`.
 pub async fn login(
     State(c): State<Console>,
@@ -176,11 +150,12 @@ pub async fn login(
     })?;
     // Counted as a failure before the token is checked, given back when it is right.
     let ip = peer.map_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED), |Extension(ConnectInfo(a))| a.ip());
-    c.failed_logins.attempt(ip).map_err(|r| too_many(&c, ip, r))?;
+    let failures = guard.failed_logins();
+    failures.attempt(ip).map_err(|r| failures.problem(ip, r))?;
     let actor = guard
         .identify(parsed.token.trim())
         .ok_or_else(|| refused("the token is neither the admin token nor a user's"))?;
-    c.failed_logins.succeeded(ip);
+    failures.succeeded(ip);
     let login = guard.sessions().open(actor.clone());
     let mut res = Json(session_json(&actor, &login.csrf, false)).into_response();
     if let Some(v) = cookie(&c, &login.id, SESSION_TTL.as_secs()) {

@@ -206,3 +206,32 @@ async fn new_sources_do_not_free_a_locked_one() {
     let (status, _, body) = login(&server, locked, "guess-12").await;
     assert_eq!(status, 429, "still locked out: {body}");
 }
+
+/// Wrong bearer tokens on the API count toward the same per-address limit as wrong logins:
+/// after 10, every credentialed request and login from that address gets 429, even with the
+/// right token, while another address is served.
+#[tokio::test]
+async fn wrong_bearer_tokens_count_toward_the_lockout() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server_in(&dir);
+    let (guesser, other) = ("127.0.0.2", "127.0.0.3");
+    let audit = |from: &'static str, token: &'static str| {
+        let server = &server;
+        async move {
+            let auth = format!("Bearer {token}");
+            let headers = [("host", "x"), ("authorization", auth.as_str())];
+            send_from(server, from, "GET", "/v1/audit", &headers, "").await
+        }
+    };
+    for i in 1..=10 {
+        let r = audit(guesser, "guess").await;
+        assert_eq!(r.status, 401, "wrong bearer token {i}: {r:?}");
+    }
+    let r = audit(guesser, "guess").await;
+    assert_eq!(r.status, 429, "the 11th wrong bearer token: {r:?}");
+    let retry: u64 = r.header("retry-after").expect("Retry-After").parse().unwrap();
+    assert!((1..=300).contains(&retry), "Retry-After {retry}");
+    assert_eq!(audit(guesser, "root-token").await.status, 429, "the right token too");
+    assert_eq!(login(&server, guesser, "root-token").await.0, 429, "and a login");
+    assert_eq!(audit(other, "root-token").await.status, 200, "another address is served");
+}

@@ -1,10 +1,13 @@
-//! Failed console logins per source address: after [`MAX_FAILURES`] wrong tokens from one
-//! address within [`WINDOW`], `POST /ui/login` from it answers 429 with `Retry-After` until the
-//! window that began with its first failure is over, so tokens cannot be guessed through the
-//! console faster than that. Other addresses are not affected.
+//! Failed credentials per source address: after [`MAX_FAILURES`] wrong tokens from one address
+//! within [`WINDOW`] (console logins, and every 401 answered to a request carrying a bearer
+//! token, an `x-api-key` or a session cookie; see [`crate::admin::limit_credentials`]), every
+//! login or credentialed request from it answers 429 with `Retry-After` until the window that
+//! began with its first failure is over, so credentials cannot be guessed faster than that.
+//! Other addresses are not affected.
 //!
 //! Every login counts as a failure before its token is checked, and a correct token gives its
-//! one back: parallel guesses cannot slip past the limit, and logging in with a token one
+//! one back (API calls count after their answer, so that parallel valid calls never lock their
+//! source out; parallel wrong ones may pass the limit by at most the listener's connection cap): parallel guesses cannot slip past the limit, and logging in with a token one
 //! holds does not reset the count of the guesses made beside it.
 //!
 //! An address is the client's IP as the listener saw it (never `X-Forwarded-For`, which a
@@ -22,6 +25,11 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+
+use axum::http::StatusCode;
+use axum::http::header::{HeaderValue, RETRY_AFTER};
+
+use crate::problem::Problem;
 
 /// Wrong tokens one address may send within [`WINDOW`].
 pub const MAX_FAILURES: u32 = 10;
@@ -100,6 +108,64 @@ impl FailedLogins {
     /// has used up its failures, or while the table is full of addresses that have.
     pub fn attempt(&self, ip: IpAddr) -> Result<(), Refused> {
         self.attempt_at(ip, Instant::now())
+    }
+
+    /// Counts one failed credential from `ip` (nothing when the table is full of locked-out
+    /// addresses and `ip` is not among them: it is then refused anyway).
+    pub fn failed(&self, ip: IpAddr) {
+        let _ = self.attempt_at(ip, Instant::now());
+    }
+
+    /// `Some` while `ip` is locked out (or is new and the table is full of locked-out
+    /// addresses), counting nothing.
+    pub fn locked(&self, ip: IpAddr) -> Option<Refused> {
+        let now = Instant::now();
+        let map = self.lock();
+        match map.get(&key(ip)) {
+            Some(e) if e.ends > now && e.failures >= self.max_failures => {
+                Some(Refused { wait: e.ends - now, full: false })
+            }
+            Some(_) => None,
+            None if map.len() < self.max_addresses => None,
+            None => {
+                let max = self.max_failures;
+                let open = map.values().any(|e| e.failures < max || e.ends <= now);
+                let ends = map.values().map(|e| e.ends).min().unwrap_or(now);
+                (!open).then(|| Refused { wait: ends.saturating_duration_since(now), full: true })
+            }
+        }
+    }
+
+    /// The 429 answered to `ip` while it is refused.
+    pub fn problem(&self, ip: IpAddr, refused: Refused) -> Problem {
+        let wait = refused.wait;
+        // Whole seconds, rounded up, so that a client waiting that long is let in.
+        let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+        let limit = self.max_failures;
+        let window = self.window.as_secs();
+        let detail = if refused.full {
+            format!(
+                "every address tracked for failed credentials is locked out after {limit} wrong \
+                 ones; logins and credentialed requests from new addresses such as {ip} are \
+                 refused for {secs} s more"
+            )
+        } else {
+            format!(
+                "{limit} wrong credentials (logins, bearer tokens, API keys or session cookies) \
+                 came from {ip} within {window} s; logins and credentialed requests from this \
+                 address are refused for {secs} s more"
+            )
+        };
+        Problem::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too-many-failed-logins",
+            "Too many failed logins",
+        )
+        .detail(detail)
+        .with("limit", limit)
+        .with("window_seconds", window)
+        .with("retry_after", secs)
+        .header(RETRY_AFTER, HeaderValue::from(secs))
     }
 
     /// Gives back the failure [`FailedLogins::attempt`] counted: `ip` sent a correct token.
