@@ -6,7 +6,8 @@
 //! script. What it adds on the server:
 //! - the pages and their assets, embedded in the binary ([`pages`]);
 //! - login and logout, which turn a token into a session cookie and a CSRF token ([`login`]),
-//!   with failed logins limited per source address ([`failed_logins`]);
+//!   with failed logins limited per source address
+//!   ([`tollgate_server::failed_logins`]);
 //! - `GET /ui/api/overview`, one page of the overview computed from the counters
 //!   ([`overview`]), and `GET /ui/api/routes`, the gateway's route limits; both ask the admin
 //!   guard for read access, as `/v1/counters` does.
@@ -17,7 +18,6 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
-pub mod failed_logins;
 pub mod login;
 pub mod overview;
 pub mod pages;
@@ -52,13 +52,12 @@ pub const CONTENT_SECURITY_POLICY_VALUE: &str = "default-src 'none'; script-src 
 pub struct Console {
     app: AppState,
     routes: Arc<[RouteLimit]>,
-    failed_logins: Arc<failed_logins::FailedLogins>,
 }
 
 impl Console {
     /// A console over the service `app` and the gateway's `routes` (empty without a gateway).
     pub fn new(app: AppState, routes: Vec<RouteLimit>) -> Self {
-        Self { app, routes: routes.into(), failed_logins: Arc::default() }
+        Self { app, routes: routes.into() }
     }
 
     /// The console's routes: `/` (a redirect), `/ui/…` pages, assets, login and its JSON.

@@ -3,7 +3,13 @@
 //! `SameSite=Strict`, `Path=/`, `Secure` over TLS); `GET /ui/api/session` tells the page who is
 //! logged in and hands it the CSRF token; `POST /ui/logout` (with that token) ends the session.
 //!
-//! Wrong tokens are limited per source address ([`crate::failed_logins`]): beyond the limit a
+//! A login must be `Content-Type: application/json` (415 otherwise) and, when it carries an
+//! `Origin`, come from the console's own origin (403 otherwise): a page on another site can
+//! then neither submit a login form (to lock a source out, or to log the browser into the
+//! attacker's session) nor read the answer. Both are checked before anything is counted.
+//!
+//! Wrong tokens are limited per source address ([`tollgate_server::failed_logins`], one count
+//! with the API's bearer tokens, API keys and session cookies): beyond the limit a
 //! login answers 429 `too-many-failed-logins` with `Retry-After`, whatever the token.
 //!
 //! Without any credentials configured, the admin API is open on a loopback listener; the
@@ -11,12 +17,11 @@
 //! everything elsewhere, as the API does.
 
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
-use std::time::Duration;
 
 use axum::Extension;
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, State};
-use axum::http::header::{RETRY_AFTER, SET_COOKIE};
+use axum::http::header::{CONTENT_TYPE, HOST, ORIGIN, SET_COOKIE};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Json, Response};
 use serde::Deserialize;
@@ -62,27 +67,63 @@ fn refused(detail: &str) -> Problem {
     Problem::new(StatusCode::UNAUTHORIZED, "login-failed", "Login failed").detail(detail)
 }
 
-/// The 429 of an address that has used up its failed logins; it may try again after `wait`.
-fn too_many(c: &Console, ip: IpAddr, wait: Duration) -> Problem {
-    // Whole seconds, rounded up, so that a client waiting that long is let in.
-    let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-    let limit = c.failed_logins.max_failures();
-    let window = c.failed_logins.window().as_secs();
-    Problem::new(StatusCode::TOO_MANY_REQUESTS, "too-many-failed-logins", "Too many failed logins")
+/// `Err` (415) unless the request's body is declared `application/json`.
+fn json_only(headers: &HeaderMap) -> Result<(), Problem> {
+    let received = headers.get(CONTENT_TYPE).map(|v| String::from_utf8_lossy(v.as_bytes()));
+    let essence = received.as_deref().and_then(|v| v.split(';').next()).map(str::trim);
+    if essence.is_some_and(|e| e.eq_ignore_ascii_case("application/json")) {
+        return Ok(());
+    }
+    let shown = received.as_ref().map_or_else(|| "none".to_owned(), |v| format!("{v:?}"));
+    Err(Problem::new(
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "login-content-type",
+        "Unsupported login content type",
+    )
+    .detail(format!(
+        "a login must be sent as Content-Type: application/json; the Content-Type received \
+         was {shown}"
+    ))
+    .with("received", received.map_or(serde_json::Value::Null, |v| v.into_owned().into())))
+}
+
+/// `scheme://host[:port]` in lowercase, without the scheme's default port.
+fn normalized_origin(scheme: &str, host: &str) -> String {
+    let host = host.trim().to_ascii_lowercase();
+    let default = if scheme == "https" { ":443" } else { ":80" };
+    let host = host.strip_suffix(default).unwrap_or(&host);
+    format!("{scheme}://{host}")
+}
+
+/// `Err` (403) when the request carries an `Origin` other than its own: the scheme of this
+/// listener (`https` over TLS) and the `Host` it was sent to. No `Origin` (a script, curl) is
+/// let through: browsers send one with every cross-site POST.
+fn same_origin(headers: &HeaderMap, tls: bool) -> Result<(), Problem> {
+    let Some(origin) = headers.get(ORIGIN) else { return Ok(()) };
+    let origin = String::from_utf8_lossy(origin.as_bytes()).into_owned();
+    let scheme = if tls { "https" } else { "http" };
+    let host = headers.get(HOST).and_then(|h| h.to_str().ok()).unwrap_or_default();
+    let own = normalized_origin(scheme, host);
+    let sent = match origin.trim().split_once("://") {
+        Some((s, rest)) => normalized_origin(&s.to_ascii_lowercase(), rest.trim_end_matches('/')),
+        None => origin.clone(),
+    };
+    if !host.is_empty() && sent == own {
+        return Ok(());
+    }
+    Err(Problem::new(StatusCode::FORBIDDEN, "cross-origin-login", "Cross-origin login refused")
         .detail(format!(
-            "{limit} logins with a wrong token came from {ip} within {window} s; logins from \
-             this address are refused for {secs} s more"
+            "a login must come from the console's own origin {own}; the Origin received was \
+             {origin:?}"
         ))
-        .with("limit", limit)
-        .with("window_seconds", window)
-        .with("retry_after", secs)
-        .header(RETRY_AFTER, HeaderValue::from(secs))
+        .with("origin", origin))
 }
 
 /// `POST /ui/login`.
 pub async fn login(
     State(c): State<Console>,
     peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+    headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, Problem> {
     let guard = c.app.admin();
@@ -98,6 +139,8 @@ pub async fn login(
         )
         .detail("no admin token or [[user]] is configured, and the listener is not loopback"));
     }
+    json_only(&headers)?;
+    same_origin(&headers, c.app.tls().is_some())?;
     if body.len() > MAX_LOGIN_BODY {
         return Err(refused(&format!("the login body is over {MAX_LOGIN_BODY} bytes")));
     }
@@ -107,11 +150,12 @@ pub async fn login(
     })?;
     // Counted as a failure before the token is checked, given back when it is right.
     let ip = peer.map_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED), |Extension(ConnectInfo(a))| a.ip());
-    c.failed_logins.attempt(ip).map_err(|wait| too_many(&c, ip, wait))?;
+    let failures = guard.failed_logins();
+    failures.attempt(ip).map_err(|r| failures.problem(ip, r))?;
     let actor = guard
         .identify(parsed.token.trim())
         .ok_or_else(|| refused("the token is neither the admin token nor a user's"))?;
-    c.failed_logins.succeeded(ip);
+    failures.succeeded(ip);
     let login = guard.sessions().open(actor.clone());
     let mut res = Json(session_json(&actor, &login.csrf, false)).into_response();
     if let Some(v) = cookie(&c, &login.id, SESSION_TTL.as_secs()) {

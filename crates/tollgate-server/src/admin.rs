@@ -9,6 +9,8 @@
 //! `X-CSRF-Token`) stands for the user who logged in (see [`crate::session`]). With no
 //! credentials configured, the admin API is open only when the server listens on a loopback
 //! address, and refused with 403 elsewhere.
+//!
+//! Every wrong credential counts toward its source's failed logins ([`limit_credentials`]).
 
 pub mod counters;
 pub mod policies;
@@ -16,16 +18,21 @@ pub mod policies;
 pub use counters::{CounterQuery, list_counters, reset_counter};
 pub use policies::{get_policies, put_policies};
 
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::header::{AUTHORIZATION, HeaderValue, WWW_AUTHENTICATE};
 use axum::http::{HeaderMap, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
 use crate::audit::AuditLog;
-use crate::client::constant_time_eq;
+use crate::client::{API_KEY_HEADER, constant_time_eq};
+use crate::failed_logins::FailedLogins;
 use crate::problem::Problem;
-use crate::session::{CSRF_HEADER, SessionError, Sessions};
+use crate::session::{CSRF_HEADER, SessionError, Sessions, session_cookie};
 use crate::user::{Actor, Permission, Role, Users};
 
 /// Decides whether a request may use the admin API (shared with the gateway's admin routes).
@@ -36,6 +43,7 @@ pub struct AdminGuard {
     loopback: bool,
     audit: Option<AuditLog>,
     sessions: Arc<Sessions>,
+    failed_logins: Arc<FailedLogins>,
 }
 
 impl std::fmt::Debug for AdminGuard {
@@ -52,7 +60,14 @@ impl AdminGuard {
     /// bound to a loopback address.
     pub fn new(token: Option<&str>, loopback: bool) -> Self {
         let token = token.filter(|t| !t.is_empty()).map(Arc::from);
-        Self { token, users: Arc::default(), loopback, audit: None, sessions: Arc::default() }
+        Self {
+            token,
+            users: Arc::default(),
+            loopback,
+            audit: None,
+            sessions: Arc::default(),
+            failed_logins: Arc::default(),
+        }
     }
 
     /// This guard, recording every change made through it in `log`.
@@ -86,6 +101,12 @@ impl AdminGuard {
     /// The console's sessions, accepted as credentials with their CSRF token.
     pub fn sessions(&self) -> &Sessions {
         &self.sessions
+    }
+
+    /// Failed credentials per source address: console logins, bearer tokens, API keys and
+    /// session cookies all count here.
+    pub fn failed_logins(&self) -> &FailedLogins {
+        &self.failed_logins
     }
 
     /// True when the admin API is open without credentials (none configured, loopback
@@ -193,6 +214,37 @@ impl AdminGuard {
         }
         Ok(actor)
     }
+}
+
+/// Middleware over every route: a request carrying credentials (`Authorization`, `x-api-key` or
+/// the session cookie) from a source locked out by [`FailedLogins`] gets its 429 with
+/// `Retry-After`, and one answered 401 counts as a failure of its source. `POST /ui/login`
+/// counts its own attempts. Requests without credentials are neither refused nor counted.
+pub async fn limit_credentials(
+    State(guard): State<AdminGuard>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let headers = req.headers();
+    let credentialed = headers.contains_key(AUTHORIZATION)
+        || headers.contains_key(API_KEY_HEADER)
+        || session_cookie(headers).is_some();
+    if !credentialed || req.uri().path() == "/ui/login" {
+        return next.run(req).await;
+    }
+    let ip = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED), |ConnectInfo(a)| a.ip());
+    let failures = &guard.failed_logins;
+    if let Some(refused) = failures.locked(ip) {
+        return failures.problem(ip, refused).into_response();
+    }
+    let res = next.run(req).await;
+    if res.status() == StatusCode::UNAUTHORIZED {
+        failures.failed(ip);
+    }
+    res
 }
 
 /// The credentials of an `Authorization: Bearer <token>` value. The auth-scheme is matched

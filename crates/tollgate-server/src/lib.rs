@@ -29,6 +29,7 @@ pub mod body_timeout;
 pub mod client;
 pub mod config;
 pub mod config_file;
+pub mod failed_logins;
 mod file_watch;
 pub mod headers;
 pub mod health;

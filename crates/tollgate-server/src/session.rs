@@ -4,8 +4,10 @@
 //! `X-CSRF-Token` header (see [`crate::admin::AdminGuard::allow`]), so a page on another site
 //! cannot act with a logged-in browser's cookie.
 //!
-//! Bounds: at most [`MAX_SESSIONS`] sessions are kept (a login beyond that drops the one closest
-//! to expiry), each valid for [`SESSION_TTL`] after login. Sessions live in memory: a restart
+//! Bounds: at most [`MAX_SESSIONS_PER_USER`] sessions per user (the name logged in as; all holders
+//! of the admin token are `admin`): a login beyond that ends that user's oldest session, never
+//! another user's. At most [`MAX_SESSIONS`] in all: a login beyond that ends the oldest session of
+//! the user holding the most. Each is valid for [`SESSION_TTL`] after login. Sessions live in memory: a restart
 //! logs everyone out.
 //!
 //! Invariant: **no session id is kept.** The map is keyed by the SHA-256 of the id, so neither a
@@ -28,6 +30,8 @@ pub const SESSION_COOKIE: &str = "tollgate_session";
 pub const CSRF_HEADER: &str = "x-csrf-token";
 /// The most sessions kept at once.
 pub const MAX_SESSIONS: usize = 1024;
+/// The most sessions one user keeps at once.
+pub const MAX_SESSIONS_PER_USER: usize = 32;
 /// How long a session lasts after login.
 pub const SESSION_TTL: Duration = Duration::from_secs(8 * 3600);
 
@@ -80,8 +84,26 @@ impl Sessions {
         let session = Session { actor, csrf: login.csrf.clone(), expires: now + SESSION_TTL };
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         map.retain(|_, s| s.expires > now);
-        if map.len() >= MAX_SESSIONS {
-            let oldest = map.iter().min_by_key(|(_, s)| s.expires).map(|(k, _)| *k);
+        // Invariant: a user holds at most MAX_SESSIONS_PER_USER sessions, the map at most
+        // MAX_SESSIONS; making room only ever ends the sessions of the user who has the most.
+        let mine = map.values().filter(|s| s.actor.name == session.actor.name).count();
+        let crowded = if mine >= MAX_SESSIONS_PER_USER {
+            Some(session.actor.name.clone())
+        } else if map.len() >= MAX_SESSIONS {
+            let mut per_user: HashMap<&str, usize> = HashMap::new();
+            for s in map.values() {
+                *per_user.entry(s.actor.name.as_str()).or_default() += 1;
+            }
+            per_user.into_iter().max_by_key(|(_, n)| *n).map(|(name, _)| name.to_owned())
+        } else {
+            None
+        };
+        if let Some(name) = crowded {
+            let oldest = map
+                .iter()
+                .filter(|(_, s)| s.actor.name == name)
+                .min_by_key(|(_, s)| s.expires)
+                .map(|(k, _)| *k);
             if let Some(k) = oldest {
                 map.remove(&k);
             }
@@ -178,13 +200,27 @@ mod tests {
     }
 
     #[test]
-    fn sessions_are_bounded() {
+    fn a_user_evicts_only_their_own_oldest_session() {
         let s = Sessions::default();
+        let admin = s.open(Actor { name: "admin".into(), role: Role::Admin });
         let first = s.open(actor());
+        let second = s.open(actor());
         for _ in 0..MAX_SESSIONS {
             s.open(actor());
         }
+        assert_eq!(s.len(), MAX_SESSIONS_PER_USER + 1);
+        assert!(s.get(&admin.id).is_some(), "another user's session stays");
+        assert!(s.get(&first.id).is_none() && s.get(&second.id).is_none(), "the oldest go");
+    }
+
+    #[test]
+    fn sessions_are_bounded_in_all() {
+        let s = Sessions::default();
+        let admin = s.open(Actor { name: "admin".into(), role: Role::Admin });
+        for i in 0..MAX_SESSIONS {
+            s.open(Actor { name: format!("user-{}", i % (MAX_SESSIONS / 2)), role: Role::Viewer });
+        }
         assert_eq!(s.len(), MAX_SESSIONS);
-        assert!(s.get(&first.id).is_none(), "the oldest session makes room");
+        assert!(s.get(&admin.id).is_some(), "the user with the fewest sessions keeps theirs");
     }
 }

@@ -329,6 +329,11 @@ async fn serve(args: ServeArgs, file: ConfigFile, tls: Option<TlsAcceptor>) -> a
     // The console at /ui/, a client of the same API (same guard, sessions and audit log).
     app = app.merge(crate::console::router(state.clone(), &file));
     app = app.merge(crate::openapi::router(&crate::openapi::document(gateway.is_some())));
+    // Every wrong credential, on any route, counts toward its source's failed logins.
+    app = app.layer(axum::middleware::from_fn_with_state(
+        state.admin().clone(),
+        tollgate_server::admin::limit_credentials,
+    ));
 
     // One signal stops both listeners.
     let signal = shutdown_signal()?;

@@ -7,21 +7,28 @@ mod common;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use common::Server;
+use common::{Reply, Server};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpSocket;
 
-/// `POST /ui/login` with `token`, sent from the source address `from`: the status, the
-/// headers (lower-cased names) and the body.
-async fn login(server: &Server, from: &str, token: &str) -> (u16, String, String) {
+/// One request from the source address `from` (a loopback address other than 127.0.0.1 plays
+/// another client) with exactly the `headers` given besides `content-length` and
+/// `connection: close`.
+async fn send_from(
+    server: &Server,
+    from: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Reply {
     let to: SocketAddr = server.addr.parse().unwrap();
     let socket = TcpSocket::new_v4().unwrap();
     socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
     let mut c = socket.connect(to).await.unwrap();
-    let body = format!("{{\"token\":\"{token}\"}}");
+    let extra: String = headers.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();
     let req = format!(
-        "POST /ui/login HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n\
-         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\n{extra}content-length: {}\r\nconnection: close\r\n\r\n{body}",
         body.len()
     );
     c.write_all(req.as_bytes()).await.unwrap();
@@ -31,8 +38,26 @@ async fn login(server: &Server, from: &str, token: &str) -> (u16, String, String
         .expect("the server answers within 10 s")
         .unwrap();
     let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    (status, head.to_ascii_lowercase(), body.to_owned())
+    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    Reply { status, head: head.to_owned(), body: body.to_owned() }
+}
+
+/// `POST /ui/login` with `token`, as the console's page sends it, from the source address
+/// `from`: the status, the headers (lower-cased names) and the body.
+async fn login(server: &Server, from: &str, token: &str) -> (u16, String, String) {
+    let body = format!("{{\"token\":\"{token}\"}}");
+    let headers = [("host", "x"), ("content-type", "application/json")];
+    let r = send_from(server, from, "POST", "/ui/login", &headers, &body).await;
+    (r.status, r.head.to_ascii_lowercase(), r.body)
+}
+
+/// A server with the admin token `root-token` and a memory store in `dir`.
+fn server_in(dir: &tempfile::TempDir) -> Server {
+    let data = dir.path().join("data");
+    Server::start_with_env(
+        &["--store", "memory", "--data", data.to_str().unwrap()],
+        &[("TOLLGATE_ADMIN_TOKEN", "root-token")],
+    )
 }
 
 #[tokio::test]
@@ -77,4 +102,136 @@ async fn failed_logins_are_limited_per_source_address() {
     let (status, head, body) = login(&server, other, "root-token").await;
     assert_eq!(status, 200, "{body}");
     assert!(head.contains("set-cookie: tollgate_session="), "{head}");
+}
+
+/// What a page on another site can send with a hidden form (`text/plain`, no preflight) or a
+/// cross-origin `fetch`: refused before anything is counted, so eleven of them lock nobody out
+/// and none logs the browser in.
+#[tokio::test]
+async fn logins_from_forms_or_other_origins_are_refused_and_count_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server_in(&dir);
+    let victim = "127.0.0.4";
+    let host = server.addr.clone();
+    let form = "{\"token\":\"guess\",\"x\":\"=\"}";
+    for i in 0..11 {
+        let headers = [
+            ("host", host.as_str()),
+            ("content-type", "text/plain"),
+            ("origin", "http://evil.example"),
+        ];
+        let r = send_from(&server, victim, "POST", "/ui/login", &headers, form).await;
+        assert_eq!(r.status, 415, "text/plain login {i}: {r:?}");
+        let p = r.json();
+        assert!(p["detail"].as_str().unwrap().contains("\"text/plain\""), "{p}");
+    }
+    let evil = [
+        ("host", host.as_str()),
+        ("content-type", "application/json"),
+        ("origin", "http://evil.example"),
+    ];
+    for token in ["guess", "root-token"] {
+        let body = format!("{{\"token\":\"{token}\"}}");
+        let r = send_from(&server, victim, "POST", "/ui/login", &evil, &body).await;
+        assert_eq!(r.status, 403, "cross-origin login: {r:?}");
+        assert!(r.header("set-cookie").is_none(), "no session is opened: {r:?}");
+        assert!(r.json()["detail"].as_str().unwrap().contains("http://evil.example"), "{r:?}");
+    }
+    // The page's own origin is accepted, as is a client that sends no Origin.
+    let own = format!("http://{host}");
+    let same =
+        [("host", host.as_str()), ("content-type", "application/json"), ("origin", own.as_str())];
+    let r =
+        send_from(&server, victim, "POST", "/ui/login", &same, "{\"token\":\"root-token\"}").await;
+    assert_eq!(r.status, 200, "same-origin login: {r:?}");
+    for i in 1..=10 {
+        assert_eq!(login(&server, victim, &format!("guess-{i}")).await.0, 401, "none was counted");
+    }
+}
+
+/// One user's logins end only that user's oldest sessions: 1,025 logins by a viewer leave the
+/// admin's session valid.
+#[tokio::test]
+async fn a_users_many_logins_leave_other_users_sessions_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("tollgate.toml");
+    let text = format!(
+        "[server]\nadmin_token = \"root-token\"\ndata = \"{}\"\n\n\
+         [[user]]\nname = \"vera\"\ntoken_sha256 = \"{}\"\nrole = \"viewer\"\n",
+        dir.path().join("data").display(),
+        common::sha256_hex("vera-token"),
+    );
+    std::fs::write(&cfg, text).unwrap();
+    let server = Server::start(&["--config", cfg.to_str().unwrap(), "--store", "memory"]);
+    let (status, head, body) = login(&server, "127.0.0.1", "root-token").await;
+    assert_eq!(status, 200, "{body}");
+    let cookie = head
+        .lines()
+        .find_map(|l| l.strip_prefix("set-cookie: "))
+        .and_then(|c| c.split(';').next())
+        .expect("a session cookie")
+        .to_owned();
+    let who = |cookie: String| {
+        let server = &server;
+        async move {
+            let headers = [("host", "x"), ("cookie", cookie.as_str())];
+            send_from(server, "127.0.0.1", "GET", "/ui/api/session", &headers, "").await
+        }
+    };
+    assert_eq!(who(cookie.clone()).await.status, 200);
+    for i in 0..1025 {
+        assert_eq!(login(&server, "127.0.0.5", "vera-token").await.0, 200, "viewer login {i}");
+    }
+    let r = who(cookie).await;
+    assert_eq!(r.status, 200, "the admin is still logged in: {r:?}");
+    assert_eq!(r.json()["name"], "admin");
+}
+
+/// An address under lockout stays locked while one wrong login comes from each of 4,096 other
+/// addresses (127.0.1.0 to 127.0.16.255), enough to fill the table of tracked addresses.
+#[tokio::test]
+async fn new_sources_do_not_free_a_locked_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server_in(&dir);
+    let locked = "127.0.0.2";
+    for i in 1..=10 {
+        assert_eq!(login(&server, locked, &format!("guess-{i}")).await.0, 401);
+    }
+    assert_eq!(login(&server, locked, "guess-11").await.0, 429);
+    for n in 0..4096u32 {
+        let from = format!("127.0.{}.{}", 1 + n / 256, n % 256);
+        let (status, _, body) = login(&server, &from, "guess").await;
+        assert_eq!(status, 401, "a wrong login from {from}: {body}");
+    }
+    let (status, _, body) = login(&server, locked, "guess-12").await;
+    assert_eq!(status, 429, "still locked out: {body}");
+}
+
+/// Wrong bearer tokens on the API count toward the same per-address limit as wrong logins:
+/// after 10, every credentialed request and login from that address gets 429, even with the
+/// right token, while another address is served.
+#[tokio::test]
+async fn wrong_bearer_tokens_count_toward_the_lockout() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server_in(&dir);
+    let (guesser, other) = ("127.0.0.2", "127.0.0.3");
+    let audit = |from: &'static str, token: &'static str| {
+        let server = &server;
+        async move {
+            let auth = format!("Bearer {token}");
+            let headers = [("host", "x"), ("authorization", auth.as_str())];
+            send_from(server, from, "GET", "/v1/audit", &headers, "").await
+        }
+    };
+    for i in 1..=10 {
+        let r = audit(guesser, "guess").await;
+        assert_eq!(r.status, 401, "wrong bearer token {i}: {r:?}");
+    }
+    let r = audit(guesser, "guess").await;
+    assert_eq!(r.status, 429, "the 11th wrong bearer token: {r:?}");
+    let retry: u64 = r.header("retry-after").expect("Retry-After").parse().unwrap();
+    assert!((1..=300).contains(&retry), "Retry-After {retry}");
+    assert_eq!(audit(guesser, "root-token").await.status, 429, "the right token too");
+    assert_eq!(login(&server, guesser, "root-token").await.0, 429, "and a login");
+    assert_eq!(audit(other, "root-token").await.status, 200, "another address is served");
 }

@@ -1,10 +1,13 @@
-//! Failed console logins per source address: after [`MAX_FAILURES`] wrong tokens from one
-//! address within [`WINDOW`], `POST /ui/login` from it answers 429 with `Retry-After` until the
-//! window that began with its first failure is over, so tokens cannot be guessed through the
-//! console faster than that. Other addresses are not affected.
+//! Failed credentials per source address: after [`MAX_FAILURES`] wrong tokens from one address
+//! within [`WINDOW`] (console logins, and every 401 answered to a request carrying a bearer
+//! token, an `x-api-key` or a session cookie; see [`crate::admin::limit_credentials`]), every
+//! login or credentialed request from it answers 429 with `Retry-After` until the window that
+//! began with its first failure is over, so credentials cannot be guessed faster than that.
+//! Other addresses are not affected.
 //!
 //! Every login counts as a failure before its token is checked, and a correct token gives its
-//! one back: parallel guesses cannot slip past the limit, and logging in with a token one
+//! one back (API calls count after their answer, so that parallel valid calls never lock their
+//! source out; parallel wrong ones may pass the limit by at most the listener's connection cap): parallel guesses cannot slip past the limit, and logging in with a token one
 //! holds does not reset the count of the guesses made beside it.
 //!
 //! An address is the client's IP as the listener saw it (never `X-Forwarded-For`, which a
@@ -13,12 +16,20 @@
 //! without a known address (a router called in-process) counts under the unspecified address.
 //!
 //! Bounds: at most [`MAX_ADDRESSES`] addresses are tracked. An attempt from a new address when
-//! the table is full first drops the expired entries, then the entry whose window ends first.
+//! the table is full first drops the expired entries, then the address not locked out whose
+//! window ends first. An address under lockout is never dropped before its window ends, so new
+//! addresses cannot free it; when every tracked address is locked out, an attempt from a new
+//! address is refused ([`Refused::full`]) until the first lockout ends.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+
+use axum::http::StatusCode;
+use axum::http::header::{HeaderValue, RETRY_AFTER};
+
+use crate::problem::Problem;
 
 /// Wrong tokens one address may send within [`WINDOW`].
 pub const MAX_FAILURES: u32 = 10;
@@ -26,6 +37,16 @@ pub const MAX_FAILURES: u32 = 10;
 pub const WINDOW: Duration = Duration::from_secs(5 * 60);
 /// The most addresses tracked at once.
 pub const MAX_ADDRESSES: usize = 4096;
+
+/// Why an attempt was refused, and for how long.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Refused {
+    /// How long until the address may try again.
+    pub wait: Duration,
+    /// True when the address itself is not locked out but every tracked one is, so there is
+    /// no room to count it.
+    pub full: bool,
+}
 
 /// One address's failures in its current window.
 #[derive(Debug, Clone, Copy)]
@@ -83,10 +104,68 @@ impl FailedLogins {
         self.window
     }
 
-    /// Counts a login attempt from `ip` as a failure, or `Err(wait)` (counting nothing) while
-    /// `ip` has used up its failures: how long until it may try again.
-    pub fn attempt(&self, ip: IpAddr) -> Result<(), Duration> {
+    /// Counts a login attempt from `ip` as a failure, or `Err` (counting nothing) while `ip`
+    /// has used up its failures, or while the table is full of addresses that have.
+    pub fn attempt(&self, ip: IpAddr) -> Result<(), Refused> {
         self.attempt_at(ip, Instant::now())
+    }
+
+    /// Counts one failed credential from `ip` (nothing when the table is full of locked-out
+    /// addresses and `ip` is not among them: it is then refused anyway).
+    pub fn failed(&self, ip: IpAddr) {
+        let _ = self.attempt_at(ip, Instant::now());
+    }
+
+    /// `Some` while `ip` is locked out (or is new and the table is full of locked-out
+    /// addresses), counting nothing.
+    pub fn locked(&self, ip: IpAddr) -> Option<Refused> {
+        let now = Instant::now();
+        let map = self.lock();
+        match map.get(&key(ip)) {
+            Some(e) if e.ends > now && e.failures >= self.max_failures => {
+                Some(Refused { wait: e.ends - now, full: false })
+            }
+            Some(_) => None,
+            None if map.len() < self.max_addresses => None,
+            None => {
+                let max = self.max_failures;
+                let open = map.values().any(|e| e.failures < max || e.ends <= now);
+                let ends = map.values().map(|e| e.ends).min().unwrap_or(now);
+                (!open).then(|| Refused { wait: ends.saturating_duration_since(now), full: true })
+            }
+        }
+    }
+
+    /// The 429 answered to `ip` while it is refused.
+    pub fn problem(&self, ip: IpAddr, refused: Refused) -> Problem {
+        let wait = refused.wait;
+        // Whole seconds, rounded up, so that a client waiting that long is let in.
+        let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+        let limit = self.max_failures;
+        let window = self.window.as_secs();
+        let detail = if refused.full {
+            format!(
+                "every address tracked for failed credentials is locked out after {limit} wrong \
+                 ones; logins and credentialed requests from new addresses such as {ip} are \
+                 refused for {secs} s more"
+            )
+        } else {
+            format!(
+                "{limit} wrong credentials (logins, bearer tokens, API keys or session cookies) \
+                 came from {ip} within {window} s; logins and credentialed requests from this \
+                 address are refused for {secs} s more"
+            )
+        };
+        Problem::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too-many-failed-logins",
+            "Too many failed logins",
+        )
+        .detail(detail)
+        .with("limit", limit)
+        .with("window_seconds", window)
+        .with("retry_after", secs)
+        .header(RETRY_AFTER, HeaderValue::from(secs))
     }
 
     /// Gives back the failure [`FailedLogins::attempt`] counted: `ip` sent a correct token.
@@ -110,14 +189,14 @@ impl FailedLogins {
         self.map.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn attempt_at(&self, ip: IpAddr, now: Instant) -> Result<(), Duration> {
+    fn attempt_at(&self, ip: IpAddr, now: Instant) -> Result<(), Refused> {
         let ip = key(ip);
         let mut map = self.lock();
         if let Some(e) = map.get_mut(&ip) {
             if e.ends <= now {
                 *e = Entry { ends: now + self.window, failures: 1 };
             } else if e.failures >= self.max_failures {
-                return Err(e.ends - now);
+                return Err(Refused { wait: e.ends - now, full: false });
             } else {
                 e.failures += 1;
             }
@@ -128,9 +207,17 @@ impl FailedLogins {
             map.retain(|_, e| e.ends > now);
         }
         if map.len() >= self.max_addresses {
-            let first = map.iter().min_by_key(|(_, e)| e.ends).map(|(k, _)| *k);
-            if let Some(k) = first {
-                map.remove(&k);
+            // Invariant: an address under lockout stays until its window ends.
+            let max = self.max_failures;
+            let first = map.iter().filter(|(_, e)| e.failures < max).min_by_key(|(_, e)| e.ends);
+            match first.map(|(k, _)| *k) {
+                Some(k) => {
+                    map.remove(&k);
+                }
+                None => {
+                    let ends = map.values().map(|e| e.ends).min().unwrap_or(now);
+                    return Err(Refused { wait: ends.saturating_duration_since(now), full: true });
+                }
             }
         }
         map.insert(ip, Entry { ends: now + self.window, failures: 1 });
@@ -154,8 +241,14 @@ mod tests {
             assert_eq!(t.attempt_at(ip("192.0.2.1"), start), Ok(()));
         }
         let later = start + Duration::from_secs(20);
-        assert_eq!(t.attempt_at(ip("192.0.2.1"), later), Err(Duration::from_secs(40)));
-        assert_eq!(t.attempt_at(ip("192.0.2.1"), later), Err(Duration::from_secs(40)));
+        assert_eq!(
+            t.attempt_at(ip("192.0.2.1"), later),
+            Err(Refused { wait: Duration::from_secs(40), full: false })
+        );
+        assert_eq!(
+            t.attempt_at(ip("192.0.2.1"), later),
+            Err(Refused { wait: Duration::from_secs(40), full: false })
+        );
         assert_eq!(t.attempt_at(ip("192.0.2.2"), later), Ok(()), "other addresses go on");
         let over = start + Duration::from_secs(60);
         assert_eq!(t.attempt_at(ip("192.0.2.1"), over), Ok(()), "a new window");
@@ -189,7 +282,7 @@ mod tests {
 
     #[test]
     fn the_table_is_bounded_and_keeps_the_newest_windows() {
-        let t = FailedLogins::new(1, Duration::from_secs(60), 4);
+        let t = FailedLogins::new(2, Duration::from_secs(60), 4);
         let start = Instant::now();
         for i in 0..10u8 {
             let at = start + Duration::from_secs(u64::from(i));
@@ -198,7 +291,30 @@ mod tests {
         }
         assert_eq!(t.len(), 4);
         let now = start + Duration::from_secs(10);
+        t.attempt_at(ip("10.0.0.9"), now).unwrap();
         assert!(t.attempt_at(ip("10.0.0.9"), now).is_err(), "the newest is kept");
+        t.attempt_at(ip("10.0.0.0"), now).unwrap();
         assert_eq!(t.attempt_at(ip("10.0.0.0"), now), Ok(()), "the oldest made room");
+    }
+
+    #[test]
+    fn a_locked_address_is_never_dropped_for_a_new_one() {
+        let t = FailedLogins::new(2, Duration::from_secs(60), 3);
+        let start = Instant::now();
+        for _ in 0..2 {
+            t.attempt_at(ip("10.0.0.1"), start).unwrap();
+        }
+        for i in 2..50u8 {
+            t.attempt_at(IpAddr::from([10, 0, 0, i]), start).unwrap();
+            assert!(t.attempt_at(ip("10.0.0.1"), start).is_err(), "still locked after {i}");
+        }
+        // A table full of locked addresses refuses new ones until the first lockout ends.
+        for a in ["10.0.1.1", "10.0.1.2"] {
+            t.attempt_at(ip(a), start).unwrap();
+            t.attempt_at(ip(a), start).unwrap();
+        }
+        let e = t.attempt_at(ip("10.0.2.1"), start + Duration::from_secs(10)).unwrap_err();
+        assert_eq!(e, Refused { wait: Duration::from_secs(50), full: true });
+        assert_eq!(t.attempt_at(ip("10.0.2.1"), start + Duration::from_secs(60)), Ok(()));
     }
 }
