@@ -6,14 +6,16 @@
 //! Other addresses are not affected.
 //!
 //! Every login counts as a failure before its token is checked, and a correct token gives its
-//! one back (API calls count after their answer, so that parallel valid calls never lock their
-//! source out; parallel wrong ones may pass the limit by at most the listener's connection cap): parallel guesses cannot slip past the limit, and logging in with a token one
-//! holds does not reset the count of the guesses made beside it.
+//! one back: parallel guesses cannot slip past the limit, and logging in with a token one holds
+//! does not reset the count of the guesses made beside it. API calls count after their answer,
+//! so parallel valid calls never lock their source out; parallel wrong ones may pass the limit
+//! by at most the listener's connection cap.
 //!
-//! An address is the client's IP as the listener saw it (never `X-Forwarded-For`, which a
-//! client could forge); IPv6 addresses count by their /64, the block one host usually holds.
-//! Behind a reverse proxy all clients share the proxy's address, and so its count. A request
-//! without a known address (a router called in-process) counts under the unspecified address.
+//! An address is the client's IP as the listener gives it: the TCP peer, or behind a proxy
+//! named in `[server] trusted_proxies` the hop that proxy forwarded for ([`crate::proxy`]),
+//! never an `X-Forwarded-For` a client wrote itself. IPv6 addresses count by their /64, the
+//! block one host usually holds. A request without a known address (a router called
+//! in-process) counts under the unspecified address.
 //!
 //! Bounds: at most [`MAX_ADDRESSES`] addresses are tracked. An attempt from a new address when
 //! the table is full first drops the expired entries, then the address not locked out whose
@@ -23,6 +25,7 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -60,6 +63,11 @@ struct Entry {
 #[derive(Debug)]
 pub struct FailedLogins {
     map: Mutex<HashMap<IpAddr, Entry>>,
+    /// When the last lockout ends, in ms after `epoch`: before then [`FailedLogins::locked`]
+    /// looks at the map; after, no address can be locked and it answers without the lock.
+    /// Invariant: at least the `ends` of every entry with `max_failures` failures.
+    lockouts_end_ms: AtomicU64,
+    epoch: Instant,
     max_failures: u32,
     window: Duration,
     max_addresses: usize,
@@ -88,6 +96,8 @@ impl FailedLogins {
     pub fn new(max_failures: u32, window: Duration, max_addresses: usize) -> Self {
         Self {
             map: Mutex::default(),
+            lockouts_end_ms: AtomicU64::new(0),
+            epoch: Instant::now(),
             max_failures: max_failures.max(1),
             window,
             max_addresses: max_addresses.max(1),
@@ -120,6 +130,9 @@ impl FailedLogins {
     /// addresses), counting nothing.
     pub fn locked(&self, ip: IpAddr) -> Option<Refused> {
         let now = Instant::now();
+        if self.ms(now) >= self.lockouts_end_ms.load(Ordering::Acquire) {
+            return None;
+        }
         let map = self.lock();
         match map.get(&key(ip)) {
             Some(e) if e.ends > now && e.failures >= self.max_failures => {
@@ -185,6 +198,11 @@ impl FailedLogins {
         self.len() == 0
     }
 
+    /// `at` in ms after `epoch`.
+    fn ms(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.epoch).as_millis()).unwrap_or(u64::MAX)
+    }
+
     fn lock(&self) -> MutexGuard<'_, HashMap<IpAddr, Entry>> {
         self.map.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -200,6 +218,8 @@ impl FailedLogins {
             } else {
                 e.failures += 1;
             }
+            let e = *e;
+            self.note_lockout(e);
             return Ok(());
         }
         // Invariant: the table never holds more than `max_addresses` entries.
@@ -220,8 +240,17 @@ impl FailedLogins {
                 }
             }
         }
-        map.insert(ip, Entry { ends: now + self.window, failures: 1 });
+        let e = Entry { ends: now + self.window, failures: 1 };
+        map.insert(ip, e);
+        self.note_lockout(e);
         Ok(())
+    }
+
+    /// Keeps `lockouts_end_ms` at or after `e`'s end when `e` is locked out.
+    fn note_lockout(&self, e: Entry) {
+        if e.failures >= self.max_failures {
+            self.lockouts_end_ms.fetch_max(self.ms(e.ends).saturating_add(1), Ordering::AcqRel);
+        }
     }
 }
 

@@ -39,6 +39,7 @@ pub mod openapi;
 pub mod parse_error;
 pub mod policy;
 pub mod problem;
+pub mod proxy;
 pub mod quota;
 pub mod reload;
 pub mod serve;

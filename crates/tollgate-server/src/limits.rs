@@ -3,10 +3,13 @@
 //!
 //! These bound what anyone who can reach the port consumes without credentials (slowloris
 //! heads, stalled uploads, floods of idle connections). They are read from `[server]` in the
-//! config file (`header_timeout_ms`, `body_timeout_ms`, `max_connections`).
+//! config file (`header_timeout_ms`, `body_timeout_ms`, `max_connections`, and
+//! `trusted_proxies`, which says whose address a per-client limit counts by).
 
 use std::num::NonZeroUsize;
 use std::time::Duration;
+
+use crate::proxy::TrustedProxies;
 
 /// Default time to receive a whole request head, and the keep-alive idle time.
 pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(20);
@@ -16,7 +19,7 @@ pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
 pub const DEFAULT_MAX_CONNECTIONS: NonZeroUsize = NonZeroUsize::new(4096).expect("non-zero");
 
 /// Limits on each client connection; see the module docs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConnectionLimits {
     /// Time allowed to receive a request head, counted from when the connection starts
     /// waiting for it. That includes the wait for the next request on a keep-alive
@@ -29,6 +32,8 @@ pub struct ConnectionLimits {
     /// Connections served at once. Further clients wait in the kernel's accept queue until a
     /// slot frees up, which the timeouts above guarantee happens. At least one.
     pub max_connections: NonZeroUsize,
+    /// Reverse proxies whose `X-Forwarded-For` hops name the client (none by default).
+    pub trusted_proxies: TrustedProxies,
 }
 
 impl Default for ConnectionLimits {
@@ -37,6 +42,7 @@ impl Default for ConnectionLimits {
             header_timeout: DEFAULT_HEADER_TIMEOUT,
             body_timeout: DEFAULT_BODY_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            trusted_proxies: TrustedProxies::default(),
         }
     }
 }

@@ -26,7 +26,8 @@
 //! connection as a [`PeerCertificate`] extension.
 //!
 //! Every request carries the client's address as axum's [`ConnectInfo<SocketAddr>`]
-//! extension (what per-address limits, such as the console's failed logins, count by).
+//! extension (what per-address limits, such as failed credentials, count by): the TCP peer,
+//! or behind a trusted proxy the hop it forwarded for ([`crate::proxy`]).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -53,6 +54,7 @@ use crate::body_timeout::{StallFlag, StallTimeout};
 use crate::limits::ConnectionLimits;
 use crate::parse_error::ProblemIo;
 use crate::problem::{PROBLEM_JSON, Problem};
+use crate::proxy::TrustedProxies;
 use crate::tls::{PeerCertificate, TlsAcceptor};
 
 /// The most bytes of header fields a request may carry (names, values and `": "` + CRLF).
@@ -144,13 +146,14 @@ where
         let watcher = graceful.watcher();
         let tls = tls.clone();
         let header_timeout = limits.header_timeout;
+        let proxies = limits.trusted_proxies.clone();
         tokio::spawn(async move {
             // Invariant: the permit lives as long as this task, handshake included.
             let _permit = permit;
             let result = match tls {
                 None => {
                     let service = hyper::service::service_fn(move |req| {
-                        handle(app.clone(), req, body_timeout, addr, None)
+                        handle(app.clone(), req, body_timeout, (addr, proxies.clone()), None)
                     });
                     let io = TokioIo::new(ProblemIo::new(stream));
                     watcher.watch(builder.serve_connection(io, service)).await
@@ -171,7 +174,13 @@ where
                     };
                     let peer = TlsAcceptor::peer(&stream);
                     let service = hyper::service::service_fn(move |req| {
-                        handle(app.clone(), req, body_timeout, addr, peer.clone())
+                        handle(
+                            app.clone(),
+                            req,
+                            body_timeout,
+                            (addr, proxies.clone()),
+                            peer.clone(),
+                        )
                     });
                     let io = TokioIo::new(ProblemIo::new(stream));
                     watcher.watch(builder.serve_connection(io, service)).await
@@ -194,10 +203,15 @@ async fn handle(
     app: Router,
     mut req: Request<Incoming>,
     body_timeout: Duration,
-    addr: SocketAddr,
+    (addr, proxies): (SocketAddr, TrustedProxies),
     peer: Option<PeerCertificate>,
 ) -> Result<Response<Body>, Infallible> {
-    req.extensions_mut().insert(ConnectInfo(addr));
+    let client = if proxies.is_empty() {
+        addr
+    } else {
+        SocketAddr::new(proxies.client(addr.ip(), req.headers()), addr.port())
+    };
+    req.extensions_mut().insert(ConnectInfo(client));
     if let Some(peer) = peer {
         req.extensions_mut().insert(peer);
     }

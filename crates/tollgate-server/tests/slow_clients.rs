@@ -21,6 +21,7 @@ fn limits(max_connections: usize) -> ConnectionLimits {
         header_timeout: Duration::from_millis(500),
         body_timeout: Duration::from_millis(500),
         max_connections: NonZeroUsize::new(max_connections).unwrap(),
+        ..ConnectionLimits::default()
     }
 }
 
@@ -137,6 +138,7 @@ async fn the_connection_cap_is_respected() {
             header_timeout: Duration::from_secs(30),
             body_timeout: Duration::from_secs(30),
             max_connections: NonZeroUsize::new(5).unwrap(),
+            ..ConnectionLimits::default()
         },
         ..Options::default()
     })

@@ -96,6 +96,10 @@ pub struct ServerSection {
     /// default 100,000).
     #[serde(deserialize_with = "fields::usage_max_ids")]
     pub usage_max_ids: Option<usize>,
+    /// `trusted_proxies`: reverse proxies (addresses or blocks such as `10.0.0.0/8`) whose
+    /// `X-Forwarded-For` hop names the client for per-address limits (default none).
+    #[serde(deserialize_with = "fields::trusted_proxies")]
+    pub trusted_proxies: Vec<tollgate_server::proxy::Cidr>,
 }
 
 impl ServerSection {
@@ -114,6 +118,9 @@ impl ServerSection {
             header_timeout: self.header_timeout.unwrap_or(d.header_timeout),
             body_timeout: self.body_timeout.unwrap_or(d.body_timeout),
             max_connections: self.max_connections.unwrap_or(d.max_connections),
+            trusted_proxies: tollgate_server::proxy::TrustedProxies::new(
+                self.trusted_proxies.clone(),
+            ),
         }
     }
 
@@ -370,6 +377,19 @@ mod fields {
     pub fn usage_history<'de, D: Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
         boolean(d, "usage_history").map(Some)
     }
+    pub fn trusted_proxies<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Vec<tollgate_server::proxy::Cidr>, D::Error> {
+        use serde::Deserialize;
+        use serde::de::Error as _;
+        let blocks = Vec::<String>::deserialize(d)?;
+        blocks
+            .iter()
+            .map(|b| {
+                b.parse().map_err(|e| D::Error::custom(format!("trusted_proxies = {b:?}: {e}")))
+            })
+            .collect()
+    }
     pub fn usage_max_ids<'de, D: Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
         key::bounded(d, "usage_max_ids", 1, 10_000_000, "must be between 1 and 10000000").map(Some)
     }
@@ -447,6 +467,7 @@ impl ConfigFile {
             ("tls_client_ca", a.tls_client_ca != b.tls_client_ca),
             ("usage_history", a.usage_history != b.usage_history),
             ("usage_max_ids", a.usage_max_ids != b.usage_max_ids),
+            ("trusted_proxies", a.trusted_proxies != b.trusted_proxies),
         ];
         let mut changes: Vec<String> = server
             .into_iter()

@@ -235,3 +235,47 @@ async fn wrong_bearer_tokens_count_toward_the_lockout() {
     assert_eq!(login(&server, guesser, "root-token").await.0, 429, "and a login");
     assert_eq!(audit(other, "root-token").await.status, 200, "another address is served");
 }
+
+/// Behind a proxy named in `trusted_proxies`, each client it forwards for counts alone: one
+/// locked out by wrong bearer tokens leaves the proxy's other clients served. A client that
+/// is not a trusted proxy cannot dodge its count by sending `X-Forwarded-For` itself.
+#[tokio::test]
+async fn behind_a_trusted_proxy_each_forwarded_client_counts_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("t.toml");
+    let data = dir.path().join("data");
+    let toml =
+        format!("[server]\ndata = \"{}\"\ntrusted_proxies = [\"127.0.0.2\"]\n", data.display());
+    std::fs::write(&file, toml).unwrap();
+    let server = Server::start_with_env(
+        &["--store", "memory", "--config", file.to_str().unwrap()],
+        &[("TOLLGATE_ADMIN_TOKEN", "root-token")],
+    );
+    let audit = |from: &'static str, forwarded: String, token: &'static str| {
+        let server = &server;
+        async move {
+            let auth = format!("Bearer {token}");
+            let headers =
+                [("host", "x"), ("authorization", auth.as_str()), ("x-forwarded-for", &forwarded)];
+            send_from(server, from, "GET", "/v1/audit", &headers, "").await
+        }
+    };
+    let (proxy, direct) = ("127.0.0.2", "127.0.0.3");
+    // The guesser's own header is left of the proxy's hop, so it is never believed.
+    let guesser = || "203.0.113.9, 198.51.100.1".to_owned();
+    for i in 1..=10 {
+        assert_eq!(audit(proxy, guesser(), "guess").await.status, 401, "wrong token {i}");
+    }
+    let r = audit(proxy, guesser(), "root-token").await;
+    assert_eq!(r.status, 429, "the forwarded client is locked out: {r:?}");
+    assert!(r.json()["detail"].as_str().unwrap().contains("198.51.100.1"), "{r:?}");
+    let r = audit(proxy, "198.51.100.2".to_owned(), "root-token").await;
+    assert_eq!(r.status, 200, "the proxy's other clients are served: {r:?}");
+
+    for i in 1..=10 {
+        let r = audit(direct, format!("198.51.100.{}", 100 + i), "guess").await;
+        assert_eq!(r.status, 401, "wrong token {i} from an untrusted peer");
+    }
+    let r = audit(direct, "198.51.100.200".to_owned(), "root-token").await;
+    assert_eq!(r.status, 429, "an untrusted peer counts as itself: {r:?}");
+}
