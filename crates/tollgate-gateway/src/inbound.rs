@@ -309,15 +309,17 @@ pub async fn poll(
 
 /// True for a change in a landing directory that can give the poller something to do: an
 /// entry created, written (or closed after writing), renamed in or out, or its metadata
-/// changed, and a lost-events notice. Opens, reads and closes after reading are not: the
-/// poller's own listing raises them, and waking for them would list the directory in a loop.
+/// changed, a lost-events notice, and an event the backend cannot classify. Opens, reads and
+/// closes after reading are not: the poller's own listing raises them, and waking for them
+/// would list the directory in a loop.
 fn matters(kind: &notify::EventKind) -> bool {
     use notify::EventKind;
     use notify::event::{AccessKind, AccessMode};
     match kind {
-        EventKind::Create(_) | EventKind::Modify(_) | EventKind::Other => true,
+        // `Any`: a backend that cannot tell what happened.
+        EventKind::Create(_) | EventKind::Modify(_) | EventKind::Other | EventKind::Any => true,
         EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
-        EventKind::Access(_) | EventKind::Remove(_) | EventKind::Any => false,
+        EventKind::Access(_) | EventKind::Remove(_) => false,
     }
 }
 
