@@ -12,7 +12,7 @@
 //! restart. Only `[[policy]]` applies live; any other change is listed as needing a restart.
 
 use std::net::SocketAddr;
-use std::num::NonZeroUsize;
+use std::num::{NonZeroU32, NonZeroUsize};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::Arc;
@@ -207,6 +207,9 @@ pub struct StoreSection {
     pub ca_file: Option<PathBuf>,
     /// `cluster = true`: `url` names one node of a Redis Cluster (only with `kind = "redis"`).
     pub cluster: bool,
+    /// `local_share_of`: with `store_unavailable = "local"`, how many instances share the
+    /// limit while Redis is unreachable (1 to 10,000; default 1).
+    pub local_share_of: NonZeroU32,
 }
 
 impl Default for StoreSection {
@@ -220,6 +223,7 @@ impl Default for StoreSection {
             durability: Durability::default(),
             ca_file: None,
             cluster: false,
+            local_share_of: NonZeroU32::MIN,
         }
     }
 }
@@ -242,6 +246,8 @@ struct StoreFields {
     ca_file: Option<PathBuf>,
     #[serde(deserialize_with = "fields::cluster")]
     cluster: bool,
+    #[serde(deserialize_with = "fields::local_share_of")]
+    local_share_of: NonZeroU32,
 }
 
 impl Default for StoreFields {
@@ -257,6 +263,7 @@ impl Default for StoreFields {
             durability: d.durability,
             ca_file: None,
             cluster: false,
+            local_share_of: d.local_share_of,
         }
     }
 }
@@ -305,6 +312,7 @@ impl TryFrom<StoreFields> for StoreSection {
             durability: f.durability,
             ca_file: f.ca_file,
             cluster: f.cluster,
+            local_share_of: f.local_share_of,
         })
     }
 }
@@ -370,6 +378,10 @@ mod fields {
             toml::Value::Boolean(b) => Ok(b),
             other => Err(D::Error::custom(format!("{key} = {other}: expected true or false"))),
         }
+    }
+    pub fn local_share_of<'de, D: Deserializer<'de>>(d: D) -> Result<NonZeroU32, D::Error> {
+        let why = "must be between 1 and 10000 (the instances sharing the limit)";
+        key::bounded(d, "local_share_of", 1, 10_000, why)
     }
     pub fn cluster<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
         boolean(d, "cluster")

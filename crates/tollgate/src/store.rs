@@ -47,6 +47,7 @@ pub async fn open(
             opts.on_unavailable = section.store_unavailable;
             opts.ca_file = section.ca_file.clone();
             opts.cluster = section.cluster;
+            opts.local_share_of = section.local_share_of;
             // Fails only for a malformed URL; an unreachable Redis is handled per request.
             let store = RedisStore::connect(opts).await.with_context(|| {
                 // The URL's password stays out of the error.

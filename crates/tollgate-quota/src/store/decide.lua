@@ -7,7 +7,9 @@
 --
 -- KEYS[1]  the counter's base key: <prefix>{<id>}:<kind>:<interval>:<unit>:<start>
 -- ARGV     kind (0 calendar, 1 flexi, 2 rolling), limit, weight, interval, unit length in us
---          (0 for months), calendar anchor in us, now in us (-1: read TIME here)
+--          (0 for months), calendar anchor in us, now in us (-1: read TIME here), and
+--          optionally '1' to add the weight whatever the limit (units an instance already
+--          admitted on its own while Redis was unreachable)
 -- Returns  {outcome (0 allowed, 1 exceeded, 2 weight over limit), used, exceed, total,
 --           window start, window end, retry at (-1: none), reset at, now}
 --
@@ -21,6 +23,7 @@ local base = KEYS[1]
 local kind = tonumber(ARGV[1])
 local unit_us = tonumber(ARGV[5])
 local now = tonumber(ARGV[7])
+local force = ARGV[8] == '1'
 -- With Redis' own TIME every expiry below lands at the same absolute instant whenever it is set,
 -- so a key that already exists (and so already got its expiry in the script that created it)
 -- needs no second PEXPIRE. With a caller-supplied time the expiry is re-set on every write.
@@ -65,7 +68,9 @@ if kind == 0 and unit_us > 0 then
     if tt[2] and now >= tonumber(tt[2]) then total = 0 end
   end
   local outcome
-  if weight > limit then
+  if force then
+    outcome = 0
+  elseif weight > limit then
     outcome = 2
   elseif weight == 0 then
     if used < limit then outcome = 0 else outcome = 1 end
@@ -188,6 +193,7 @@ local function calendar(t)
 end
 
 local function admit(used)
+  if force then return 0 end
   if weight > limit then return 2 end
   if weight == 0 then
     if used < limit then return 0 end

@@ -17,8 +17,14 @@
 //! * **No request waits longer than the timeout.** Every call to Redis is bounded by
 //!   `RedisOptions::timeout`; what happens then is `OnStoreUnavailable`'s choice.
 //! * **Local answers never pretend to be shared.** In `Local` mode a decision made in this
-//!   process's memory during an outage carries `degraded = true`; those local counts are not
-//!   merged into Redis when it comes back.
+//!   process's memory during an outage carries `degraded = true`.
+//! * **What was admitted locally ends up in Redis** (`unsynced`). Units admitted locally are
+//!   kept per counter until Redis answers again, then added to Redis (whatever its limit)
+//!   before this instance's next shared decision, unless their window has ended meanwhile.
+//!   During an outage one instance admits at most its share of what Redis last said was left
+//!   (`(limit - used) / local_share_of` per window, `used` as of this instance's latest shared
+//!   decision on that counter, kept for at most [`MAX_LAST_SEEN`] counters; see `fallback`), so
+//!   `local_share_of` instances together admit at most what was left.
 //! * **Counts are exact up to 2^53.** The script computes in Lua numbers (doubles): limits,
 //!   weights and counts up to 2^53 units, and times until the year 2255 (2^53 µs), are exact;
 //!   beyond that Redis applies the admission rule approximately. A reply the script never sends
@@ -28,6 +34,7 @@
 //! * Expiry is garbage collection only: lapses are also checked against times stored in the
 //!   keys, so an answer never depends on when Redis got round to expiring a key.
 
+use std::num::NonZeroU32;
 use std::str::FromStr;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -36,17 +43,19 @@ use crate::clock::Clock;
 use crate::counter::Tally;
 use crate::decision::{Decision, Outcome};
 use crate::spec::{MeteringId, QuotaSpec, TimeUnit, WindowKind};
-use crate::store::memory::MemoryStore;
 use crate::store::observer::ObserverSlot;
 use crate::store::{CounterInfo, Store, StoreError};
 use crate::window::{self, RollingLayout};
 
 mod client;
 mod conn;
+mod fallback;
 mod key;
 mod seen;
 pub use conn::Conn;
 use conn::Target;
+use fallback::Fallback;
+pub use fallback::MAX_LAST_SEEN;
 
 /// The decision script.
 const DECIDE_LUA: &str = include_str!("decide.lua");
@@ -97,6 +106,9 @@ pub struct RedisOptions {
     /// `url` names one node of a Redis Cluster: the other nodes and the slot map are learnt
     /// from it, and each decision goes to the master of its id's slot.
     pub cluster: bool,
+    /// In `Local` mode, the number of instances the limit is shared among while Redis is
+    /// unreachable: each admits at most `limit / local_share_of` per window on its own.
+    pub local_share_of: NonZeroU32,
 }
 
 impl RedisOptions {
@@ -109,6 +121,7 @@ impl RedisOptions {
             on_unavailable: OnStoreUnavailable::Local,
             ca_file: None,
             cluster: false,
+            local_share_of: NonZeroU32::MIN,
         }
     }
 }
@@ -130,7 +143,8 @@ pub struct RedisStore {
     opts: RedisOptions,
     /// When set, the script uses this clock instead of Redis' `TIME` (tests only).
     clock: Option<Arc<dyn Clock>>,
-    local: MemoryStore,
+    /// Decisions while Redis is unreachable (`Local` mode), and what they admitted.
+    local: Box<Fallback>,
     health: Arc<Mutex<Option<String>>>,
     probe: tokio::task::JoinHandle<()>,
 }
@@ -183,9 +197,9 @@ impl RedisStore {
         Ok(RedisStore {
             conn,
             script: redis::Script::new(DECIDE_LUA),
-            opts,
             clock: None,
-            local: MemoryStore::new(),
+            local: Box::new(Fallback::new(opts.local_share_of, None)),
+            opts,
             health,
             probe,
         })
@@ -194,7 +208,7 @@ impl RedisStore {
     /// Where this store's decision observer is kept: in the local fallback's slot (that store
     /// is only ever asked from here, never through `AnyStore`, so nothing is reported twice).
     pub(crate) fn observer_slot(&self) -> &ObserverSlot {
-        self.local.observer_slot()
+        self.local.store().observer_slot()
     }
 
     /// A second connection to the same Redis or cluster (same URL, TLS and timeouts), for work
@@ -217,7 +231,7 @@ impl RedisStore {
     /// Uses `clock` instead of Redis' `TIME`, in the script and for the local fallback. For
     /// tests that must place checks at chosen instants; production leaves time to Redis.
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
-        self.local = MemoryStore::with_clock(Arc::clone(&clock));
+        self.local = Box::new(Fallback::new(self.opts.local_share_of, Some(Arc::clone(&clock))));
         self.clock = Some(clock);
         self
     }
@@ -256,11 +270,13 @@ impl RedisStore {
         }
     }
 
+    /// One decision in Redis; with `force`, `weight` is added whatever the limit.
     async fn check_shared(
         &self,
         id: &MeteringId,
         spec: &QuotaSpec,
         weight: u64,
+        force: bool,
     ) -> Result<Decision, StoreError> {
         let shape = spec.counter_shape();
         let kind = match shape.window {
@@ -283,7 +299,8 @@ impl RedisStore {
             .arg(shape.interval.max(1))
             .arg(unit_us)
             .arg(anchor_us)
-            .arg(now);
+            .arg(now)
+            .arg(if force { "1" } else { "0" });
         let mut conn = self.conn.clone();
         let reply: Vec<i64> = self.bounded(invocation.invoke_async(&mut conn)).await?;
         let [outcome, used, exceed, total, start, end, retry, reset, now] = reply[..] else {
@@ -446,6 +463,28 @@ impl RedisStore {
     }
 }
 
+impl RedisStore {
+    /// Adds the units admitted locally to Redis, one forced decision per counter; what Redis
+    /// does not take stays for the next attempt. Decisions wait meanwhile (`sync_gate`).
+    async fn sync(&self) {
+        let _gate = self.local.sync_gate.lock().await;
+        let mut left = Vec::new();
+        for (counter, u) in self.local.take_unsynced() {
+            if left.is_empty() {
+                match self.check_shared(&counter.0, &u.spec, u.units, true).await {
+                    Ok(_) => {
+                        tracing::info!(id = %counter.0, units = u.units, "local units added to redis");
+                        continue;
+                    }
+                    Err(e) => tracing::debug!(error = %e, "adding local units to redis failed"),
+                }
+            }
+            left.push((counter, u));
+        }
+        self.local.give_back(left);
+    }
+}
+
 /// A script reply field that the script never sends: Redis answered with something else.
 fn bad_reply(field: &str, value: i64) -> StoreError {
     StoreError::Unavailable(format!("redis: unexpected {field} {value} in the script reply"))
@@ -458,24 +497,38 @@ impl Store for RedisStore {
         spec: &QuotaSpec,
         weight: u64,
     ) -> Result<Decision, StoreError> {
-        match self.check_shared(id, spec, weight).await {
-            Ok(d) => Ok(d),
+        let up = || self.health.lock().unwrap_or_else(PoisonError::into_inner).is_none();
+        if self.local.has_unsynced() && up() {
+            self.sync().await;
+        }
+        match self.check_shared(id, spec, weight, false).await {
+            Ok(d) => {
+                if self.opts.on_unavailable == OnStoreUnavailable::Local {
+                    self.local.remember(id, spec, &d);
+                }
+                if self.local.has_unsynced() {
+                    // Redis came back before the probe said so: add the rest now.
+                    self.sync().await;
+                }
+                Ok(d)
+            }
             Err(e) if self.opts.on_unavailable == OnStoreUnavailable::Local => {
                 tracing::debug!(error = %e, "redis unavailable, deciding locally");
-                let mut d = self.local.check_now(id, spec, weight);
-                d.degraded = true;
-                Ok(d)
+                Ok(self.local.check(id, spec, weight))
             }
             Err(e) => Err(e),
         }
     }
 
     async fn counters(&self, prefix: &str) -> Result<Vec<CounterInfo>, StoreError> {
+        if self.local.has_unsynced() {
+            self.sync().await;
+        }
         self.counters_shared(prefix).await
     }
 
     async fn reset(&self, id: &MeteringId) -> Result<u64, StoreError> {
-        let local = self.local.counters_core().reset(id);
+        let local = self.local.store().counters_core().reset(id);
         let shared = self.reset_shared(id).await?;
         Ok(shared.max(local))
     }
