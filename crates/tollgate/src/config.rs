@@ -419,8 +419,11 @@ impl ConfigFile {
     /// `FILE:LINE:COL: message`.
     /// No error carries a secret written in the file (see `secrets`).
     pub fn parse(path: &Path, source: &str) -> Result<Self, ConfigError> {
-        let refused =
-            |e: ConfigError| secrets::Secrets::find(source).redact(e).locate(path, source);
+        // Redacted twice: what the parser quoted, then the value `in_context` quotes.
+        let refused = |e: ConfigError| {
+            let secrets = secrets::Secrets::find(source);
+            secrets.redact(secrets.redact(e).in_context(source)).locate(path, source)
+        };
         let file: Self = toml::from_str(source).map_err(|e| refused(ConfigError::from_toml(&e)))?;
         file.check().map_err(refused)?;
         Ok(file)

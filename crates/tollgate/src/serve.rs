@@ -172,6 +172,19 @@ fn data_dir(args: &ServeArgs, file: &ConfigFile) -> PathBuf {
     args.data.clone().or_else(|| file.server.data.clone()).unwrap_or(DEFAULT_DATA.into())
 }
 
+/// A mistake in the config (file or flags) found while starting: `tollgate serve` exits 2 with
+/// it, as for a config file that does not parse, so that systemd does not restart it in a loop.
+#[derive(Debug)]
+pub struct ConfigMistake(pub String);
+
+impl std::fmt::Display for ConfigMistake {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigMistake {}
+
 /// Runs `tollgate serve` to completion and returns the process exit code.
 pub fn run(args: ServeArgs) -> ExitCode {
     let file = match &args.config {
@@ -211,7 +224,8 @@ pub fn run(args: ServeArgs) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
-            ExitCode::from(1)
+            let mistake = e.chain().any(|c| c.downcast_ref::<ConfigMistake>().is_some());
+            ExitCode::from(if mistake { 2 } else { 1 })
         }
     }
 }
@@ -242,15 +256,15 @@ async fn serve(args: ServeArgs, file: ConfigFile, tls: Option<TlsAcceptor>) -> a
         .with_context(|| format!("cannot listen on {}", settings.listen))?;
     let addr = listener.local_addr().context("listener address")?;
     let users = tollgate_server::user::Users::new(file.user.clone())
-        .map_err(anyhow::Error::msg)
-        .context("[[user]]")?;
+        .map_err(|e| ConfigMistake(format!("[[user]]: {e}")))?;
     let admin = AdminGuard::new(settings.admin_token.as_deref(), addr.ip().is_loopback())
         .with_users(users)
         .with_audit(tollgate_server::audit::AuditLog::new(&settings.data));
     if !admin.has_token() && !addr.ip().is_loopback() {
         tracing::warn!("no admin token configured: the admin API is refused on {addr}");
     }
-    let clients = ClientKeys::new(&file.client).context("[[client]]")?;
+    let clients =
+        ClientKeys::new(&file.client).map_err(|e| ConfigMistake(format!("[[client]]: {e}")))?;
     let clients_for_grpc = clients.clone();
     let mut state = AppState::builder(Arc::clone(&store), policies, admin.clone())
         .clients(clients.clone())

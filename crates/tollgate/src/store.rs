@@ -48,10 +48,12 @@ pub async fn open(
             opts.ca_file = section.ca_file.clone();
             opts.cluster = section.cluster;
             opts.local_share_of = section.local_share_of;
-            // Fails only for a malformed URL; an unreachable Redis is handled per request.
-            let store = RedisStore::connect(opts).await.with_context(|| {
+            // Fails only for a malformed URL or `ca_file`, both config mistakes; an unreachable
+            // Redis is handled per request.
+            let store = RedisStore::connect(opts).await.map_err(|e| {
                 // The URL's password stays out of the error.
-                format!("cannot use the redis store {}", crate::config::redact_url(url.as_str()))
+                let url = crate::config::redact_url(url.as_str());
+                crate::serve::ConfigMistake(format!("cannot use the redis store {url}: {e}"))
             })?;
             Ok(AnyStore::Redis(store))
         }

@@ -60,15 +60,16 @@ fn a_mistake_outside_policies_is_refused_as_a_whole() {
 
     // Each of these also raises the limit; none may take effect.
     let bad = [
-        (file(20, "listen_typo = 1"), "listen_typo"),
-        (file(21, "max_connections = 0"), "max_connections = 0"),
+        // Each error names its table, entry and `KEY = VALUE`.
+        (file(20, "listen_typo = 1"), "[server] listen_typo = 1: unknown field"),
+        (file(21, "max_connections = 0"), "[server] max_connections = 0"),
         (format!("{}[store]\nkind = \"redis\"\n", file(22, "")), "url"),
         (
             format!(
                 "{}[gateway]\n[[gateway.route]]\nname = \"S\"\ndocuments = [\"214\"]\nlimit = 1\nunit = \"fortnight\"\ndeliver = \"dir:x\"\n",
                 file(23, "")
             ),
-            "fortnight",
+            "[[gateway.route]] #1 (name = \"S\") unit = \"fortnight\"",
         ),
     ];
     let mut errors = 0;

@@ -23,7 +23,9 @@ fn empty_and_duplicate_client_keys_are_refused_at_load_without_the_secret() {
     let cases = [
         (
             "[[client]]\nkey = \"k-1\"\nname = \"a\"\n[[client]]\nkey = \"\"\nname = \"b\"\n",
-            vec![format!("{shown}:5:7: key = (hidden): must not be empty")],
+            vec![format!(
+                "{shown}:5:7: [[client]] #2 (name = \"b\") key = (hidden): must not be empty"
+            )],
         ),
         (
             "[[client]]\nkey = \"Sup3rSecret\"\nname = \"a\"\n[[client]]\nkey = \"Sup3rSecret\"\n\

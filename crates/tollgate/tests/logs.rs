@@ -202,7 +202,8 @@ fn the_config_key_chooses_json_and_a_bad_value_is_located() {
     let out = common::exit_within(&["serve", "--config", bad.to_str().unwrap()], secs(10));
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    let want = format!("{}:2:14: log_format = \"yaml\": expected text or json", bad.display());
+    let want =
+        format!("{}:2:14: [server] log_format = \"yaml\": expected text or json", bad.display());
     assert!(err.contains(&want), "{err}");
     let out = common::exit_within(&["serve", "--log-format", "xml"], secs(10));
     assert_eq!(out.status.code(), Some(2));

@@ -59,6 +59,6 @@ fn rediss_verifies_the_server_certificate_against_ca_file() {
         Duration::from_secs(20),
     );
     let e = String::from_utf8_lossy(&o.stderr);
-    assert_ne!(o.status.code(), Some(0), "{e}");
+    assert_eq!(o.status.code(), Some(2), "a config mistake exits 2: {e}");
     assert!(e.contains("#insecure would skip the verification"), "{e}");
 }

@@ -389,7 +389,7 @@ fn bad_rules_stop_the_start_with_file_line_and_column() {
     );
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    let want = format!("{}:7:15: metering_id = \"{{document}}\": ", file.display());
+    let want = format!("{}:7:15: [[rls.rule]] #1 metering_id = \"{{document}}\": ", file.display());
     assert!(err.starts_with(&want), "{err}");
 }
 

@@ -115,6 +115,22 @@ fn bad_config_exits_2_with_file_line_and_column() {
     assert_eq!(code(&o), 2);
     assert!(String::from_utf8_lossy(&o.stderr).contains(&format!("{}:3:1: ", file.display())));
 
+    // Mistakes found while opening the store or reading the users exit 2 too, so that systemd
+    // (RestartPreventExitStatus=2) does not restart them in a loop.
+    std::fs::write(
+        &file,
+        "[store]\nkind = \"redis\"\nurl = \"redis://127.0.0.1:1/1\"\ncluster = true\n",
+    )
+    .unwrap();
+    let o = Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(code(&o), 2, "{err}");
+    assert!(err.contains("only database 0, the url names database 1"), "{err}");
+
     // A missing file as well.
     let o = Command::new(BIN)
         .args(["serve", "--config"])
@@ -149,7 +165,10 @@ fn an_invalid_weight_rule_exits_2_with_its_position_and_value() {
             .unwrap();
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(code(&o), 2, "{weight}: {err}");
-        let want = format!("{}:{line}:10: weight = \"{weight}\": ", file.display());
+        let want = format!(
+            "{}:{line}:10: [[gateway.route]] #1 (name = \"S\") weight = \"{weight}\": ",
+            file.display()
+        );
         assert!(err.contains(&want), "want {want} in {err}");
         assert!(!dir.path().join("data").exists(), "nothing started: {err}");
     }

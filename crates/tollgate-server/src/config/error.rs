@@ -43,6 +43,35 @@ impl ConfigError {
         self.span.clone()
     }
 
+    /// The message prefixed with where the value is: its table (an array's entry by number
+    /// and name: `[[gateway.route]] #2 (name = "S")`) and, unless the message already names
+    /// it, `KEY = VALUE` as written in `source`. Run secrets through a redaction afterwards.
+    pub fn in_context(mut self, source: &str) -> Self {
+        let Some(span) = &self.span else { return self };
+        let (table, key_value) = context(source, span.start);
+        let Some(table) = table else {
+            if let Some((key, value)) = key_value.filter(|(k, _)| !self.names(k)) {
+                self.message = format!("{key} = {value}: {}", self.message);
+            }
+            return self;
+        };
+        let names_first = self.message.split_once(" = ").is_some_and(|(k, _)| !k.contains(' '));
+        self.message = match key_value {
+            // `[server] max_connections = 0: must be at least 1`
+            _ if names_first => format!("{table} {}", self.message),
+            Some((key, value)) if !self.names(&key) => {
+                format!("{table} {key} = {value}: {}", self.message)
+            }
+            _ => format!("{table}: {}", self.message),
+        };
+        self
+    }
+
+    /// True when the message already says `key = …`.
+    fn names(&self, key: &str) -> bool {
+        self.message.contains(&format!("{key} ="))
+    }
+
     /// Places the error in `file`, whose text is `source`: `Display` becomes
     /// `FILE:LINE:COL: message` (1-based line and column, the column counted in characters).
     pub fn locate(mut self, file: &Path, source: &str) -> Self {
@@ -77,6 +106,88 @@ impl From<toml::de::Error> for ConfigError {
 /// Formats a TOML error as `FILE:LINE:COL: message` (see [`ConfigError::locate`]).
 pub fn located(file: &Path, source: &str, err: &toml::de::Error) -> String {
     ConfigError::from_toml(err).locate(file, source).to_string()
+}
+
+/// The longest value shown in an error's `KEY = VALUE`.
+const MAX_SHOWN_VALUE: usize = 80;
+
+/// The table holding byte `at` of `source` (`[t]`, or `[[t]] #n (name = …)` for an array's
+/// n-th entry) and the `key` and value written on its line, read from the text: the last
+/// header before `at`, and `key = value` when `at` is on such a line.
+fn context(source: &str, at: usize) -> (Option<String>, Option<(String, String)>) {
+    let mut header: Option<(String, bool, usize)> = None; // name, array, index of its line
+    let mut entries: std::collections::HashMap<String, usize> = Default::default();
+    let lines: Vec<(usize, &str)> = source
+        .split_inclusive('\n')
+        .scan(0, |offset, line| {
+            let start = *offset;
+            *offset += line.len();
+            Some((start, line))
+        })
+        .collect();
+    let mut here = None;
+    for (i, (start, line)) in lines.iter().enumerate() {
+        if *start > at {
+            break;
+        }
+        here = Some(i);
+        if let Some((name, array)) = header_of(line) {
+            if array {
+                *entries.entry(name.clone()).or_default() += 1;
+            }
+            header = Some((name, array, i));
+        }
+    }
+    let table = header.map(|(name, array, first)| {
+        if !array {
+            return format!("[{name}]");
+        }
+        let n = entries.get(&name).copied().unwrap_or(1);
+        let label = lines[first + 1..]
+            .iter()
+            .take_while(|(_, l)| header_of(l).is_none())
+            .filter_map(|(_, l)| key_value(l))
+            .find(|(k, _)| k == "name" || k == "match")
+            .map(|(k, v)| format!(" ({k} = {v})"))
+            .unwrap_or_default();
+        format!("[[{name}]] #{n}{label}")
+    });
+    let kv = here.and_then(|i| lines.get(i)).and_then(|(_, l)| key_value(l));
+    (table, kv)
+}
+
+/// `Some((name, is_array))` when `line` is a table header.
+fn header_of(line: &str) -> Option<(String, bool)> {
+    let t = line.trim();
+    let (inner, array) = match t.strip_prefix("[[") {
+        Some(rest) => (rest.split_once("]]")?.0, true),
+        None => (t.strip_prefix('[')?.split_once(']')?.0, false),
+    };
+    let name = inner.trim();
+    let plain = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ' ' | '"'));
+    plain.then(|| (name.to_owned(), array))
+}
+
+/// The key and value of a `key = value` line, the value as written (without a trailing
+/// comment when it is not quoted), cut to [`MAX_SHOWN_VALUE`] characters.
+fn key_value(line: &str) -> Option<(String, String)> {
+    let (key, value) = line.split_once('=')?;
+    let key = key.trim();
+    let bare = !key.is_empty()
+        && key.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '"'));
+    if !bare {
+        return None;
+    }
+    let mut value = value.trim();
+    if !value.starts_with(['"', '\'']) {
+        value = value.split(" #").next().unwrap_or(value).trim_end();
+    }
+    let shown: String = value.chars().take(MAX_SHOWN_VALUE).collect();
+    let shown = if shown.len() < value.len() { format!("{shown}…") } else { shown };
+    Some((key.to_owned(), shown))
 }
 
 /// 1-based line and column of byte `offset` in `source`.

@@ -40,11 +40,22 @@ fn acme_example_starts_a_gateway() {
 fn gateway_errors_name_the_key() {
     let src = "[gateway]\n[[gateway.route]]\nname = \"S\"\ndocuments = [\"214\"]\nlimit = 1\nunit = \"fortnight\"\ndeliver = \"dir:x\"\n";
     let e = ConfigFile::parse(Path::new("t.toml"), src).unwrap_err().to_string();
-    assert!(e.starts_with("t.toml:6:8: unit = \"fortnight\": "), "{e}");
+    let want = "t.toml:6:8: [[gateway.route]] #1 (name = \"S\") unit = \"fortnight\": ";
+    assert!(e.starts_with(want), "{e}");
+    // A missing key names the table, and for an array the entry by number and name.
+    let route = |name: &str, limit: &str| {
+        format!(
+            "[[gateway.route]]\nname = \"{name}\"\ndocuments = [\"214\"]\n{limit}unit = \"day\"\ndeliver = \"dir:x\"\n\n"
+        )
+    };
+    let src = format!("[gateway]\n{}{}", route("A", "limit = 1\n"), route("B", ""));
+    let e = ConfigFile::parse(Path::new("t.toml"), &src).unwrap_err().to_string();
+    let want = "t.toml:9:1: [[gateway.route]] #2 (name = \"B\"): missing field `limit`";
+    assert_eq!(e, want);
     // A rule over several keys points at the offending key too.
     let src = "[gateway]\nmax_upload_bytes = 10\nupload_budget_bytes = 9\n";
     let e = ConfigFile::parse(Path::new("t.toml"), src).unwrap_err().to_string();
-    assert!(e.starts_with("t.toml:3:23: gateway.upload_budget_bytes = 9: "), "{e}");
+    assert!(e.starts_with("t.toml:3:23: [gateway] gateway.upload_budget_bytes = 9: "), "{e}");
 }
 
 #[test]
@@ -67,7 +78,7 @@ fn listener_limits_are_read_and_zero_is_refused() {
         ("[server]\nusage_max_ids = 0\n", "2:17", "usage_max_ids = 0: must be between"),
     ] {
         let e = ConfigFile::parse(Path::new("t.toml"), src).unwrap_err().to_string();
-        assert!(e.starts_with(&format!("t.toml:{at}: {key}")), "{e}");
+        assert!(e.starts_with(&format!("t.toml:{at}: [server] {key}")), "{e}");
     }
     let e = ConfigFile::parse(Path::new("t.toml"), "[server]\nmax_connections = -1\n")
         .unwrap_err()
@@ -147,7 +158,8 @@ fn cluster_goes_with_a_redis_url_and_takes_true_or_false() {
     assert!(c.store.cluster);
     let src = "[store]\nkind = \"redis\"\nurl = \"redis://h:7000/\"\ncluster = \"yes\"\n";
     let e = ConfigFile::parse(Path::new("t.toml"), src).unwrap_err().to_string();
-    assert!(e.starts_with("t.toml:4:11: cluster = \"yes\": expected true or false"), "{e}");
+    let want = "t.toml:4:11: [store] cluster = \"yes\": expected true or false";
+    assert!(e.starts_with(want), "{e}");
     let e = ConfigFile::parse(Path::new("t.toml"), "[store]\nkind = \"memory\"\ncluster = true\n")
         .unwrap_err()
         .to_string();
