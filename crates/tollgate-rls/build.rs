@@ -7,6 +7,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("cargo:rerun-if-changed={dir}");
     }
     let fds = protox::compile(protos, ["proto"])?;
-    tonic_prost_build::configure().build_server(true).build_client(true).compile_fds(fds)?;
+    // A request that does not decode is INVALID_ARGUMENT (see `src/codec.rs`).
+    tonic_prost_build::configure()
+        .build_server(true)
+        .build_client(true)
+        .codec_path("crate::codec::ArgumentCodec")
+        .compile_fds(fds)?;
     Ok(())
 }

@@ -16,6 +16,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod answer;
+pub mod codec;
 pub mod conn;
 pub mod gate;
 pub mod rules;

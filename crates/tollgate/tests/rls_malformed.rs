@@ -1,0 +1,97 @@
+//! A `ShouldRateLimit` call whose body is not a protobuf `RateLimitRequest`, sent to the real
+//! `tollgate serve`: answered `INVALID_ARGUMENT` (the caller's mistake, not the server's
+//! `INTERNAL`), counting nothing.
+
+mod common;
+
+use bytes::{Buf, BufMut};
+use common::Server;
+use tollgate_rls::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+use tollgate_rls::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
+use tollgate_rls::rls::RateLimitRequest;
+use tollgate_rls::rls::rate_limit_service_client::RateLimitServiceClient;
+use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
+use tonic::{Code, Status};
+
+const METHOD: &str = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
+
+/// Sends the given bytes as the message, and reads the answer's bytes back.
+#[derive(Default)]
+struct RawCodec;
+
+struct Raw;
+
+impl Encoder for Raw {
+    type Item = Vec<u8>;
+    type Error = Status;
+    fn encode(&mut self, item: Vec<u8>, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
+        dst.put_slice(&item);
+        Ok(())
+    }
+}
+
+impl Decoder for Raw {
+    type Item = Vec<u8>;
+    type Error = Status;
+    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Vec<u8>>, Status> {
+        Ok(Some(src.copy_to_bytes(src.remaining()).to_vec()))
+    }
+}
+
+impl Codec for RawCodec {
+    type Encode = Vec<u8>;
+    type Decode = Vec<u8>;
+    type Encoder = Raw;
+    type Decoder = Raw;
+    fn encoder(&mut self) -> Raw {
+        Raw
+    }
+    fn decoder(&mut self) -> Raw {
+        Raw
+    }
+}
+
+#[test]
+fn a_request_that_is_not_protobuf_is_invalid_argument_and_counts_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("t.toml");
+    std::fs::write(
+        &file,
+        "[server]\ngrpc_listen = \"127.0.0.1:0\"\n\n[[rls.rule]]\ndomain = \"edi\"\n\
+         descriptor = [\"partner\"]\nmetering_id = \"partner:{partner}\"\nlimit = 5\nunit = \"hour\"\n",
+    )
+    .unwrap();
+    let server = Server::start(&["--store", "memory", "--config", file.to_str().unwrap()]);
+    let grpc = format!("http://{}", server.grpc_addr());
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let channel =
+            tonic::transport::Channel::from_shared(grpc).unwrap().connect().await.unwrap();
+        // Field 1 (domain) declared as 100 bytes long, with 3 sent: a truncated message.
+        for garbage in [vec![0x0a, 100, b'e', b'd', b'i'], vec![0xff; 16]] {
+            let mut raw = tonic::client::Grpc::new(channel.clone());
+            raw.ready().await.unwrap();
+            let path = tonic::codegen::http::uri::PathAndQuery::from_static(METHOD);
+            let err = raw
+                .unary(tonic::Request::new(garbage.clone()), path, RawCodec)
+                .await
+                .expect_err("a malformed request is refused");
+            assert_eq!(err.code(), Code::InvalidArgument, "{garbage:?}: {err:?}");
+            assert!(err.message().contains("not a valid protobuf message"), "{err:?}");
+        }
+        // Nothing was counted: the first real call has 4 of 5 left.
+        let mut c = RateLimitServiceClient::new(channel);
+        let descriptor = RateLimitDescriptor {
+            entries: vec![Entry { key: "partner".into(), value: "ACME".into() }],
+            hits_addend: None,
+        };
+        let r = RateLimitRequest {
+            domain: "edi".into(),
+            descriptors: vec![descriptor],
+            hits_addend: 1,
+        };
+        let answer = c.should_rate_limit(r).await.unwrap().into_inner();
+        let status = &answer.statuses[0];
+        assert_eq!(status.limit_remaining, 4, "{answer:?}");
+    });
+}
