@@ -9,6 +9,7 @@
 //! A screenshot of each page lands in `target/console-screenshots/`.
 
 mod browser;
+mod cross_origin;
 #[path = "../common/mod.rs"]
 mod common;
 
