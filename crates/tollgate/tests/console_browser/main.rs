@@ -9,9 +9,9 @@
 //! A screenshot of each page lands in `target/console-screenshots/`.
 
 mod browser;
-mod cross_origin;
 #[path = "../common/mod.rs"]
 mod common;
+mod cross_origin;
 
 use std::path::Path;
 use std::time::Duration;
