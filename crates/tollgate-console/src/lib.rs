@@ -7,7 +7,7 @@
 //! - the pages and their assets, embedded in the binary ([`pages`]);
 //! - login and logout, which turn a token into a session cookie and a CSRF token ([`login`]),
 //!   with failed logins limited per source address
-//!   ([`tollgate_server::failed_logins`]);
+//!   ([`tollgate_http::failed_logins`]);
 //! - `GET /ui/api/overview`, one page of the overview computed from the counters
 //!   ([`overview`]), and `GET /ui/api/routes`, the gateway's route limits; both ask the admin
 //!   guard for read access, as `/v1/counters` does.
@@ -34,10 +34,11 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Json, Redirect, Response};
 use axum::routing::{get, post};
+use tollgate_http::AccessGuard;
+use tollgate_http::problem::Problem;
+use tollgate_http::user::Permission;
+use tollgate_policy::Decider;
 use tollgate_quota::Store;
-use tollgate_server::AppState;
-use tollgate_server::problem::Problem;
-use tollgate_server::user::Permission;
 
 pub use overview::RouteLimit;
 
@@ -50,14 +51,18 @@ pub const CONTENT_SECURITY_POLICY_VALUE: &str = "default-src 'none'; script-src 
 /// What the console's handlers need.
 #[derive(Clone)]
 pub struct Console {
-    app: AppState,
+    access: AccessGuard,
+    decider: Decider,
+    tls: bool,
     routes: Arc<[RouteLimit]>,
 }
 
 impl Console {
-    /// A console over the service `app` and the gateway's `routes` (empty without a gateway).
-    pub fn new(app: AppState, routes: Vec<RouteLimit>) -> Self {
-        Self { app, routes: routes.into() }
+    /// A console behind `access` (the API's own guard, sessions and audit log), showing the
+    /// counters and policies of `decider` and the gateway's `routes` (empty without a
+    /// gateway); `tls` when the listener speaks HTTPS (cookies are then `Secure`).
+    pub fn new(access: AccessGuard, decider: Decider, tls: bool, routes: Vec<RouteLimit>) -> Self {
+        Self { access, decider, tls, routes: routes.into() }
     }
 
     /// The console's routes: `/` (a redirect), `/ui/…` pages, assets, login and its JSON.
@@ -101,22 +106,22 @@ async fn overview_json(
     headers: HeaderMap,
     query: Result<Query<overview::OverviewQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, Problem> {
-    c.app.admin().allow(&headers, Permission::Read)?;
+    c.access.allow(&headers, Permission::Read)?;
     let Query(q) = query.map_err(|e| {
         Problem::new(StatusCode::BAD_REQUEST, "invalid-query", "Invalid query")
             .detail(e.body_text())
     })?;
-    let counters = c.app.store().counters("").await.map_err(|e| {
+    let counters = c.decider.store().counters("").await.map_err(|e| {
         Problem::new(StatusCode::SERVICE_UNAVAILABLE, "store-unavailable", "Store unavailable")
             .detail(e.to_string())
     })?;
-    let policies = c.app.policies().current();
+    let policies = c.decider.policies().current();
     let page = overview::overview(&counters, &policies, &c.routes, jiff::Timestamp::now(), &q);
     Ok(Json(page).into_response())
 }
 
 /// `GET /ui/api/routes`: the gateway's routes and their limits.
 async fn routes_json(State(c): State<Console>, headers: HeaderMap) -> Result<Response, Problem> {
-    c.app.admin().allow(&headers, Permission::Read)?;
+    c.access.allow(&headers, Permission::Read)?;
     Ok(Json(&*c.routes).into_response())
 }

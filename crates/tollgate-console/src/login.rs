@@ -1,5 +1,5 @@
 //! Login and logout: `POST /ui/login` with `{"token": "…"}` (the admin token or a `[[user]]`'s)
-//! opens a session ([`tollgate_server::session`]) and sets its cookie (`HttpOnly`,
+//! opens a session ([`tollgate_http::session`]) and sets its cookie (`HttpOnly`,
 //! `SameSite=Strict`, `Path=/`, `Secure` over TLS); `GET /ui/api/session` tells the page who is
 //! logged in and hands it the CSRF token; `POST /ui/logout` (with that token) ends the session.
 //!
@@ -8,7 +8,7 @@
 //! then neither submit a login form (to lock a source out, or to log the browser into the
 //! attacker's session) nor read the answer. Both are checked before anything is counted.
 //!
-//! Wrong tokens are limited per source address ([`tollgate_server::failed_logins`], one count
+//! Wrong tokens are limited per source address ([`tollgate_http::failed_logins`], one count
 //! with the API's bearer tokens, API keys and session cookies): beyond the limit a
 //! login answers 429 `too-many-failed-logins` with `Retry-After`, whatever the token.
 //!
@@ -26,9 +26,9 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Json, Response};
 use serde::Deserialize;
 use serde_json::json;
-use tollgate_server::problem::Problem;
-use tollgate_server::session::{SESSION_COOKIE, SESSION_TTL, session_cookie};
-use tollgate_server::user::{Actor, Permission};
+use tollgate_http::problem::Problem;
+use tollgate_http::session::{SESSION_COOKIE, SESSION_TTL, session_cookie};
+use tollgate_http::user::{Actor, Permission};
 
 use crate::Console;
 
@@ -56,7 +56,7 @@ fn session_json(actor: &Actor, csrf: &str, open: bool) -> serde_json::Value {
 }
 
 fn cookie(c: &Console, value: &str, max_age: u64) -> Option<HeaderValue> {
-    let secure = if c.app.tls().is_some() { "; Secure" } else { "" };
+    let secure = if c.tls { "; Secure" } else { "" };
     HeaderValue::from_str(&format!(
         "{SESSION_COOKIE}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}"
     ))
@@ -126,9 +126,9 @@ pub async fn login(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, Problem> {
-    let guard = c.app.admin();
+    let guard = &c.access;
     if guard.is_open() {
-        let actor = Actor { name: "loopback".into(), role: tollgate_server::user::Role::Admin };
+        let actor = Actor { name: "loopback".into(), role: tollgate_http::user::Role::Admin };
         return Ok(Json(session_json(&actor, "", true)).into_response());
     }
     if !guard.has_token() {
@@ -140,7 +140,7 @@ pub async fn login(
         .detail("no admin token or [[user]] is configured, and the listener is not loopback"));
     }
     json_only(&headers)?;
-    same_origin(&headers, c.app.tls().is_some())?;
+    same_origin(&headers, c.tls)?;
     if body.len() > MAX_LOGIN_BODY {
         return Err(refused(&format!("the login body is over {MAX_LOGIN_BODY} bytes")));
     }
@@ -166,9 +166,9 @@ pub async fn login(
 
 /// `GET /ui/api/session`: who is logged in, and the session's CSRF token.
 pub async fn session(State(c): State<Console>, headers: HeaderMap) -> Result<Response, Problem> {
-    let guard = c.app.admin();
+    let guard = &c.access;
     if guard.is_open() {
-        let actor = Actor { name: "loopback".into(), role: tollgate_server::user::Role::Admin };
+        let actor = Actor { name: "loopback".into(), role: tollgate_http::user::Role::Admin };
         return Ok(Json(session_json(&actor, "", true)).into_response());
     }
     let found = session_cookie(&headers).and_then(|id| guard.sessions().get(&id));
@@ -178,7 +178,7 @@ pub async fn session(State(c): State<Console>, headers: HeaderMap) -> Result<Res
 
 /// `POST /ui/logout`: needs the session's CSRF token, like every change made with the cookie.
 pub async fn logout(State(c): State<Console>, headers: HeaderMap) -> Result<Response, Problem> {
-    let guard = c.app.admin();
+    let guard = &c.access;
     if guard.is_open() {
         return Ok(StatusCode::NO_CONTENT.into_response());
     }

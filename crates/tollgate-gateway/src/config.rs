@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use tollgate_edi::{PartyId, RecordRule};
+pub use tollgate_http::config::ConfigError;
 use tollgate_quota::{MeteringId, QuotaSpec, TimeUnit};
-pub use tollgate_server::config::ConfigError;
 use toml::Spanned;
 
 use crate::landing::PartialNames;

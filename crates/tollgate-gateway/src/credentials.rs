@@ -7,15 +7,15 @@
 //! interchanges whose sender is in it; the admin token may upload for any sender.
 
 use axum::http::{HeaderMap, StatusCode, header::AUTHORIZATION};
-use tollgate_server::admin::AdminGuard;
-use tollgate_server::client::{API_KEY_HEADER, Client, ClientKeys};
-use tollgate_server::problem::Problem;
-use tollgate_server::tls::PeerCertificate;
+use tollgate_http::AccessGuard;
+use tollgate_http::client::{API_KEY_HEADER, Client, ClientKeys};
+use tollgate_http::problem::Problem;
+use tollgate_http::tls::PeerCertificate;
 
 /// The upload access rule: the server's admin guard and client keys.
 #[derive(Debug, Clone)]
 pub struct UploadGuard {
-    admin: AdminGuard,
+    admin: AccessGuard,
     clients: ClientKeys,
 }
 
@@ -30,7 +30,7 @@ pub enum Uploader<'a> {
 
 impl UploadGuard {
     /// The rule for this server's credentials.
-    pub fn new(admin: AdminGuard, clients: ClientKeys) -> Self {
+    pub fn new(admin: AccessGuard, clients: ClientKeys) -> Self {
         Self { admin, clients }
     }
 

@@ -60,9 +60,9 @@ use axum::Router;
 use axum::routing::{delete, get, post};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
+use tollgate_http::AccessGuard;
+use tollgate_http::client::ClientKeys;
 use tollgate_policy::Decider;
-use tollgate_server::admin::AdminGuard;
-use tollgate_server::client::ClientKeys;
 
 pub use clock::GatewayClock;
 pub use config::{ConfigError, Dedup, GatewayConfig, OnQuotaUnavailable, Plan, QuotaMode, Target};
@@ -277,7 +277,7 @@ impl Gateway {
     /// `guard` admits the queue's operators (and uploads with an admin token), `clients`'
     /// keys may upload (within their `partners`); once either is configured uploads need
     /// credentials.
-    pub fn router(&self, guard: AdminGuard, clients: ClientKeys) -> Router {
+    pub fn router(&self, guard: AccessGuard, clients: ClientKeys) -> Router {
         let upload = upload::Upload {
             spool: self.spool.clone(),
             events: self.events.clone(),

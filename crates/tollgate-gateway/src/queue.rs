@@ -1,4 +1,4 @@
-//! The hold queue's admin API, behind the server's [`AdminGuard`].
+//! The hold queue's admin API, behind the server's [`AccessGuard`].
 //!
 //! - `GET /v1/queue?state=received|admitted|held|dead|rejected|duplicate|delivered` (all when
 //!   omitted), a page at a time in id (arrival) order: `limit` items (1 to 1,000, default 100),
@@ -20,9 +20,9 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use tokio::sync::{mpsc, oneshot};
-use tollgate_server::admin::AdminGuard;
-use tollgate_server::problem::Problem;
-use tollgate_server::user::Permission;
+use tollgate_http::AccessGuard;
+use tollgate_http::problem::Problem;
+use tollgate_http::user::Permission;
 
 use crate::item::State as ItemState;
 use crate::pipeline::{AdminError, AdminOp, Event, row};
@@ -32,7 +32,7 @@ use crate::spool::Spool;
 #[derive(Clone)]
 pub struct QueueApi {
     /// Who may call.
-    pub guard: AdminGuard,
+    pub guard: AccessGuard,
     /// Where items are listed from.
     pub spool: Arc<Spool>,
     /// The pipeline's inbox (retry, release, purge go through it).
@@ -141,9 +141,9 @@ pub(crate) struct SpoolRange {
     responses(
         (status = 200, description = "One page of items.", body = Vec<QueueItem>,
             headers(("Link" = String, description = "`</v1/queue?…&cursor=…>; rel=\"next\"` when there is a next page."))),
-        (status = 400, description = "A query parameter is invalid (problem invalid-query, naming it and the value).", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
-        tollgate_server::openapi::AdminAccessRefused,
-        (status = 503, description = "The spool could not be read (problem gateway-unavailable).", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 400, description = "A query parameter is invalid (problem invalid-query, naming it and the value).", body = tollgate_http::openapi::ProblemDoc, content_type = "application/problem+json"),
+        tollgate_http::openapi::AccessRefused,
+        (status = 503, description = "The spool could not be read (problem gateway-unavailable).", body = tollgate_http::openapi::ProblemDoc, content_type = "application/problem+json"),
     ),
     security((), ("admin_token" = [])),
 )]
@@ -205,11 +205,11 @@ pub const MAX_PAYLOAD_BYTES: u64 = 64 * 1024;
                 ("Tollgate-Payload-Bytes" = u64, description = "The whole item's size in bytes."),
                 ("Tollgate-Payload-Truncated" = bool, description = "`true` when the answer is cut at 64 KiB."),
             )),
-        (status = 400, description = "The id is not UTF-8 once decoded (problem http-error).", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
-        tollgate_server::openapi::AdminAccessRefused,
-        (status = 404, description = "No such item (problem queue-item-not-found).", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
-        (status = 410, description = "The bytes are no longer spooled: delivered or purged (problem payload-not-kept).", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
-        (status = 503, description = "The gateway is shutting down or the spool failed (problem gateway-unavailable).", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 400, description = "The id is not UTF-8 once decoded (problem http-error).", body = tollgate_http::openapi::ProblemDoc, content_type = "application/problem+json"),
+        tollgate_http::openapi::AccessRefused,
+        (status = 404, description = "No such item (problem queue-item-not-found).", body = tollgate_http::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 410, description = "The bytes are no longer spooled: delivered or purged (problem payload-not-kept).", body = tollgate_http::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 503, description = "The gateway is shutting down or the spool failed (problem gateway-unavailable).", body = tollgate_http::openapi::ProblemDoc, content_type = "application/problem+json"),
     ),
     security((), ("admin_token" = [])),
 )]
@@ -279,35 +279,35 @@ pub(crate) enum QueueItemRefused {
         description = "The id is not UTF-8 once decoded (problem http-error).",
         content_type = "application/problem+json"
     )]
-    BadId(tollgate_server::openapi::ProblemDoc),
+    BadId(tollgate_http::openapi::ProblemDoc),
     /// 404: no such item.
     #[response(
         status = 404,
         description = "No such item (problem queue-item-not-found), or no route for an empty id.",
         content_type = "application/problem+json"
     )]
-    NotFound(tollgate_server::openapi::ProblemDoc),
+    NotFound(tollgate_http::openapi::ProblemDoc),
     /// 409: the item's state does not allow the action.
     #[response(
         status = 409,
         description = "Not possible in the item's state (problem queue-item-state), or its delivery attempt is under way (problem queue-item-in-flight, with Retry-After).",
         content_type = "application/problem+json"
     )]
-    State(tollgate_server::openapi::ProblemDoc),
+    State(tollgate_http::openapi::ProblemDoc),
     /// 500: done, but not recorded.
     #[response(
         status = 500,
         description = "The action was done but its audit record could not be written (problem audit-write-failed).",
         content_type = "application/problem+json"
     )]
-    NotRecorded(tollgate_server::openapi::ProblemDoc),
+    NotRecorded(tollgate_http::openapi::ProblemDoc),
     /// 503: the gateway cannot act now.
     #[response(
         status = 503,
         description = "The gateway is shutting down or the spool failed (problem gateway-unavailable).",
         content_type = "application/problem+json"
     )]
-    Unavailable(tollgate_server::openapi::ProblemDoc),
+    Unavailable(tollgate_http::openapi::ProblemDoc),
 }
 
 /// `POST /v1/queue/{id}/retry`.
@@ -320,7 +320,7 @@ pub(crate) enum QueueItemRefused {
     params(("id" = String, Path, description = "The queue item's id.")),
     responses(
         (status = 200, description = "The item after the operation.", body = QueueItem),
-        tollgate_server::openapi::AdminAccessRefused,
+        tollgate_http::openapi::AccessRefused,
         QueueItemRefused,
     ),
     security((), ("admin_token" = [])),
@@ -343,7 +343,7 @@ pub async fn retry(
     params(("id" = String, Path, description = "The queue item's id.")),
     responses(
         (status = 200, description = "The item after the operation.", body = QueueItem),
-        tollgate_server::openapi::AdminAccessRefused,
+        tollgate_http::openapi::AccessRefused,
         QueueItemRefused,
     ),
     security((), ("admin_token" = [])),
@@ -366,7 +366,7 @@ pub async fn release(
     params(("id" = String, Path, description = "The queue item's id.")),
     responses(
         (status = 204, description = "Purged."),
-        tollgate_server::openapi::AdminAccessRefused,
+        tollgate_http::openapi::AccessRefused,
         QueueItemRefused,
     ),
     security((), ("admin_token" = [])),
@@ -417,7 +417,7 @@ async fn act(api: QueueApi, headers: HeaderMap, id: String, op: AdminOp) -> Resp
                 .await
                 .map_err(|e| e.to_string())
                 .and_then(|written| written)
-                .map_err(|e| tollgate_server::audit::write_failed(e).into_response())
+                .map_err(|e| tollgate_http::audit::write_failed(e).into_response())
         }
     };
     match rx.await {

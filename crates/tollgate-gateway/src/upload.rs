@@ -27,7 +27,7 @@ use axum::http::header::{CONNECTION, CONTENT_LENGTH, RETRY_AFTER};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use tokio::sync::mpsc;
-use tollgate_server::problem::Problem;
+use tollgate_http::problem::Problem;
 
 use crate::config::Plan;
 use crate::credentials::{UploadGuard, Uploader};
@@ -148,23 +148,23 @@ pub(crate) struct Accepted {
         content_type = "application/octet-stream"),
     responses(
         (status = 202, description = "Spooled.", body = Accepted),
-        (status = 400, description = "Not an EDI interchange (problem not-edi), or a bad Content-Length (problem invalid-content-length).", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 400, description = "Not an EDI interchange (problem not-edi), or a bad Content-Length (problem invalid-content-length).", body = tollgate_http::openapi::ProblemDoc, content_type = "application/problem+json"),
         (status = 401, description = "Credentials are configured and none valid was sent (problems upload-unauthorized, admin-unauthorized, missing-api-key, invalid-api-key).",
-            body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
-        (status = 403, description = "A sender is outside the client's partners (problem partner-not-allowed), or nothing is configured and the listener is not loopback.", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
-        (status = 408, description = "The body arrived slower than upload_min_rate_bytes on average once upload_rate_grace_ms had passed (problem upload-too-slow), or stalled for body_timeout_ms (problem body-timeout); the connection is closed.", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
-        (status = 413, description = "Larger than max_upload_bytes (problem upload-too-large).", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
+            body = tollgate_http::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 403, description = "A sender is outside the client's partners (problem partner-not-allowed), or nothing is configured and the listener is not loopback.", body = tollgate_http::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 408, description = "The body arrived slower than upload_min_rate_bytes on average once upload_rate_grace_ms had passed (problem upload-too-slow), or stalled for body_timeout_ms (problem body-timeout); the connection is closed.", body = tollgate_http::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 413, description = "Larger than max_upload_bytes (problem upload-too-large).", body = tollgate_http::openapi::ProblemDoc, content_type = "application/problem+json"),
         (status = 429, description = "This client's uploads in flight hold its share of upload_budget_bytes (problem upload-share-exhausted, with Retry-After).",
-            body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json", headers(("Retry-After" = u64, description = "Seconds to wait."))),
-        (status = 500, description = "The parser failed on this upload (problem parser-failed).", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
+            body = tollgate_http::openapi::ProblemDoc, content_type = "application/problem+json", headers(("Retry-After" = u64, description = "Seconds to wait."))),
+        (status = 500, description = "The parser failed on this upload (problem parser-failed).", body = tollgate_http::openapi::ProblemDoc, content_type = "application/problem+json"),
         (status = 503, description = "The upload budget is spent (problem upload-budget-exhausted, with Retry-After) or the spool failed (problem spool-unavailable).",
-            body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json", headers(("Retry-After" = u64, description = "Seconds to wait."))),
+            body = tollgate_http::openapi::ProblemDoc, content_type = "application/problem+json", headers(("Retry-After" = u64, description = "Seconds to wait."))),
     ),
     security((), ("api_key" = []), ("admin_token" = [])),
 )]
 pub async fn upload(
     State(up): State<Upload>,
-    peer: Option<axum::Extension<tollgate_server::tls::PeerCertificate>>,
+    peer: Option<axum::Extension<tollgate_http::tls::PeerCertificate>>,
     source: Option<axum::Extension<ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
     body: Body,
@@ -254,7 +254,7 @@ pub async fn upload(
                     sender = %e.sender,
                     "upload refused: sender outside the client's partners"
                 );
-                return tollgate_server::client::partner_forbidden(client, partner, &e.sender)
+                return tollgate_http::client::partner_forbidden(client, partner, &e.sender)
                     .into_response();
             }
         }

@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use tokio::io::AsyncWriteExt;
-use tollgate_server::admin::AdminGuard;
-use tollgate_server::client::ClientKeys;
-use tollgate_server::config::ClientKey;
+use tollgate_http::AccessGuard;
+use tollgate_http::client::ClientKeys;
+use tollgate_http::config::ClientKey;
 
 /// A gateway on `landing` that delivers 214s to `out`, with fast polling and `extra` keys.
 fn config(landing: &Path, out: &Path, extra: &str) -> String {
@@ -184,7 +184,7 @@ async fn a_landing_file_over_max_file_bytes_is_moved_aside_with_the_reason() {
 
 fn key(key: &str, name: &str, partners: Option<&[&str]>) -> ClientKey {
     ClientKey {
-        key: Some(tollgate_server::config::ClientSecret::new(key).unwrap()),
+        key: Some(tollgate_http::config::ClientSecret::new(key).unwrap()),
         subject: None,
         name: name.into(),
         allow: None,
@@ -219,7 +219,7 @@ async fn uploads_need_credentials_and_clients_upload_only_for_their_partners() {
         key("any-key", "ops", None),
     ])
     .unwrap();
-    let guard = AdminGuard::new(Some("admin-t0ken"), true);
+    let guard = AccessGuard::new(Some("admin-t0ken"), true);
     let gw = Running::start_guarded(&cfg, &dir.path().join("data"), guard, clients).await;
     let xyz = || Status214::new("XYZ", 1).build();
     let other = || Status214::new("OTHER", 2).build();
@@ -279,7 +279,7 @@ async fn with_no_credentials_configured_uploads_are_open_on_loopback_only() {
     let gw = Running::start_guarded(
         &cfg,
         &dir.path().join("data"),
-        AdminGuard::new(None, false),
+        AccessGuard::new(None, false),
         ClientKeys::default(),
     )
     .await;

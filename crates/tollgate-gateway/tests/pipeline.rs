@@ -340,7 +340,7 @@ async fn the_queue_api_is_behind_the_admin_guard() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path().join("in").to_str().unwrap(), "dir:/nonexistent-unused", 100, "");
     let config: tollgate_gateway::GatewayConfig = toml::from_str(&cfg).unwrap();
-    let guard = tollgate_server::admin::AdminGuard::new(Some("s3cret"), true);
+    let guard = tollgate_http::AccessGuard::new(Some("s3cret"), true);
     let decider = tollgate_policy::Decider::without_policies(memory_store());
     let gw = tollgate_gateway::Gateway::builder(config, &dir.path().join("data"), decider)
         .start()

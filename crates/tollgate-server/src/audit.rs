@@ -1,157 +1,16 @@
-//! The audit log: every change made through the admin API (policy edits, counter resets, queue
-//! retries, releases and purges), with who, when, what, and the state before and after. It is
-//! durable and listed newest first at `GET /v1/audit`.
-//!
-//! Invariants:
-//! - **Durable before the answer.** A change is acknowledged only once its record is appended
-//!   and fsynced. The handlers run the change and its record in a task of their own that they
-//!   await, so a client that hangs up cannot leave a change without its record. A record that
-//!   cannot be written turns the answer into a 500 `audit-write-failed` saying the change was
-//!   made (it is not undone).
-//! - **One writer.** Appends are serialised by a lock; a record is one `write` of one line.
-//! - **Complete lines only.** A torn tail (a crash or a full disk mid-record) is cut off at
-//!   start and before the next append, so it never swallows the next record (`files`).
-//! - **Bounded records.** Large before/after states are stored as their size, hash and a
-//!   bounded diff (`bounded`): a record takes at most about 24 KiB plus its target.
-//! - **Retention by count and age.** `audit.jsonl` becomes the segment `audit.N.jsonl` past
-//!   [`MAX_FILE_BYTES`]; a segment is removed only when the newer files hold at least
-//!   [`KEEP_RECORDS`] records and its newest record is older than [`KEEP_DAYS`] days, or past
-//!   [`MAX_TOTAL_BYTES`] on disk. So no role can flush others' records quickly: at 24 KiB a
-//!   record, that takes over 40,000 changes.
-
-mod bounded;
-mod files;
-
-pub use bounded::{DIFF_BYTES, INLINE_BYTES};
-pub use files::{KEEP_DAYS, KEEP_RECORDS, MAX_FILE_BYTES, MAX_TOTAL_BYTES};
-
-use std::path::Path;
-use std::sync::{Arc, Mutex};
+//! `GET /v1/audit`: the audit log ([`tollgate_http::audit`]), newest records first.
 
 use axum::Json;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
+use tollgate_http::Problem;
+use tollgate_http::audit::{DEFAULT_LIST, MAX_LIST};
+use tollgate_http::user::Permission;
 
-use crate::problem::Problem;
 use crate::state::AppState;
-use crate::user::{Actor, Permission};
-
-/// Records listed when `limit` is absent, and the most one call lists.
-pub const DEFAULT_LIST: usize = 100;
-/// See [`DEFAULT_LIST`].
-pub const MAX_LIST: usize = 1000;
-
-/// The durable log of admin changes; cheap to clone.
-#[derive(Clone)]
-pub struct AuditLog {
-    inner: Arc<Mutex<files::Files>>,
-}
-
-impl std::fmt::Debug for AuditLog {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("AuditLog")
-    }
-}
-
-/// The 500 answered when a change was made but its record could not be written.
-pub fn write_failed(error: String) -> Problem {
-    Problem::new(
-        StatusCode::INTERNAL_SERVER_ERROR,
-        "audit-write-failed",
-        "Change made, audit record not written",
-    )
-    .detail(format!(
-        "the change was made, but its audit record could not be written: {error}; the server \
-         log has it"
-    ))
-}
-
-impl AuditLog {
-    /// The log kept in `dir/audit.jsonl` and its segments (the directory and the file are
-    /// made at the first record, which also repairs a torn tail and applies retention).
-    pub fn new(dir: &Path) -> Self {
-        Self { inner: Arc::new(Mutex::new(files::Files::new(dir))) }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, files::Files> {
-        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// Appends one record and fsyncs it (blocking); see the module invariants. An error says
-    /// why the record is missing (it is logged too).
-    pub fn record(
-        &self,
-        who: &Actor,
-        action: &str,
-        target: &str,
-        before: Value,
-        after: Value,
-    ) -> Result<(), String> {
-        let at = jiff::Timestamp::now().to_string();
-        let (before, after, diff) = bounded::bounded(before, after);
-        let mut line = json!({
-            "at": at,
-            "who": who.name,
-            "role": who.role.as_str(),
-            "action": action,
-            "target": target,
-            "before": before,
-            "after": after,
-        });
-        if let (Some(diff), Some(fields)) = (diff, line.as_object_mut()) {
-            fields.insert("diff".into(), diff);
-        }
-        let mut text = line.to_string();
-        text.push('\n');
-        let mut files = self.lock();
-        files.append(text.as_bytes()).map_err(|e| {
-            tracing::error!(error = %e, action, target, "the audit record could not be written");
-            e.to_string()
-        })
-    }
-
-    /// Copies the log's files into `dir` (for a backup); no record is half-written in the
-    /// copy, since appends wait meanwhile. Returns the names copied.
-    pub fn copy_to(&self, dir: &Path) -> std::io::Result<Vec<String>> {
-        let files = self.lock();
-        let mut copied = Vec::new();
-        for from in files.all()? {
-            let Some(name) = from.file_name() else { continue };
-            match std::fs::copy(&from, dir.join(name)) {
-                Ok(_) => copied.push(name.to_string_lossy().into_owned()),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(copied)
-    }
-
-    /// The newest `limit` records, newest first, from the active file and the segments.
-    pub fn newest(&self, limit: usize) -> std::io::Result<Vec<Value>> {
-        let all = self.lock().all()?;
-        let mut out = Vec::new();
-        for file in all {
-            let text = match std::fs::read_to_string(&file) {
-                Ok(t) => t,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(e),
-            };
-            for line in text.lines().rev() {
-                if out.len() == limit {
-                    return Ok(out);
-                }
-                // A line cut by a crash mid-write (not yet repaired) is skipped, not fatal.
-                if let Ok(v) = serde_json::from_str::<Value>(line) {
-                    out.push(v);
-                }
-            }
-        }
-        Ok(out)
-    }
-}
 
 /// `?limit=`.
 #[derive(Debug, Deserialize)]
@@ -195,9 +54,9 @@ pub(crate) struct AuditRecord {
     params(("limit" = Option<u32>, Query, description = "Records to list, 1 to 1,000 (default 100).", minimum = 1, maximum = 1000)),
     responses(
         (status = 200, description = "The records, newest first.", body = Vec<AuditRecord>),
-        (status = 400, description = "limit is not a whole number from 1 to 1,000 (problem invalid-query).", body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
-        crate::openapi::AdminAccessRefused,
-        (status = 503, description = "The log could not be read (problem audit-unreadable).", body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 400, description = "limit is not a whole number from 1 to 1,000 (problem invalid-query).", body = tollgate_http::openapi::ProblemDoc, content_type = "application/problem+json"),
+        tollgate_http::openapi::AccessRefused,
+        (status = 503, description = "The log could not be read (problem audit-unreadable).", body = tollgate_http::openapi::ProblemDoc, content_type = "application/problem+json"),
     ),
     security((), ("admin_token" = [])),
 )]
@@ -237,47 +96,4 @@ pub async fn list(
 fn unreadable(detail: String) -> Problem {
     Problem::new(StatusCode::SERVICE_UNAVAILABLE, "audit-unreadable", "Audit log unreadable")
         .detail(detail)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::user::Role;
-
-    #[test]
-    fn records_are_listed_newest_first_and_survive_a_reopen() {
-        let dir = tempfile::tempdir().unwrap();
-        let who = Actor { name: "lena".into(), role: Role::Limits };
-        let log = AuditLog::new(dir.path());
-        log.record(&who, "counter.reset", "A:1", json!([]), json!({"removed": 1})).unwrap();
-        log.record(&who, "policies.replace", "policies", json!([]), json!([{"match": "*"}]))
-            .unwrap();
-        drop(log);
-        let log = AuditLog::new(dir.path());
-        let all = log.newest(10).unwrap();
-        assert_eq!(all.len(), 2);
-        assert_eq!(all[0]["action"], "policies.replace");
-        assert_eq!(
-            (all[1]["who"].as_str(), all[1]["role"].as_str()),
-            (Some("lena"), Some("limits"))
-        );
-        assert_eq!(log.newest(1).unwrap().len(), 1);
-        let copy = tempfile::tempdir().unwrap();
-        assert_eq!(log.copy_to(copy.path()).unwrap(), ["audit.jsonl"]);
-        assert_eq!(AuditLog::new(copy.path()).newest(10).unwrap(), all);
-    }
-
-    #[test]
-    fn a_large_change_is_stored_bounded() {
-        let dir = tempfile::tempdir().unwrap();
-        let who = Actor { name: "x".into(), role: Role::Admin };
-        let log = AuditLog::new(dir.path());
-        let many: Vec<Value> = (0..20_000).map(|i| json!({"match": format!("P{i}:*")})).collect();
-        log.record(&who, "policies.replace", "policies", json!([]), Value::Array(many)).unwrap();
-        let size = std::fs::metadata(dir.path().join("audit.jsonl")).unwrap().len();
-        assert!(size < (INLINE_BYTES + DIFF_BYTES) as u64 + 1024, "{size}");
-        let record = &log.newest(1).unwrap()[0];
-        assert_eq!(record["after"]["omitted"], true);
-        assert!(record["diff"]["added"].as_array().is_some_and(|a| !a.is_empty()));
-    }
 }

@@ -18,7 +18,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::config::located;
+use tollgate_http::config::located;
 use tollgate_policy::PolicyRule;
 
 /// Replaces the `[[policy]]` tables of `file` with `rules` (see the module docs). Returns the

@@ -16,7 +16,7 @@ use tollgate_policy::{Asked, AskedPart, ResolveError};
 use tollgate_quota::spec::check_start;
 use tollgate_quota::{MeteringId, QuotaSpec, TimeUnit, WindowKind};
 
-use crate::problem::Problem;
+use tollgate_http::problem::Problem;
 
 /// `metering-id`: the counter identifier (required).
 pub const METERING_ID: &str = "metering-id";

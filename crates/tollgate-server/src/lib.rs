@@ -2,20 +2,21 @@
 //!
 //! Middleware calls `GET /v1/quota` with the quota headers it already sends to API management
 //! products (`metering-id`, `quota-limit`, `quota-timeunit`, …) and gets 200 (go on) or 429
-//! (hold it). Around that check sit server-side policies ([`policy`]), optional client keys
-//! ([`client`]), an admin API ([`admin`]), the [`usage`] history, Prometheus [`metrics`] and
-//! [`health`] probes. Every error is an RFC 9457 [`problem`].
+//! (hold it). Around that check sit server-side policies ([`policy`]), an admin API
+//! ([`admin`]), the [`usage`] history, Prometheus [`metrics`] and [`health`] probes. Who may
+//! call what, client keys and problem+json answers come from `tollgate-http`.
 //!
 //! ```no_run
 //! # async fn run() -> std::io::Result<()> {
 //! use std::sync::Arc;
 //! use tollgate_quota::{AnyStore, store::MemoryStore};
 //! use tollgate_policy::PolicySet;
-//! use tollgate_server::{AppState, admin::AdminGuard, policy::Policies};
+//! use tollgate_http::AccessGuard;
+//! use tollgate_server::{AppState, policy::Policies};
 //!
 //! let store = Arc::new(AnyStore::Memory(MemoryStore::new()));
 //! let policies = Policies::fixed(PolicySet::default());
-//! let state = AppState::builder(store, policies, AdminGuard::new(None, true)).build();
+//! let state = AppState::builder(store, policies, AccessGuard::new(None, true)).build();
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
 //! tollgate_server::serve(listener, tollgate_server::router(state), std::future::pending()).await
 //! # }
@@ -26,11 +27,7 @@
 pub mod admin;
 pub mod audit;
 pub mod body_timeout;
-pub mod client;
-pub mod config;
 pub mod config_file;
-pub mod failed_logins;
-mod file_watch;
 pub mod headers;
 pub mod health;
 pub mod limits;
@@ -38,16 +35,11 @@ pub mod metrics;
 pub mod openapi;
 pub mod parse_error;
 pub mod policy;
-pub mod problem;
-pub mod proxy;
 pub mod quota;
 pub mod reload;
 pub mod serve;
-pub mod session;
 pub mod state;
-pub mod tls;
 pub mod usage;
-pub mod user;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;

@@ -9,7 +9,7 @@
 use std::num::NonZeroUsize;
 use std::time::Duration;
 
-use crate::proxy::TrustedProxies;
+use tollgate_http::proxy::TrustedProxies;
 
 /// Default time to receive a whole request head, and the keep-alive idle time.
 pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(20);

@@ -27,6 +27,7 @@ use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
+use tollgate_http::tls::{TLS_RELOAD_ERRORS, TLS_RELOADS};
 use tollgate_policy::{DecisionOutcome, Transport};
 
 use crate::state::AppState;
@@ -45,10 +46,6 @@ pub const POLICY_RELOAD_ERRORS: &str = "tollgate_policy_reload_errors_total";
 pub const POLICY_ERROR: &str = "tollgate_policy_error";
 /// 1 while the shared store is not answering.
 pub const STORE_DEGRADED: &str = "tollgate_store_degraded";
-/// Rotated certificate pairs taken into use.
-pub const TLS_RELOADS: &str = "tollgate_tls_reloads_total";
-/// Changed certificate pairs refused.
-pub const TLS_RELOAD_ERRORS: &str = "tollgate_tls_reload_errors_total";
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 
@@ -157,16 +154,6 @@ pub fn policy_reload_failed() {
 /// Sets the policy error gauge.
 pub fn policy_error(failing: bool) {
     metrics::gauge!(POLICY_ERROR).set(if failing { 1.0 } else { 0.0 });
-}
-
-/// Counts a rotated certificate pair taken into use.
-pub fn tls_reloaded() {
-    metrics::counter!(TLS_RELOADS).increment(1);
-}
-
-/// Counts a refused certificate pair.
-pub fn tls_reload_failed() {
-    metrics::counter!(TLS_RELOAD_ERRORS).increment(1);
 }
 
 /// `GET /metrics`: the Prometheus text format. Samples the live-counter gauge first.

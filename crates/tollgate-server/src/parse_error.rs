@@ -29,7 +29,7 @@ use axum::http::StatusCode;
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use crate::problem::{PROBLEM_JSON, Problem};
+use tollgate_http::problem::{PROBLEM_JSON, Problem};
 
 /// How much of a request's start is kept to explain a parse error.
 pub const CAPTURE_BYTES: usize = 8 * 1024;

@@ -23,9 +23,9 @@ use std::sync::{Arc, Mutex};
 use serde::Deserialize;
 use tollgate_policy::{PolicyHandle, PolicyRule, PolicySet};
 
-use crate::config::located;
 use crate::metrics;
 use crate::reload::{FileCheck, FileValidator};
+use tollgate_http::config::located;
 
 pub mod version;
 mod watch;

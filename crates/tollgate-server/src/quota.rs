@@ -22,7 +22,7 @@
 //! Invariant: the store is called only after every header parsed and the spec resolved, so
 //! a refused request never counts.
 
-use crate::tls::PeerCertificate;
+use tollgate_http::tls::PeerCertificate;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -34,11 +34,11 @@ use serde::Serialize;
 use tollgate_policy::{DecideError, DecisionOutcome, LimitSource, PolicyMode, Resolved, Transport};
 use tollgate_quota::{Decision, MeteringId, Outcome, QuotaSpec, StoreError, rate_headers};
 
-use crate::client;
 use crate::headers::{QuotaRequest, unresolved};
 use crate::metrics;
-use crate::problem::Problem;
 use crate::state::AppState;
+use tollgate_http::client;
+use tollgate_http::problem::Problem;
 
 /// `RateLimit-Policy`: the quota and window, in the draft's List form.
 pub static RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
@@ -122,15 +122,15 @@ pub(crate) struct QuotaAnswer<'a> {
                 ("Tollgate-Degraded" = String, description = "`local` (decided from local memory during a store outage) or `store-unavailable`."),
             )),
         (status = 400, description = "A quota header is missing or invalid (problem invalid-header, naming it and the value).",
-            body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
+            body = tollgate_http::openapi::ProblemDoc, content_type = "application/problem+json"),
         (status = 401, description = "Client keys are configured and x-api-key is missing or unknown (problems missing-api-key, invalid-api-key, unknown-certificate-subject).",
-            body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
+            body = tollgate_http::openapi::ProblemDoc, content_type = "application/problem+json"),
         (status = 403, description = "The client key may not use this metering-id (problem metering-id-not-allowed).",
-            body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
+            body = tollgate_http::openapi::ProblemDoc, content_type = "application/problem+json"),
         (status = 429, description = "Hold it: over the limit (JSON answer with Retry-After), or a weight larger than the limit that can never fit (problem weight-exceeds-limit, no Retry-After).",
             content(
                 (QuotaAnswer<'_> = "application/json"),
-                (crate::openapi::ProblemDoc = "application/problem+json"),
+                (tollgate_http::openapi::ProblemDoc = "application/problem+json"),
             ),
             headers(
                 ("RateLimit" = String, description = "Units left and seconds to reset."),
@@ -139,7 +139,7 @@ pub(crate) struct QuotaAnswer<'a> {
                 ("Tollgate-Degraded" = String, description = "`local` when decided from local memory."),
             )),
         (status = 503, description = "The store could not decide and store_unavailable is deny or local (problem store-unavailable).",
-            body = crate::openapi::ProblemDoc, content_type = "application/problem+json",
+            body = tollgate_http::openapi::ProblemDoc, content_type = "application/problem+json",
             headers(("Retry-After" = u64, description = "Seconds to wait before asking again."))),
     ),
     security((), ("api_key" = [])),
@@ -382,7 +382,7 @@ mod tests {
     fn weight_exceeds_limit_is_a_problem_with_ratelimit_headers() {
         let r = answer(&decision(Outcome::WeightExceedsLimit), &spec(), false);
         assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
-        assert_eq!(r.headers()[CONTENT_TYPE], crate::problem::PROBLEM_JSON);
+        assert_eq!(r.headers()[CONTENT_TYPE], tollgate_http::problem::PROBLEM_JSON);
         assert_eq!(r.headers()["ratelimit"], "\"q\";r=50;t=3600");
         assert!(r.headers().get(RETRY_AFTER).is_none());
     }

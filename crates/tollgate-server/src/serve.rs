@@ -27,7 +27,7 @@
 //!
 //! Every request carries the client's address as axum's [`ConnectInfo<SocketAddr>`]
 //! extension (what per-address limits, such as failed credentials, count by): the TCP peer,
-//! or behind a trusted proxy the hop it forwarded for ([`crate::proxy`]).
+//! or behind a trusted proxy the hop it forwarded for ([`tollgate_http::proxy`]).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -53,9 +53,9 @@ use tower::ServiceExt;
 use crate::body_timeout::{StallFlag, StallTimeout};
 use crate::limits::ConnectionLimits;
 use crate::parse_error::ProblemIo;
-use crate::problem::{PROBLEM_JSON, Problem};
-use crate::proxy::TrustedProxies;
-use crate::tls::{PeerCertificate, TlsAcceptor};
+use tollgate_http::problem::{PROBLEM_JSON, Problem};
+use tollgate_http::proxy::TrustedProxies;
+use tollgate_http::tls::{PeerCertificate, TlsAcceptor};
 
 /// The most bytes of header fields a request may carry (names, values and `": "` + CRLF).
 pub const MAX_HEADER_BYTES: usize = 8 * 1024;

@@ -8,11 +8,11 @@ use tollgate_policy::Decider;
 use tollgate_quota::AnyStore;
 use tollgate_quota::store::OnStoreUnavailable;
 
-use crate::admin::AdminGuard;
-use crate::client::ClientKeys;
 use crate::policy::Policies;
-use crate::tls::TlsAcceptor;
 use crate::usage::UsageHistory;
+use tollgate_http::AccessGuard;
+use tollgate_http::client::ClientKeys;
+use tollgate_http::tls::TlsAcceptor;
 
 /// A readiness check registered by another part of the process (e.g. the gateway):
 /// `Err(reason)` makes `/readyz` answer 503.
@@ -23,7 +23,7 @@ struct Inner {
     decider: Decider,
     policies: Arc<Policies>,
     clients: ClientKeys,
-    admin: AdminGuard,
+    admin: AccessGuard,
     on_store_unavailable: OnStoreUnavailable,
     metrics: PrometheusHandle,
     readiness: RwLock<Vec<(String, ReadinessCheck)>>,
@@ -41,7 +41,7 @@ pub struct AppState {
 pub struct AppStateBuilder {
     store: Arc<AnyStore>,
     policies: Arc<Policies>,
-    admin: AdminGuard,
+    admin: AccessGuard,
     clients: ClientKeys,
     on_store_unavailable: OnStoreUnavailable,
     tls: Option<TlsAcceptor>,
@@ -106,7 +106,7 @@ impl AppState {
     pub fn builder(
         store: Arc<AnyStore>,
         policies: Arc<Policies>,
-        admin: AdminGuard,
+        admin: AccessGuard,
     ) -> AppStateBuilder {
         AppStateBuilder {
             store,
@@ -151,7 +151,7 @@ impl AppState {
     }
 
     /// The admin guard (also handed to the gateway for its admin routes).
-    pub fn admin(&self) -> &AdminGuard {
+    pub fn admin(&self) -> &AccessGuard {
         &self.inner.admin
     }
 

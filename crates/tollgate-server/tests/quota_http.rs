@@ -297,8 +297,8 @@ mode = "shadow"
 #[tokio::test]
 async fn client_keys_401_and_403() {
     let s = Server::with(Options {
-        clients: vec![tollgate_server::config::ClientKey {
-            key: Some(tollgate_server::config::ClientSecret::new("pi-key").unwrap()),
+        clients: vec![tollgate_http::config::ClientKey {
+            key: Some(tollgate_http::config::ClientSecret::new("pi-key").unwrap()),
             subject: None,
             name: "sap-pi".into(),
             allow: Some(vec!["ShipmentStatus:*".parse().unwrap()]),

@@ -11,6 +11,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tollgate_http::AccessGuard;
 use tollgate_policy::PolicySet;
 use tollgate_quota::AnyStore;
 use tollgate_quota::store::MemoryStore;
@@ -19,7 +20,6 @@ use tollgate_rls::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descr
 use tollgate_rls::rls::RateLimitRequest;
 use tollgate_rls::rls::rate_limit_service_client::RateLimitServiceClient;
 use tollgate_rls::{RateLimiter, RlsSection, RuleSet};
-use tollgate_server::admin::AdminGuard;
 use tollgate_server::policy::Policies;
 use tollgate_server::{AppState, router};
 
@@ -138,7 +138,7 @@ fn main() {
         let state = AppState::builder(
             Arc::clone(&store),
             Policies::fixed(PolicySet::default()),
-            AdminGuard::new(None, true),
+            AccessGuard::new(None, true),
         )
         .build();
         let decider = state.decider().clone();

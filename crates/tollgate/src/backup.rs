@@ -32,9 +32,9 @@ use axum::response::{IntoResponse, Response};
 use reqwest::Method;
 use serde_json::{Value, json};
 use tollgate_gateway::SpoolBackup;
+use tollgate_http::AccessGuard;
+use tollgate_http::problem::Problem;
 use tollgate_quota::AnyStore;
-use tollgate_server::admin::AdminGuard;
-use tollgate_server::problem::Problem;
 use tollgate_server::usage::UsageHistory;
 
 use crate::admin::{self, AdminTarget, encode_segment};
@@ -83,7 +83,7 @@ pub struct BackupApi {
     /// The gateway's spool, when the config has a `[gateway]`.
     pub gateway: Option<SpoolBackup>,
     /// Admin authorization.
-    pub guard: AdminGuard,
+    pub guard: AccessGuard,
     /// The usage history, when kept.
     pub usage: Option<UsageHistory>,
     /// Held while a backup runs (one at a time).
@@ -122,10 +122,10 @@ pub struct BackupQuery {
     params(("to" = String, Query, description = "A new directory on the server's host (absolute path; its parent must exist).", min_length = 1, pattern = "^/")),
     responses(
         (status = 201, description = "Written and complete (DIR/backup.complete); what was copied (also in DIR/backup.json).", body = Object),
-        (status = 400, description = "to is missing or not absolute (problem backup-target).", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
-        tollgate_server::openapi::AdminAccessRefused,
-        (status = 409, description = "Another backup is running (problem backup-running), or the directory cannot be made: it exists, or its parent does not (problem backup-target).", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
-        (status = 500, description = "Copying failed; no DIR was made and the temporary directory was removed (problem backup-failed).", body = tollgate_server::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 400, description = "to is missing or not absolute (problem backup-target).", body = tollgate_http::openapi::ProblemDoc, content_type = "application/problem+json"),
+        tollgate_http::openapi::AccessRefused,
+        (status = 409, description = "Another backup is running (problem backup-running), or the directory cannot be made: it exists, or its parent does not (problem backup-target).", body = tollgate_http::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 500, description = "Copying failed; no DIR was made and the temporary directory was removed (problem backup-failed).", body = tollgate_http::openapi::ProblemDoc, content_type = "application/problem+json"),
     ),
     security((), ("admin_token" = [])),
 )]

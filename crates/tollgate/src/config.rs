@@ -19,9 +19,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
+use tollgate_http::config::{ClientKey, ConfigError, key};
 use tollgate_policy::{PolicyRule, PolicySet};
 use tollgate_quota::store::{Durability, OnStoreUnavailable};
-use tollgate_server::config::{ClientKey, ConfigError, key};
 use tollgate_server::reload::{FileCheck, FileValidator};
 
 use crate::logging::LogFormat;
@@ -39,7 +39,7 @@ pub struct ConfigFile {
     /// `[[client]]`: API keys for `/v1/quota`.
     pub client: Vec<ClientKey>,
     /// `[[user]]`: who may use the admin API, by token digest and role.
-    pub user: Vec<tollgate_server::user::User>,
+    pub user: Vec<tollgate_http::user::User>,
     /// `[gateway]`: the EDI gateway (started when present).
     pub gateway: Option<tollgate_gateway::GatewayConfig>,
     /// `[[rls.rule]]`: descriptor rules of the gRPC rate limit service.
@@ -99,7 +99,7 @@ pub struct ServerSection {
     /// `trusted_proxies`: reverse proxies (addresses or blocks such as `10.0.0.0/8`) whose
     /// `X-Forwarded-For` hop names the client for per-address limits (default none).
     #[serde(deserialize_with = "fields::trusted_proxies")]
-    pub trusted_proxies: Vec<tollgate_server::proxy::Cidr>,
+    pub trusted_proxies: Vec<tollgate_http::proxy::Cidr>,
 }
 
 impl ServerSection {
@@ -118,7 +118,7 @@ impl ServerSection {
             header_timeout: self.header_timeout.unwrap_or(d.header_timeout),
             body_timeout: self.body_timeout.unwrap_or(d.body_timeout),
             max_connections: self.max_connections.unwrap_or(d.max_connections),
-            trusted_proxies: tollgate_server::proxy::TrustedProxies::new(
+            trusted_proxies: tollgate_http::proxy::TrustedProxies::new(
                 self.trusted_proxies.clone(),
             ),
         }
@@ -391,7 +391,7 @@ mod fields {
     }
     pub fn trusted_proxies<'de, D: Deserializer<'de>>(
         d: D,
-    ) -> Result<Vec<tollgate_server::proxy::Cidr>, D::Error> {
+    ) -> Result<Vec<tollgate_http::proxy::Cidr>, D::Error> {
         use serde::Deserialize;
         use serde::de::Error as _;
         let blocks = Vec::<String>::deserialize(d)?;
@@ -431,9 +431,9 @@ impl ConfigFile {
 
     /// The rules over several tables, checked once every key has been read.
     fn check(&self) -> Result<(), ConfigError> {
-        tollgate_server::client::ClientKeys::new(&self.client)
+        tollgate_http::client::ClientKeys::new(&self.client)
             .map_err(|e| ConfigError::new(e.to_string()))?;
-        tollgate_server::user::Users::new(self.user.clone()).map_err(ConfigError::new)?;
+        tollgate_http::user::Users::new(self.user.clone()).map_err(ConfigError::new)?;
         if let Some(gateway) = &self.gateway {
             gateway.plan()?;
         }

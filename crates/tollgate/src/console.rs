@@ -8,8 +8,9 @@ use tollgate_server::AppState;
 use crate::config::ConfigFile;
 
 /// The console's routes, to merge into the service's router.
-pub fn router(state: AppState, file: &ConfigFile) -> axum::Router {
-    Console::new(state, routes(file)).router()
+pub fn router(state: &AppState, file: &ConfigFile) -> axum::Router {
+    let (access, decider) = (state.admin().clone(), state.decider().clone());
+    Console::new(access, decider, state.tls().is_some(), routes(file)).router()
 }
 
 /// The gateway's routes and their limits, as the console shows them.

@@ -20,12 +20,12 @@ use anyhow::Context;
 use futures_util::Stream;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
+use tollgate_http::client::{API_KEY_HEADER, ClientKeys};
+use tollgate_http::tls::TlsAcceptor;
 use tollgate_policy::{Decider, DecisionOutcome, Transport};
 use tollgate_quota::MeteringId;
 use tollgate_rls::{ConnLimits, Gate, Guarded, RateLimiter, RuleSet, Slots};
-use tollgate_server::client::{API_KEY_HEADER, ClientKeys};
 use tollgate_server::metrics;
-use tollgate_server::tls::TlsAcceptor;
 use tonic::Status;
 use tonic::metadata::MetadataMap;
 

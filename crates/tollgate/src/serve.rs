@@ -16,13 +16,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use tollgate_http::AccessGuard;
+use tollgate_http::client::ClientKeys;
+use tollgate_http::tls::{TlsAcceptor, TlsFiles};
 use tollgate_policy::PolicySet;
 use tollgate_quota::store::OnCorrupt;
 use tollgate_quota::{AnyStore, Store, StoreHealth};
-use tollgate_server::admin::AdminGuard;
-use tollgate_server::client::ClientKeys;
 use tollgate_server::policy::Policies;
-use tollgate_server::tls::{TlsAcceptor, TlsFiles};
 use tollgate_server::usage::UsageHistory;
 use tollgate_server::{AppState, router};
 
@@ -255,11 +255,11 @@ async fn serve(args: ServeArgs, file: ConfigFile, tls: Option<TlsAcceptor>) -> a
         .await
         .with_context(|| format!("cannot listen on {}", settings.listen))?;
     let addr = listener.local_addr().context("listener address")?;
-    let users = tollgate_server::user::Users::new(file.user.clone())
+    let users = tollgate_http::user::Users::new(file.user.clone())
         .map_err(|e| ConfigMistake(format!("[[user]]: {e}")))?;
-    let admin = AdminGuard::new(settings.admin_token.as_deref(), addr.ip().is_loopback())
+    let admin = AccessGuard::new(settings.admin_token.as_deref(), addr.ip().is_loopback())
         .with_users(users)
-        .with_audit(tollgate_server::audit::AuditLog::new(&settings.data));
+        .with_audit(tollgate_http::audit::AuditLog::new(&settings.data));
     if !admin.has_token() && !addr.ip().is_loopback() {
         tracing::warn!("no admin token configured: the admin API is refused on {addr}");
     }
@@ -341,12 +341,12 @@ async fn serve(args: ServeArgs, file: ConfigFile, tls: Option<TlsAcceptor>) -> a
     app =
         app.route("/v1/admin/backup", axum::routing::post(crate::backup::route).with_state(backup));
     // The console at /ui/, a client of the same API (same guard, sessions and audit log).
-    app = app.merge(crate::console::router(state.clone(), &file));
+    app = app.merge(crate::console::router(&state, &file));
     app = app.merge(crate::openapi::router(&crate::openapi::document(gateway.is_some())));
     // Every wrong credential, on any route, counts toward its source's failed logins.
     app = app.layer(axum::middleware::from_fn_with_state(
         state.admin().clone(),
-        tollgate_server::admin::limit_credentials,
+        tollgate_http::access::limit_credentials,
     ));
 
     // One signal stops both listeners.

@@ -45,7 +45,7 @@ async fn quota(c: &reqwest::Client, url: &str, id: &str) -> reqwest::Result<(u16
         .extensions()
         .get::<reqwest::tls::TlsInfo>()
         .and_then(|i| i.peer_certificate())
-        .and_then(tollgate_server::tls::subject::of)
+        .and_then(tollgate_http::tls::subject::of)
         .unwrap_or_default();
     Ok((r.status().as_u16(), subject))
 }

@@ -2,7 +2,7 @@
 
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
-use tollgate_server::config::key;
+use tollgate_http::config::key;
 
 use super::*;
 

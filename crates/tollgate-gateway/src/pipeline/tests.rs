@@ -4,10 +4,10 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use tollgate_http::AccessGuard;
 use tollgate_policy::Decider;
 use tollgate_quota::AnyStore;
 use tollgate_quota::store::MemoryStore;
-use tollgate_server::admin::AdminGuard;
 
 use crate::envelope::hooks;
 use crate::item::{Item, State};
@@ -104,7 +104,7 @@ async fn an_upload_is_parsed_once_off_the_runtime() {
     let gw = gateway(dir.path(), 3).await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let app = gw.router(AdminGuard::new(None, true), Default::default());
+    let app = gw.router(AccessGuard::new(None, true), Default::default());
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     hooks::count("PARSEONCE2");
     let r = reqwest::Client::new()

@@ -10,10 +10,10 @@ use axum::body::Bytes;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{any, post};
 use tollgate_gateway::{Gateway, GatewayConfig};
+use tollgate_http::AccessGuard;
 use tollgate_policy::Decider;
 use tollgate_quota::AnyStore;
 use tollgate_quota::store::MemoryStore;
-use tollgate_server::admin::AdminGuard;
 
 pub use tollgate_testkit::Status214;
 
@@ -153,7 +153,7 @@ impl Running {
         let config: GatewayConfig = toml::from_str(toml_text).unwrap();
         let decider = Decider::without_policies(store.clone());
         let gateway = Gateway::builder(config, data, decider).start().await.unwrap();
-        let addr = serve(gateway.router(AdminGuard::new(None, true), Default::default())).await;
+        let addr = serve(gateway.router(AccessGuard::new(None, true), Default::default())).await;
         Running { gateway, addr, store, client: reqwest::Client::new() }
     }
 
@@ -216,8 +216,8 @@ impl Running {
     pub async fn start_guarded(
         toml_text: &str,
         data: &Path,
-        guard: AdminGuard,
-        clients: tollgate_server::client::ClientKeys,
+        guard: AccessGuard,
+        clients: tollgate_http::client::ClientKeys,
     ) -> Running {
         let config: GatewayConfig = toml::from_str(toml_text).unwrap();
         let store = memory_store();

@@ -5,7 +5,7 @@
 //!   change is written to the audit log with the counters it dropped, before the answer and in
 //!   a task of its own, so a client that hangs up cannot leave a reset without its record.
 //!
-//! Access goes through [`super::AdminGuard`].
+//! Access goes through [`tollgate_http::AccessGuard`].
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
@@ -15,9 +15,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tollgate_quota::{CounterInfo, MeteringId, Store};
 
-use crate::problem::Problem;
 use crate::state::AppState;
-use crate::user::Permission;
+use tollgate_http::problem::Problem;
+use tollgate_http::user::Permission;
 
 /// `?prefix=` of the counter listing.
 #[derive(Debug, Deserialize)]
@@ -110,9 +110,9 @@ pub(crate) struct CounterReset {
     params(("prefix" = Option<String>, Query, description = "Metering id prefix; all counters when empty or absent.")),
     responses(
         (status = 200, description = "The counters.", body = CounterList),
-        (status = 400, description = "The query string is not valid (problem invalid-query).", body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
-        crate::openapi::AdminAccessRefused,
-        (status = 503, description = "The store could not list (problem store-unavailable).", body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 400, description = "The query string is not valid (problem invalid-query).", body = tollgate_http::openapi::ProblemDoc, content_type = "application/problem+json"),
+        tollgate_http::openapi::AccessRefused,
+        (status = 503, description = "The store could not list (problem store-unavailable).", body = tollgate_http::openapi::ProblemDoc, content_type = "application/problem+json"),
     ),
     security((), ("admin_token" = [])),
 )]
@@ -142,11 +142,11 @@ pub async fn list_counters(
     params(("id" = String, Path, description = "The metering id (may contain `/`).", pattern = r"^[!-~]{1,256}$")),
     responses(
         (status = 200, description = "The counters were dropped (removed may be 0).", body = CounterReset),
-        (status = 400, description = "The id is not a metering id (problem invalid-metering-id), or not UTF-8 once decoded.", body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
-        crate::openapi::AdminAccessRefused,
-        (status = 404, description = "An empty id: no route (problem not-found).", body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
-        (status = 500, description = "The counters were dropped but the audit record could not be written (problem audit-write-failed).", body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
-        (status = 503, description = "The store could not reset (problem store-unavailable).", body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 400, description = "The id is not a metering id (problem invalid-metering-id), or not UTF-8 once decoded.", body = tollgate_http::openapi::ProblemDoc, content_type = "application/problem+json"),
+        tollgate_http::openapi::AccessRefused,
+        (status = 404, description = "An empty id: no route (problem not-found).", body = tollgate_http::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 500, description = "The counters were dropped but the audit record could not be written (problem audit-write-failed).", body = tollgate_http::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 503, description = "The store could not reset (problem store-unavailable).", body = tollgate_http::openapi::ProblemDoc, content_type = "application/problem+json"),
     ),
     security((), ("admin_token" = [])),
 )]
@@ -177,8 +177,10 @@ pub async fn reset_counter(
         .await
         .map_err(|e| e.to_string())
         .and_then(|written| written)
-        .map_err(crate::audit::write_failed)?;
+        .map_err(tollgate_http::audit::write_failed)?;
         Ok(Json(json!({ "identifier": id.as_str(), "removed": removed })).into_response())
     });
-    task.await.unwrap_or_else(|e| Err(crate::audit::write_failed(format!("the task failed: {e}"))))
+    task.await.unwrap_or_else(|e| {
+        Err(tollgate_http::audit::write_failed(format!("the task failed: {e}")))
+    })
 }

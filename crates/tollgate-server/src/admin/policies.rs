@@ -17,7 +17,7 @@
 //! task of their own, so a client that hangs up cannot leave a change without its record, and
 //! the 200 is sent only once the record is durable.
 //!
-//! Access goes through [`super::AdminGuard`].
+//! Access goes through [`tollgate_http::AccessGuard`].
 
 use axum::Json;
 use axum::body::Bytes;
@@ -30,9 +30,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::policy::{IfMatch, ReplaceError};
-use crate::problem::Problem;
 use crate::state::AppState;
-use crate::user::Permission;
+use tollgate_http::problem::Problem;
+use tollgate_http::user::Permission;
 use tollgate_policy::PolicyRule;
 use tollgate_policy::PolicySet;
 
@@ -122,7 +122,7 @@ pub(crate) struct PolicyBodyDoc {
     responses(
         (status = 200, description = "The policies.", body = PolicyState,
             headers(("ETag" = String, description = "The version of the set in force; send it back in `If-Match` with `PUT`."))),
-        crate::openapi::AdminAccessRefused,
+        tollgate_http::openapi::AccessRefused,
     ),
     security((), ("admin_token" = [])),
 )]
@@ -179,10 +179,10 @@ fn locate(body: &Value) -> Option<(usize, String)> {
     responses(
         (status = 200, description = "The new set is in force and its audit record written.", body = PolicyState,
             headers(("ETag" = String, description = "The version of the new set."))),
-        (status = 400, description = "The body is not a valid policy set (problem invalid-policies, with line and column), or If-Match is not `*` or a list of entity tags (problem invalid-header).", body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
-        crate::openapi::AdminAccessRefused,
-        (status = 412, description = "If-Match does not name the version in force: someone else changed the policies (problem policies-changed, with `if_match` and `current`); nothing changed.", body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
-        (status = 500, description = "The config file could not be rewritten; the old set stays (problem policy-write-failed). Or the new set is in force but its audit record could not be written (problem audit-write-failed).", body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 400, description = "The body is not a valid policy set (problem invalid-policies, with line and column), or If-Match is not `*` or a list of entity tags (problem invalid-header).", body = tollgate_http::openapi::ProblemDoc, content_type = "application/problem+json"),
+        tollgate_http::openapi::AccessRefused,
+        (status = 412, description = "If-Match does not name the version in force: someone else changed the policies (problem policies-changed, with `if_match` and `current`); nothing changed.", body = tollgate_http::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 500, description = "The config file could not be rewritten; the old set stays (problem policy-write-failed). Or the new set is in force but its audit record could not be written (problem audit-write-failed).", body = tollgate_http::openapi::ProblemDoc, content_type = "application/problem+json"),
     ),
     security((), ("admin_token" = [])),
 )]
@@ -247,7 +247,7 @@ pub async fn put_policies(
             "Policies not saved",
         )
         .detail(e)),
-        Err(ReplaceError::After(e)) => Err(crate::audit::write_failed(e)),
+        Err(ReplaceError::After(e)) => Err(tollgate_http::audit::write_failed(e)),
     }
 }
 

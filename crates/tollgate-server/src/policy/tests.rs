@@ -2,8 +2,8 @@
 
 use super::*;
 use crate::headers::{QuotaRequest, unresolved};
-use crate::problem::Problem;
 use axum::http::{HeaderMap, HeaderValue};
+use tollgate_http::problem::Problem;
 use tollgate_policy::{LimitSource, PolicyMode, Resolved};
 use tollgate_quota::TimeUnit;
 

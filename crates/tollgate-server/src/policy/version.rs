@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 
 use super::PolicySet;
 use crate::headers::invalid_header;
-use crate::problem::Problem;
+use tollgate_http::problem::Problem;
 
 /// The strong entity tag of `set`: `"` + 32 hex digits of a SHA-256 over its rules + `"`.
 pub fn etag(set: &PolicySet) -> String {

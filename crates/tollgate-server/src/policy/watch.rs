@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 
 use super::Policies;
-use crate::file_watch::{FileWatch, SETTLE_QUIET, SETTLE_ROUNDS};
+use tollgate_http::file_watch::{FileWatch, SETTLE_QUIET, SETTLE_ROUNDS};
 
 impl Policies {
     /// Starts watching the file: a `notify` watch on its directory (atomic renames replace

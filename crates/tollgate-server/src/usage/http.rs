@@ -21,10 +21,10 @@ use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 use tollgate_quota::MeteringId;
 
-use crate::problem::Problem;
 use crate::state::AppState;
 use crate::usage::{BUCKET_SECONDS, RETENTION_BUCKETS, UsageBucket, bucket_start, retention_start};
-use crate::user::Permission;
+use tollgate_http::problem::Problem;
+use tollgate_http::user::Permission;
 
 /// The query string.
 #[derive(Debug, Deserialize)]
@@ -67,10 +67,10 @@ pub struct UsageAnswer<'a> {
     ),
     responses(
         (status = 200, description = "The buckets with units, ascending.", body = UsageAnswer<'_>),
-        (status = 400, description = "A parameter is missing or malformed, or from is after to (problem invalid-parameter or invalid-query, naming the parameter and the value).", body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
-        crate::openapi::AdminAccessRefused,
-        (status = 404, description = "The usage history is turned off (problem usage-history-off).", body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
-        (status = 503, description = "The history could not be read (problem usage-unavailable).", body = crate::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 400, description = "A parameter is missing or malformed, or from is after to (problem invalid-parameter or invalid-query, naming the parameter and the value).", body = tollgate_http::openapi::ProblemDoc, content_type = "application/problem+json"),
+        tollgate_http::openapi::AccessRefused,
+        (status = 404, description = "The usage history is turned off (problem usage-history-off).", body = tollgate_http::openapi::ProblemDoc, content_type = "application/problem+json"),
+        (status = 503, description = "The history could not be read (problem usage-unavailable).", body = tollgate_http::openapi::ProblemDoc, content_type = "application/problem+json"),
     ),
     security((), ("admin_token" = [])),
 )]

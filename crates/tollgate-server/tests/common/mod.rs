@@ -7,12 +7,12 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 use tokio::sync::oneshot;
+use tollgate_http::AccessGuard;
+use tollgate_http::client::ClientKeys;
+use tollgate_http::config::ClientKey;
 use tollgate_policy::PolicySet;
 use tollgate_quota::store::MemoryStore;
 use tollgate_quota::{AnyStore, ManualClock};
-use tollgate_server::admin::AdminGuard;
-use tollgate_server::client::ClientKeys;
-use tollgate_server::config::ClientKey;
 use tollgate_server::policy::{Policies, parse_policies};
 use tollgate_server::{AppState, ConnectionLimits, router, serve_with};
 
@@ -61,7 +61,7 @@ impl Server {
         let clock = ManualClock::new(NOW.parse::<Timestamp>().unwrap());
         let store = Arc::new(AnyStore::Memory(MemoryStore::with_clock(Arc::new(clock.clone()))));
         let state =
-            AppState::builder(store, opts.policies, AdminGuard::new(opts.token, opts.loopback))
+            AppState::builder(store, opts.policies, AccessGuard::new(opts.token, opts.loopback))
                 .clients(ClientKeys::new(&opts.clients).unwrap())
                 .build();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

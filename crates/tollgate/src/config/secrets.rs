@@ -12,7 +12,7 @@
 
 use std::ops::Range;
 
-use tollgate_server::config::ConfigError;
+use tollgate_http::config::ConfigError;
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 

@@ -20,7 +20,7 @@ pub const TYPE_BASE: &str = "https://tollgate.dev/problems/";
 ///
 /// ```
 /// use axum::http::StatusCode;
-/// use tollgate_server::problem::Problem;
+/// use tollgate_http::problem::Problem;
 ///
 /// let p = Problem::new(StatusCode::BAD_REQUEST, "invalid-header", "Invalid header")
 ///     .detail("quota-limit must be a non-negative integer")

@@ -8,18 +8,19 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use tollgate_console::Console;
+use tollgate_http::AccessGuard;
 use tollgate_policy::PolicySet;
 use tollgate_quota::AnyStore;
 use tollgate_quota::store::MemoryStore;
 use tollgate_server::AppState;
-use tollgate_server::admin::AdminGuard;
 use tollgate_server::policy::Policies;
 use tower::ServiceExt;
 
-fn app(guard: AdminGuard) -> axum::Router {
+fn app(guard: AccessGuard) -> axum::Router {
     let store = Arc::new(AnyStore::Memory(MemoryStore::new()));
     let state = AppState::builder(store, Policies::fixed(PolicySet::default()), guard).build();
-    tollgate_server::router(state.clone()).merge(Console::new(state, Vec::new()).router())
+    let console = Console::new(state.admin().clone(), state.decider().clone(), false, Vec::new());
+    tollgate_server::router(state).merge(console.router())
 }
 
 async fn send(
@@ -45,7 +46,7 @@ fn get(path: &str, cookie: Option<&str>, csrf: Option<&str>) -> Request<Body> {
 
 #[tokio::test]
 async fn a_login_makes_a_session_that_the_api_accepts_with_its_csrf_token() {
-    let app = app(AdminGuard::new(Some("root-token"), false));
+    let app = app(AccessGuard::new(Some("root-token"), false));
     let (status, headers, _) = send(&app, get("/", None, None)).await;
     assert_eq!((status, headers["location"].to_str().unwrap()), (StatusCode::SEE_OTHER, "/ui/"));
     let (status, headers, body) = send(&app, get("/ui/", None, None)).await;
@@ -108,11 +109,11 @@ async fn a_login_makes_a_session_that_the_api_accepts_with_its_csrf_token() {
 
 #[tokio::test]
 async fn without_credentials_the_console_is_open_on_loopback_only() {
-    let open = app(AdminGuard::new(None, true));
+    let open = app(AccessGuard::new(None, true));
     let (status, _, body) = send(&open, get("/ui/api/session", None, None)).await;
     assert_eq!(status, StatusCode::OK);
     assert!(body.contains("\"open\":true") && body.contains("\"name\":\"loopback\""), "{body}");
-    let closed = app(AdminGuard::new(None, false));
+    let closed = app(AccessGuard::new(None, false));
     assert_eq!(send(&closed, get("/ui/api/overview", None, None)).await.0, StatusCode::FORBIDDEN);
     let login = Request::post("/ui/login").body(Body::from("{\"token\":\"x\"}")).unwrap();
     assert_eq!(send(&closed, login).await.0, StatusCode::FORBIDDEN);

@@ -1,7 +1,7 @@
 //! Console sessions: a login with a token (the admin token or a `[[user]]`'s) yields a random
 //! session id, sent back as an `HttpOnly; SameSite=Strict` cookie, and a CSRF token bound to it.
 //! The admin API accepts the cookie as credentials only together with that CSRF token in the
-//! `X-CSRF-Token` header (see [`crate::admin::AdminGuard::allow`]), so a page on another site
+//! `X-CSRF-Token` header (see [`crate::access::AccessGuard::allow`]), so a page on another site
 //! cannot act with a logged-in browser's cookie.
 //!
 //! Bounds: at most [`MAX_SESSIONS_PER_USER`] sessions per user (the name logged in as; all holders

@@ -36,6 +36,11 @@ use rustls::sign::CertifiedKey;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 pub use pair::{TlsFileError, certificates};
+
+/// Rotated certificate pairs taken into use.
+pub const TLS_RELOADS: &str = "tollgate_tls_reloads_total";
+/// Changed certificate pairs refused.
+pub const TLS_RELOAD_ERRORS: &str = "tollgate_tls_reload_errors_total";
 pub use watch::TlsWatcher;
 
 /// The files that make the listener HTTPS.
@@ -212,7 +217,7 @@ impl TlsAcceptor {
                     status.last_error = None;
                     status.generation
                 };
-                crate::metrics::tls_reloaded();
+                metrics::counter!(TLS_RELOADS).increment(1);
                 tracing::info!(cert = %files.cert.display(), generation, "TLS certificate reloaded");
                 Ok(true)
             }
@@ -221,7 +226,7 @@ impl TlsAcceptor {
                 let mut status = lock(&self.shared.status);
                 if status.last_error.as_deref() != Some(&msg) {
                     tracing::error!(error = %msg, "TLS certificate refused; the previous one stays in use");
-                    crate::metrics::tls_reload_failed();
+                    metrics::counter!(TLS_RELOAD_ERRORS).increment(1);
                 }
                 status.last_error = Some(msg);
                 Err(e)

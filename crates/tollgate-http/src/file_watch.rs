@@ -14,13 +14,13 @@ use tokio::sync::mpsc;
 use tokio::time::{Interval, MissedTickBehavior};
 
 /// How long the files must see no event before they are read.
-pub(crate) const SETTLE_QUIET: Duration = Duration::from_millis(150);
+pub const SETTLE_QUIET: Duration = Duration::from_millis(150);
 /// At most this many quiet periods are waited for (files written without pause for longer are
 /// read anyway; the next event or poll reads them again).
-pub(crate) const SETTLE_ROUNDS: usize = 20;
+pub const SETTLE_ROUNDS: usize = 20;
 
 /// The directory holding `file` (`.` for a bare name).
-pub(crate) fn dir_of(file: &Path) -> PathBuf {
+pub fn dir_of(file: &Path) -> PathBuf {
     match file.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
         _ => PathBuf::from("."),
@@ -42,7 +42,7 @@ fn changes(kind: &notify::EventKind) -> bool {
 
 /// Events on some files, and a poll; [`FileWatch::changed`] waits for the next reason to
 /// read them. Dropping it stops the watch.
-pub(crate) struct FileWatch {
+pub struct FileWatch {
     rx: mpsc::UnboundedReceiver<()>,
     tick: Interval,
     _watcher: Option<notify::RecommendedWatcher>,
@@ -52,7 +52,7 @@ impl FileWatch {
     /// Watches `files` (by name, in their directories) and polls every `poll`. When the watch
     /// cannot be set up, only the poll is left, with a warning naming `what`. Must be called
     /// inside a tokio runtime.
-    pub(crate) fn new(files: &[&Path], poll: Duration, what: &str) -> Self {
+    pub fn new(files: &[&Path], poll: Duration, what: &str) -> Self {
         let names: Vec<OsString> =
             files.iter().filter_map(|p| p.file_name().map(|n| n.to_owned())).collect();
         let mut dirs: Vec<PathBuf> = files.iter().map(|f| dir_of(f)).collect();
@@ -88,7 +88,7 @@ impl FileWatch {
     }
 
     /// Returns at the next poll, or after an event once the files have had a quiet period.
-    pub(crate) async fn changed(&mut self) {
+    pub async fn changed(&mut self) {
         tokio::select! {
             ev = self.rx.recv() => {
                 if ev.is_none() {

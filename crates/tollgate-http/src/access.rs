@@ -1,0 +1,311 @@
+//! Who may change or read state: [`AccessGuard`] decides, from bearer tokens, `[[user]]` roles
+//! and console sessions, for the admin API, the gateway's queue and uploads, and the console.
+//!
+//! Access: with a configured admin token or `[[user]]`s, `Authorization: Bearer <token>` is
+//! required (401 otherwise; the scheme is case-insensitive, the token is not): the admin
+//! token may do everything, a user what its role allows (403 otherwise; see
+//! [`crate::user`]). Without a bearer token, a console session (its cookie plus its
+//! `X-CSRF-Token`) stands for the user who logged in (see [`crate::session`]). With no
+//! credentials configured, the admin API is open only when the server listens on a loopback
+//! address, and refused with 403 elsewhere.
+//!
+//! Every wrong credential counts toward its source's failed logins ([`limit_credentials`]).
+
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
+
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::header::{AUTHORIZATION, HeaderValue, WWW_AUTHENTICATE};
+use axum::http::{HeaderMap, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+
+use crate::audit::AuditLog;
+use crate::client::{API_KEY_HEADER, constant_time_eq};
+use crate::failed_logins::FailedLogins;
+use crate::problem::Problem;
+use crate::session::{CSRF_HEADER, SessionError, Sessions, session_cookie};
+use crate::user::{Actor, Permission, Role, Users};
+
+/// Decides whether a request may use the admin API (shared with the gateway's admin routes).
+#[derive(Clone)]
+pub struct AccessGuard {
+    token: Option<Arc<str>>,
+    users: Arc<Users>,
+    loopback: bool,
+    audit: Option<AuditLog>,
+    sessions: Arc<Sessions>,
+    failed_logins: Arc<FailedLogins>,
+}
+
+impl std::fmt::Debug for AccessGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AccessGuard")
+            .field("token", &self.token.as_ref().map(|_| "<set>"))
+            .field("loopback", &self.loopback)
+            .finish()
+    }
+}
+
+impl AccessGuard {
+    /// A guard for `token` (an empty token counts as none) on a listener that is (or is not)
+    /// bound to a loopback address.
+    pub fn new(token: Option<&str>, loopback: bool) -> Self {
+        let token = token.filter(|t| !t.is_empty()).map(Arc::from);
+        Self {
+            token,
+            users: Arc::default(),
+            loopback,
+            audit: None,
+            sessions: Arc::default(),
+            failed_logins: Arc::default(),
+        }
+    }
+
+    /// This guard, recording every change made through it in `log`.
+    pub fn with_audit(mut self, log: AuditLog) -> Self {
+        self.audit = Some(log);
+        self
+    }
+
+    /// The audit log, when one is kept.
+    pub fn audit(&self) -> Option<&AuditLog> {
+        self.audit.as_ref()
+    }
+
+    /// Records a change made by `who` in the audit log, when one is kept (blocking: call it
+    /// from `spawn_blocking`). `Err` says why the record is missing: the change must then not
+    /// be acknowledged as done and recorded (see [`crate::audit::write_failed`]).
+    pub fn record(
+        &self,
+        who: &Actor,
+        action: &str,
+        target: &str,
+        before: Value,
+        after: Value,
+    ) -> Result<(), String> {
+        match &self.audit {
+            Some(log) => log.record(who, action, target, before, after),
+            None => Ok(()),
+        }
+    }
+
+    /// The console's sessions, accepted as credentials with their CSRF token.
+    pub fn sessions(&self) -> &Sessions {
+        &self.sessions
+    }
+
+    /// Failed credentials per source address: console logins, bearer tokens, API keys and
+    /// session cookies all count here.
+    pub fn failed_logins(&self) -> &FailedLogins {
+        &self.failed_logins
+    }
+
+    /// True when the admin API is open without credentials (none configured, loopback
+    /// listener).
+    pub fn is_open(&self) -> bool {
+        !self.has_token() && self.loopback
+    }
+
+    /// Who `token` is: the admin token, or a `[[user]]`'s.
+    pub fn identify(&self, token: &str) -> Option<Actor> {
+        let admin =
+            self.token.as_ref().is_some_and(|t| constant_time_eq(token.as_bytes(), t.as_bytes()));
+        if admin {
+            return Some(Actor { name: "admin".into(), role: Role::Admin });
+        }
+        self.users.find(token)
+    }
+
+    /// This guard, also letting the `[[user]]`s in by their tokens and roles.
+    pub fn with_users(mut self, users: Users) -> Self {
+        self.users = Arc::new(users);
+        self
+    }
+
+    /// True when an admin token or a user is configured (gateway uploads then need
+    /// credentials, and nothing is open on loopback any more).
+    pub fn has_token(&self) -> bool {
+        self.token.is_some() || !self.users.is_empty()
+    }
+
+    /// `Ok` when the request may do everything (the admin token, or an `admin` user); see
+    /// [`AccessGuard::allow`].
+    pub fn authorize(&self, headers: &HeaderMap) -> Result<(), Problem> {
+        self.allow(headers, Permission::Admin).map(drop)
+    }
+
+    /// Who the caller is, when it may do what `need` covers; 401 for a missing or wrong bearer
+    /// token, 403 for a user whose role does not cover `need`, or when no credentials are
+    /// configured and the listener is not loopback.
+    pub fn allow(&self, headers: &HeaderMap, need: Permission) -> Result<Actor, Problem> {
+        if !self.has_token() {
+            if self.loopback {
+                return Ok(Actor { name: "loopback".into(), role: Role::Admin });
+            }
+            return Err(Problem::new(
+                StatusCode::FORBIDDEN,
+                "admin-token-required",
+                "Admin API disabled",
+            )
+            .detail(
+                "the admin API is only open without a token on a loopback listener; configure \
+                 [server] admin_token or TOLLGATE_ADMIN_TOKEN",
+            ));
+        };
+        let presented = headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer);
+        let unauthorized = |detail: &str| {
+            Problem::new(StatusCode::UNAUTHORIZED, "admin-unauthorized", "Admin token required")
+                .detail(detail)
+                .header(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"tollgate\""))
+        };
+        let actor = match presented {
+            Some(presented) => self.identify(presented).ok_or_else(|| {
+                unauthorized("the bearer token is neither the admin token nor a user's")
+            })?,
+            // Without a bearer token, a console session: its cookie and its CSRF token.
+            None => match self.sessions.check(headers) {
+                Ok(Some(actor)) => actor,
+                Ok(None) => {
+                    return Err(unauthorized(
+                        "send the admin token or a user's token as Authorization: Bearer <token>",
+                    ));
+                }
+                Err(SessionError::Unknown) => {
+                    return Err(unauthorized(
+                        "the session expired or was logged out; log in again",
+                    ));
+                }
+                Err(SessionError::Csrf) => {
+                    return Err(Problem::new(
+                        StatusCode::FORBIDDEN,
+                        "csrf-token-required",
+                        "CSRF token required",
+                    )
+                    .detail(format!(
+                        "a request made with the session cookie needs the session's CSRF token \
+                         in the {CSRF_HEADER} header"
+                    )));
+                }
+            },
+        };
+        if !actor.role.allows(need) {
+            return Err(Problem::new(
+                StatusCode::FORBIDDEN,
+                "role-forbidden",
+                "Not allowed for this role",
+            )
+            .detail(format!(
+                "user {:?} has the role {}, which may not {}",
+                actor.name,
+                actor.role,
+                need.describe()
+            ))
+            .with("user", actor.name.clone())
+            .with("role", actor.role.as_str()));
+        }
+        Ok(actor)
+    }
+}
+
+/// Middleware over every route: a request carrying credentials (`Authorization`, `x-api-key` or
+/// the session cookie) from a source locked out by [`FailedLogins`] gets its 429 with
+/// `Retry-After`, and one answered 401 counts as a failure of its source. `POST /ui/login`
+/// counts its own attempts. Requests without credentials are neither refused nor counted.
+pub async fn limit_credentials(
+    State(guard): State<AccessGuard>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let headers = req.headers();
+    let credentialed = headers.contains_key(AUTHORIZATION)
+        || headers.contains_key(API_KEY_HEADER)
+        || session_cookie(headers).is_some();
+    if !credentialed || req.uri().path() == "/ui/login" {
+        return next.run(req).await;
+    }
+    let ip = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED), |ConnectInfo(a)| a.ip());
+    let failures = &guard.failed_logins;
+    if let Some(refused) = failures.locked(ip) {
+        return failures.problem(ip, refused).into_response();
+    }
+    let res = next.run(req).await;
+    if res.status() == StatusCode::UNAUTHORIZED {
+        failures.failed(ip);
+    }
+    res
+}
+
+/// The credentials of an `Authorization: Bearer <token>` value. The auth-scheme is matched
+/// case-insensitively (RFC 9110 §11.1), so `bearer`, `BEARER` and `bEaReR` all work; the token
+/// itself is compared exactly by the caller.
+fn bearer(value: &str) -> Option<&str> {
+    let (scheme, credentials) = value.trim_start().split_once([' ', '\t'])?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| credentials.trim())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bearer(t: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(AUTHORIZATION, HeaderValue::from_str(&format!("Bearer {t}")).unwrap());
+        h
+    }
+
+    #[test]
+    fn token_is_required_when_configured() {
+        let g = AccessGuard::new(Some("s3cret"), true);
+        assert_eq!(g.authorize(&HeaderMap::new()).unwrap_err().status(), StatusCode::UNAUTHORIZED);
+        assert_eq!(g.authorize(&bearer("nope")).unwrap_err().status(), StatusCode::UNAUTHORIZED);
+        assert!(g.authorize(&bearer("s3cret")).is_ok());
+    }
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive() {
+        let g = AccessGuard::new(Some("s3cret"), true);
+        for v in ["Bearer s3cret", "bearer s3cret", "BEARER s3cret", "bEaReR  s3cret"] {
+            let mut h = HeaderMap::new();
+            h.insert(AUTHORIZATION, HeaderValue::from_static(v));
+            assert!(g.authorize(&h).is_ok(), "{v}");
+        }
+        for v in ["Basic s3cret", "Bearers3cret", "s3cret", "Bearer S3CRET", "Bearer"] {
+            let mut h = HeaderMap::new();
+            h.insert(AUTHORIZATION, HeaderValue::from_static(v));
+            assert!(g.authorize(&h).is_err(), "{v}");
+        }
+    }
+
+    #[test]
+    fn a_session_cookie_counts_only_with_its_csrf_token() {
+        use crate::session::SESSION_COOKIE;
+        let g = AccessGuard::new(Some("s3cret"), true);
+        let login = g.sessions().open(Actor { name: "ann".into(), role: Role::Viewer });
+        let mut h = HeaderMap::new();
+        h.insert(
+            axum::http::header::COOKIE,
+            HeaderValue::from_str(&format!("{SESSION_COOKIE}={}", login.id)).unwrap(),
+        );
+        let p = g.allow(&h, Permission::Read).unwrap_err();
+        assert_eq!(p.status(), StatusCode::FORBIDDEN);
+        h.insert(CSRF_HEADER, HeaderValue::from_str(&login.csrf).unwrap());
+        assert_eq!(g.allow(&h, Permission::Read).unwrap().name, "ann");
+        let p = g.allow(&h, Permission::Queue).unwrap_err();
+        assert_eq!(p.status(), StatusCode::FORBIDDEN, "a viewer's session may not act");
+        g.sessions().close(&login.id);
+        assert_eq!(g.allow(&h, Permission::Read).unwrap_err().status(), StatusCode::UNAUTHORIZED);
+    }
+
+    #[test]
+    fn no_token_is_open_only_on_loopback() {
+        assert!(AccessGuard::new(None, true).authorize(&HeaderMap::new()).is_ok());
+        let p = AccessGuard::new(None, false).authorize(&bearer("x")).unwrap_err();
+        assert_eq!(p.status(), StatusCode::FORBIDDEN);
+        assert!(AccessGuard::new(Some(""), false).authorize(&HeaderMap::new()).is_err());
+    }
+}
