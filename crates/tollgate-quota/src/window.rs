@@ -34,7 +34,9 @@ pub(crate) const MAX_US: i64 = 253_402_207_200_999_999;
 /// Monday 1970-01-05 00:00 UTC: the anchor of calendar weeks without `start`.
 const FIRST_MONDAY_US: i64 = 4 * 86_400 * 1_000_000;
 /// 28 days: the shortest month, the base of rolling-month sub-buckets.
-const DAYS_28_US: i64 = 28 * 86_400 * 1_000_000;
+const DAYS_28_US: i64 = 28 * DAY_US;
+/// One day in microseconds.
+const DAY_US: i64 = 86_400 * 1_000_000;
 /// 31 days: the longest month, used where a nominal length must cover any month.
 const DAYS_31_US: i64 = 31 * 86_400 * 1_000_000;
 /// Longest fixed window we compute with; far beyond the representable range already.
@@ -284,9 +286,18 @@ impl RollingLayout {
         hi
     }
 
-    /// When sub-bucket `bucket` stops being counted.
+    /// When sub-bucket `bucket` stops being counted: its start plus the window, except that a
+    /// start whose day the target month lacks (March 31 plus one month) leaves at the end of
+    /// that month, not on its last day at the same time of day. So a later bucket never leaves
+    /// before an earlier one (March 30 19:30 leaves April 30 19:30, March 31 06:00 at May 1
+    /// 00:00), which [`Self::first_counted`] relies on. `decide.lua` does the same.
     pub fn leaves_at(&self, bucket: i64) -> i64 {
-        add_len(&self.shape, bucket.saturating_mul(self.width))
+        let start = bucket.saturating_mul(self.width);
+        let end = add_len(&self.shape, start);
+        if fixed_len_us(&self.shape).is_some() || civil(end).day() >= civil(start).day() {
+            return end;
+        }
+        end.div_euclid(DAY_US).saturating_add(1).saturating_mul(DAY_US).min(MAX_US)
     }
 }
 

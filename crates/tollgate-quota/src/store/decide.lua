@@ -287,7 +287,19 @@ end
 local wbase
 if unit_us > 0 then wbase = interval * unit_us else wbase = interval * 28 * DAY end
 local width = math.max(fdiv(wbase, 64), 1)
-local function leaves_at(b) return add_len(b * width) end
+-- A bucket leaves at its start plus the window, except that a start whose day the target
+-- month lacks leaves at the end of that month (as RollingLayout::leaves_at): never before an
+-- earlier bucket.
+local function leaves_at(b)
+  local at = b * width
+  local e = add_len(at)
+  if unit_us == 0 then
+    local _, _, d0 = civil(fdiv(at, DAY))
+    local _, _, d1 = civil(fdiv(e, DAY))
+    if d1 < d0 then e = (fdiv(e, DAY) + 1) * DAY end
+  end
+  return e
+end
 local first = fdiv(sub_len(now), width) + 1
 while leaves_at(first - 1) > now do first = first - 1 end
 while leaves_at(first) <= now do first = first + 1 end

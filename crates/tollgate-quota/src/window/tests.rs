@@ -236,3 +236,26 @@ fn rolling_layout_counts_one_window_within_one_bucket() {
     let span = m.bucket_of(now) - m.first_counted(now) + 1;
     assert!((ROLLING_BUCKETS..=72).contains(&span), "{span}");
 }
+
+/// A month's rolling buckets leave in order even where the target month lacks the start's day
+/// (March 31 + 1 month): the bisection of `first_counted` depends on it.
+#[test]
+fn month_buckets_leave_in_order_across_a_short_month() {
+    for interval in [1, 2, 11] {
+        let shape = shape(interval, TimeUnit::Month, None);
+        let layout = RollingLayout::of(&shape);
+        let from = layout.bucket_of(ts("2026-01-27T00:00:00Z").as_microsecond());
+        let to = layout.bucket_of(ts("2026-04-03T00:00:00Z").as_microsecond());
+        for b in from..to {
+            assert!(
+                layout.leaves_at(b) <= layout.leaves_at(b + 1),
+                "bucket {b}, {interval} months"
+            );
+            let now = layout.leaves_at(b);
+            assert!(
+                layout.first_counted(now) > b,
+                "bucket {b} is no longer counted when it leaves"
+            );
+        }
+    }
+}
