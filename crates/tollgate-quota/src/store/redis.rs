@@ -18,9 +18,10 @@
 //!   `RedisOptions::timeout`; what happens then is `OnStoreUnavailable`'s choice.
 //! * **Local answers never pretend to be shared.** In `Local` mode a decision made in this
 //!   process's memory during an outage carries `degraded = true`.
-//! * **What was admitted locally ends up in Redis** (`unsynced`). Units admitted locally are
-//!   kept per counter until Redis answers again, then added to Redis (whatever its limit)
-//!   before this instance's next shared decision, unless their window has ended meanwhile.
+//! * **What was admitted locally ends up in Redis** (`fallback`). Units admitted locally are
+//!   sent to Redis at once (whatever its limit) and again until Redis takes them, unless their
+//!   window has ended meanwhile: a Redis that stalls runs them right after it wakes, before
+//!   most checks other instances send it then.
 //!   During an outage one instance admits at most its share of what Redis last said was left
 //!   (`(limit - used) / local_share_of` per window, `used` as of this instance's latest shared
 //!   decision on that counter, kept for at most [`MAX_LAST_SEEN`] counters; see `fallback`), so
@@ -40,9 +41,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use crate::clock::Clock;
-use crate::counter::Tally;
-use crate::decision::{Decision, Outcome};
-use crate::spec::{MeteringId, QuotaSpec, TimeUnit, WindowKind};
+use crate::decision::Decision;
+use crate::spec::{MeteringId, QuotaSpec, WindowKind};
 use crate::store::observer::ObserverSlot;
 use crate::store::{CounterInfo, Store, StoreError};
 use crate::window::{self, RollingLayout};
@@ -51,14 +51,13 @@ mod client;
 mod conn;
 mod fallback;
 mod key;
+mod script;
 mod seen;
 pub use conn::Conn;
 use conn::Target;
 use fallback::Fallback;
 pub use fallback::MAX_LAST_SEEN;
-
-/// The decision script.
-const DECIDE_LUA: &str = include_str!("decide.lua");
+use script::Caller;
 
 /// How often the background probe pings Redis (and so reconnects while idle).
 const PROBE_EVERY: Duration = Duration::from_millis(500);
@@ -139,12 +138,15 @@ pub enum StoreHealth {
 /// is multiplexed.
 pub struct RedisStore {
     conn: Conn,
-    script: redis::Script,
+    /// The decision script on `conn`, with the test clock when there is one.
+    caller: Caller,
     opts: RedisOptions,
     /// When set, the script uses this clock instead of Redis' `TIME` (tests only).
     clock: Option<Arc<dyn Clock>>,
     /// Decisions while Redis is unreachable (`Local` mode), and what they admitted.
-    local: Box<Fallback>,
+    local: Arc<Fallback>,
+    /// Adds what `local` admitted to Redis as soon as Redis takes it.
+    pusher: tokio::task::JoinHandle<()>,
     health: Arc<Mutex<Option<String>>>,
     probe: tokio::task::JoinHandle<()>,
 }
@@ -152,6 +154,7 @@ pub struct RedisStore {
 impl Drop for RedisStore {
     fn drop(&mut self) {
         self.probe.abort();
+        self.pusher.abort();
     }
 }
 
@@ -194,15 +197,10 @@ impl RedisStore {
                 }
             })
         };
-        Ok(RedisStore {
-            conn,
-            script: redis::Script::new(DECIDE_LUA),
-            clock: None,
-            local: Box::new(Fallback::new(opts.local_share_of, None)),
-            opts,
-            health,
-            probe,
-        })
+        let caller = Caller::new(conn.clone(), &opts.key_prefix, None);
+        let local = Arc::new(Fallback::new(opts.local_share_of, None));
+        let pusher = tokio::spawn(fallback::push_owed(local.clone(), caller.clone()));
+        Ok(RedisStore { conn, caller, clock: None, local, pusher, opts, health, probe })
     }
 
     /// Where this store's decision observer is kept: in the local fallback's slot (that store
@@ -231,7 +229,10 @@ impl RedisStore {
     /// Uses `clock` instead of Redis' `TIME`, in the script and for the local fallback. For
     /// tests that must place checks at chosen instants; production leaves time to Redis.
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
-        self.local = Box::new(Fallback::new(self.opts.local_share_of, Some(Arc::clone(&clock))));
+        self.local = Arc::new(Fallback::new(self.opts.local_share_of, Some(Arc::clone(&clock))));
+        self.caller = Caller::new(self.conn.clone(), &self.opts.key_prefix, Some(clock.clone()));
+        self.pusher.abort();
+        self.pusher = tokio::spawn(fallback::push_owed(self.local.clone(), self.caller.clone()));
         self.clock = Some(clock);
         self
     }
@@ -270,59 +271,15 @@ impl RedisStore {
         }
     }
 
-    /// One decision in Redis; with `force`, `weight` is added whatever the limit.
+    /// One decision in Redis, within the store's timeout.
     async fn check_shared(
         &self,
         id: &MeteringId,
         spec: &QuotaSpec,
         weight: u64,
-        force: bool,
     ) -> Result<Decision, StoreError> {
-        let shape = spec.counter_shape();
-        let kind = match shape.window {
-            WindowKind::Calendar => 0,
-            WindowKind::Flexi => 1,
-            WindowKind::Rolling => 2,
-        };
-        let unit_us = shape.unit.fixed_seconds().map_or(0, |s| s * 1_000_000);
-        let anchor_us = match (shape.start, shape.unit) {
-            (Some(s), _) => s.saturating_mul(1_000_000),
-            (None, TimeUnit::Week) => 4 * 86_400 * 1_000_000,
-            (None, _) => 0,
-        };
-        let now = self.clock.as_ref().map_or(-1, |c| c.now().as_microsecond());
-        let mut invocation = self.script.key(key::base_key(&self.opts.key_prefix, id, &shape));
-        invocation
-            .arg(kind)
-            .arg(spec.limit)
-            .arg(weight)
-            .arg(shape.interval.max(1))
-            .arg(unit_us)
-            .arg(anchor_us)
-            .arg(now)
-            .arg(if force { "1" } else { "0" });
-        let mut conn = self.conn.clone();
-        let reply: Vec<i64> = self.bounded(invocation.invoke_async(&mut conn)).await?;
-        let [outcome, used, exceed, total, start, end, retry, reset, now] = reply[..] else {
-            return Err(StoreError::Unavailable(format!("unexpected script reply {reply:?}")));
-        };
-        let outcome = match outcome {
-            0 => Outcome::Allowed,
-            1 => Outcome::Exceeded,
-            2 => Outcome::WeightExceedsLimit,
-            other => return Err(bad_reply("outcome", other)),
-        };
-        let count = |name: &'static str, v: i64| u64::try_from(v).map_err(|_| bad_reply(name, v));
-        let verdict = Tally {
-            outcome,
-            used: count("used", used)?,
-            exceed: count("exceed count", exceed)?,
-            total_exceed: count("total exceed count", total)?,
-            window: (kind != 2).then_some((start, end)),
-            retry_at: (retry >= 0).then_some(retry),
-            reset_at: reset,
-        };
-        Ok(verdict.decision(id, spec, weight, now))
+        let reply = self.bounded(self.caller.call(id, spec, weight, false)).await?;
+        script::decision(&reply, id, spec, weight)
     }
 
     /// Keys of this store matching `pattern`, by SCAN (never KEYS) on each of `targets` (the
@@ -463,33 +420,6 @@ impl RedisStore {
     }
 }
 
-impl RedisStore {
-    /// Adds the units admitted locally to Redis, one forced decision per counter; what Redis
-    /// does not take stays for the next attempt. Decisions wait meanwhile (`sync_gate`).
-    async fn sync(&self) {
-        let _gate = self.local.sync_gate.lock().await;
-        let mut left = Vec::new();
-        for (counter, u) in self.local.take_unsynced() {
-            if left.is_empty() {
-                match self.check_shared(&counter.0, &u.spec, u.units, true).await {
-                    Ok(_) => {
-                        tracing::info!(id = %counter.0, units = u.units, "local units added to redis");
-                        continue;
-                    }
-                    Err(e) => tracing::debug!(error = %e, "adding local units to redis failed"),
-                }
-            }
-            left.push((counter, u));
-        }
-        self.local.give_back(left);
-    }
-}
-
-/// A script reply field that the script never sends: Redis answered with something else.
-fn bad_reply(field: &str, value: i64) -> StoreError {
-    StoreError::Unavailable(format!("redis: unexpected {field} {value} in the script reply"))
-}
-
 impl Store for RedisStore {
     async fn check(
         &self,
@@ -497,18 +427,10 @@ impl Store for RedisStore {
         spec: &QuotaSpec,
         weight: u64,
     ) -> Result<Decision, StoreError> {
-        let up = || self.health.lock().unwrap_or_else(PoisonError::into_inner).is_none();
-        if self.local.has_unsynced() && up() {
-            self.sync().await;
-        }
-        match self.check_shared(id, spec, weight, false).await {
+        match self.check_shared(id, spec, weight).await {
             Ok(d) => {
                 if self.opts.on_unavailable == OnStoreUnavailable::Local {
                     self.local.remember(id, spec, &d);
-                }
-                if self.local.has_unsynced() {
-                    // Redis came back before the probe said so: add the rest now.
-                    self.sync().await;
                 }
                 Ok(d)
             }
@@ -521,9 +443,6 @@ impl Store for RedisStore {
     }
 
     async fn counters(&self, prefix: &str) -> Result<Vec<CounterInfo>, StoreError> {
-        if self.local.has_unsynced() {
-            self.sync().await;
-        }
         self.counters_shared(prefix).await
     }
 

@@ -8,8 +8,8 @@
 //!   instance's latest shared decision on the counter while its window lasts (0 when
 //!   unknown). So `share_of` instances that all lose Redis admit together at most what Redis
 //!   had left, plus what each admitted since its latest shared decision.
-//! * **Every unit admitted locally is owed to Redis** (`unsynced`) until it is added there or
-//!   its window ends: a calendar or flexi window's units end with it, a rolling window's one
+//! * **Every unit admitted locally is owed to Redis** (`unsynced`) until it is added there
+//!   ([`push_owed`], which sends it at once and retries) or its window ends: a calendar or flexi window's units end with it, a rolling window's one
 //!   window length after the latest of them. A new local window of a counter drops what the
 //!   old one owed.
 //! * **Bounded**: `unsynced` holds one entry per counter admitted locally in a window not yet
@@ -18,16 +18,19 @@
 
 use std::collections::HashMap;
 use std::num::NonZeroU32;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use jiff::Timestamp;
+use tokio::sync::Notify;
 
 use crate::clock::Clock;
 use crate::decision::{Decision, Outcome};
 use crate::spec::{CounterShape, MeteringId, QuotaSpec, WindowKind};
 use crate::store::memory::MemoryStore;
 use crate::window;
+
+use super::script::Caller;
 
 /// The most counters whose latest shared `used` is remembered for local decisions.
 pub const MAX_LAST_SEEN: usize = 100_000;
@@ -51,12 +54,10 @@ pub(super) struct Fallback {
     share_of: NonZeroU32,
     clock: Option<Arc<dyn Clock>>,
     unsynced: Mutex<HashMap<Counter, Unsynced>>,
-    /// True while `unsynced` may hold something: the hot path reads only this.
-    has_unsynced: AtomicBool,
+    /// Wakes [`push_owed`] when something is owed.
+    owed: Notify,
     /// Each counter's `used` as of its latest shared decision, and until when it holds (µs).
     last_seen: Mutex<HashMap<Counter, (u64, i64)>>,
-    /// Held while what is owed is added to Redis, so that decisions wait for it.
-    pub(super) sync_gate: tokio::sync::Mutex<()>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -74,9 +75,8 @@ impl Fallback {
             share_of,
             clock,
             unsynced: Mutex::default(),
-            has_unsynced: AtomicBool::new(false),
+            owed: Notify::new(),
             last_seen: Mutex::default(),
-            sync_gate: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -92,11 +92,6 @@ impl Fallback {
     /// When units of `shape` counted now in a window ending at `end` stop counting.
     fn until(&self, shape: &CounterShape, end: Option<Timestamp>) -> i64 {
         end.map_or_else(|| window::add_len(shape, self.now_us()), |e| e.as_microsecond())
-    }
-
-    /// True when something may be owed to Redis.
-    pub(super) fn has_unsynced(&self) -> bool {
-        self.has_unsynced.load(Ordering::Acquire)
     }
 
     /// Keeps the `used` of shared decision `d` as what a local share is taken of.
@@ -156,19 +151,19 @@ impl Fallback {
         }
         e.spec = *spec;
         e.units = e.units.saturating_add(units);
-        self.has_unsynced.store(true, Ordering::Release);
+        drop(map);
+        self.owed.notify_one();
     }
 
     /// Everything owed whose window has not ended, leaving nothing owed.
-    pub(super) fn take_unsynced(&self) -> Vec<(Counter, Unsynced)> {
+    fn take_unsynced(&self) -> Vec<(Counter, Unsynced)> {
         let mut map = lock(&self.unsynced);
-        self.has_unsynced.store(false, Ordering::Release);
         let now = self.now_us();
         map.drain().filter(|(_, u)| u.until > now).collect()
     }
 
     /// Owes again what Redis did not take.
-    pub(super) fn give_back(&self, left: Vec<(Counter, Unsynced)>) {
+    fn give_back(&self, left: Vec<(Counter, Unsynced)>) {
         if left.is_empty() {
             return;
         }
@@ -181,6 +176,44 @@ impl Fallback {
                 e.until = e.until.max(u.until);
             }
         }
-        self.has_unsynced.store(true, Ordering::Release);
+    }
+}
+
+/// How long one add of owed units may wait for Redis (it runs off the request path).
+const PUSH_TIMEOUT: Duration = Duration::from_secs(5);
+/// The pause before owed units Redis refused are sent again.
+const PUSH_RETRY: Duration = Duration::from_millis(200);
+
+/// Adds what `f` owes to Redis through `caller`, each counter's units as one forced decision,
+/// for as long as the store lives (it aborts this task). Sent at once, so that a Redis that
+/// stalls runs them as soon as it wakes; what fails is owed again and retried.
+///
+/// An add that times out may still run later (a timeout is not a rollback), and its units are
+/// then added twice: Redis may count more than was admitted, never less.
+pub(super) async fn push_owed(f: Arc<Fallback>, caller: Caller) {
+    loop {
+        let owed = f.owed.notified();
+        let pending = f.take_unsynced();
+        if pending.is_empty() {
+            owed.await;
+            continue;
+        }
+        let adds = pending.into_iter().map(|(counter, u)| {
+            let caller = caller.clone();
+            async move {
+                let add = caller.call(&counter.0, &u.spec, u.units, true);
+                let done = matches!(tokio::time::timeout(PUSH_TIMEOUT, add).await, Ok(Ok(_)));
+                if done {
+                    tracing::info!(id = %counter.0, units = u.units, "locally admitted units added to redis");
+                }
+                (!done).then_some((counter, u))
+            }
+        });
+        let left: Vec<_> =
+            futures_util::future::join_all(adds).await.into_iter().flatten().collect();
+        if !left.is_empty() {
+            f.give_back(left);
+            tokio::time::sleep(PUSH_RETRY).await;
+        }
     }
 }

@@ -1,0 +1,106 @@
+//! The decision script (`decide.lua`) as one call: its arguments from a spec, and its reply
+//! read back into a [`Decision`]. A reply the script never sends is an error, never a guess.
+
+use std::sync::Arc;
+
+use crate::clock::Clock;
+use crate::counter::Tally;
+use crate::decision::{Decision, Outcome};
+use crate::spec::{MeteringId, QuotaSpec, TimeUnit, WindowKind};
+use crate::store::StoreError;
+
+use super::conn::Conn;
+use super::key;
+
+/// The decision script.
+const DECIDE_LUA: &str = include_str!("../decide.lua");
+
+/// Runs the decision script on a connection; cheap to clone.
+#[derive(Clone)]
+pub(super) struct Caller {
+    conn: Conn,
+    script: redis::Script,
+    prefix: Arc<str>,
+    /// When set, the script uses this clock instead of Redis' `TIME` (tests only).
+    clock: Option<Arc<dyn Clock>>,
+}
+
+impl Caller {
+    pub(super) fn new(conn: Conn, prefix: &str, clock: Option<Arc<dyn Clock>>) -> Self {
+        Self { conn, script: redis::Script::new(DECIDE_LUA), prefix: prefix.into(), clock }
+    }
+
+    /// The script's reply for one decision (not bounded in time: the caller bounds it); with
+    /// `force`, `weight` is added whatever the limit.
+    pub(super) async fn call(
+        &self,
+        id: &MeteringId,
+        spec: &QuotaSpec,
+        weight: u64,
+        force: bool,
+    ) -> redis::RedisResult<Vec<i64>> {
+        let shape = spec.counter_shape();
+        let unit_us = shape.unit.fixed_seconds().map_or(0, |s| s * 1_000_000);
+        let anchor_us = match (shape.start, shape.unit) {
+            (Some(s), _) => s.saturating_mul(1_000_000),
+            (None, TimeUnit::Week) => 4 * 86_400 * 1_000_000,
+            (None, _) => 0,
+        };
+        let now = self.clock.as_ref().map_or(-1, |c| c.now().as_microsecond());
+        let mut invocation = self.script.key(key::base_key(&self.prefix, id, &shape));
+        invocation
+            .arg(kind_of(shape.window))
+            .arg(spec.limit)
+            .arg(weight)
+            .arg(shape.interval.max(1))
+            .arg(unit_us)
+            .arg(anchor_us)
+            .arg(now)
+            .arg(if force { "1" } else { "0" });
+        let mut conn = self.conn.clone();
+        invocation.invoke_async(&mut conn).await
+    }
+}
+
+/// The script's number for a window kind.
+fn kind_of(window: WindowKind) -> i64 {
+    match window {
+        WindowKind::Calendar => 0,
+        WindowKind::Flexi => 1,
+        WindowKind::Rolling => 2,
+    }
+}
+
+/// The decision a script reply stands for.
+pub(super) fn decision(
+    reply: &[i64],
+    id: &MeteringId,
+    spec: &QuotaSpec,
+    weight: u64,
+) -> Result<Decision, StoreError> {
+    let [outcome, used, exceed, total, start, end, retry, reset, now] = reply[..] else {
+        return Err(StoreError::Unavailable(format!("unexpected script reply {reply:?}")));
+    };
+    let outcome = match outcome {
+        0 => Outcome::Allowed,
+        1 => Outcome::Exceeded,
+        2 => Outcome::WeightExceedsLimit,
+        other => return Err(bad_reply("outcome", other)),
+    };
+    let count = |name: &'static str, v: i64| u64::try_from(v).map_err(|_| bad_reply(name, v));
+    let verdict = Tally {
+        outcome,
+        used: count("used", used)?,
+        exceed: count("exceed count", exceed)?,
+        total_exceed: count("total exceed count", total)?,
+        window: (spec.window != WindowKind::Rolling).then_some((start, end)),
+        retry_at: (retry >= 0).then_some(retry),
+        reset_at: reset,
+    };
+    Ok(verdict.decision(id, spec, weight, now))
+}
+
+/// A script reply field that the script never sends: Redis answered with something else.
+fn bad_reply(field: &str, value: i64) -> StoreError {
+    StoreError::Unavailable(format!("redis: unexpected {field} {value} in the script reply"))
+}
