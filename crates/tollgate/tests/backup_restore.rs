@@ -8,34 +8,14 @@ mod common;
 
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{BIN, Server, Status214};
-
-/// `tollgate check` with a limit of 5 a day; returns (exit code, used).
-fn check(s: &Server, id: &str, weight: u64) -> (i32, u64) {
-    let o = Command::new(BIN)
-        .args(["check", "--url", &s.url, "--id", id, "--limit", "5", "--unit", "day"])
-        .args(["--weight", &weight.to_string()])
-        .output()
-        .unwrap();
-    let j: serde_json::Value =
-        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {o:?}"));
-    (o.status.code().unwrap_or(-1), j["used"].as_u64().unwrap())
-}
+use common::{Server, Status214, check};
 
 fn held(s: &Server) -> Vec<serde_json::Value> {
     let answer = s.get("/v1/queue?state=held");
     let body = answer.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
     serde_json::from_str::<Vec<serde_json::Value>>(body).unwrap_or_default()
-}
-
-fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(25));
-    }
 }
 
 fn drop_214(landing: &Path, control: u32) {
@@ -82,11 +62,13 @@ fn a_restored_backup_has_the_counters_and_the_queue() {
     let s = serve(&data);
     assert_eq!(check(&s, "Backup:A", 3), (0, 3));
     drop_214(&landing, 1);
-    wait_until("the first interchange delivered", || {
+    common::wait_until("the first interchange delivered", Duration::from_secs(20), || {
         std::fs::read_dir(&out).map(|d| d.count() > 0).unwrap_or(false)
     });
     drop_214(&landing, 2);
-    wait_until("the second interchange held", || held(&s).len() == 1);
+    common::wait_until("the second interchange held", Duration::from_secs(20), || {
+        held(&s).len() == 1
+    });
     let held_before = held(&s);
 
     // An audited change before the backup: its record is in the backup too.
@@ -142,7 +124,7 @@ fn a_restored_backup_has_the_counters_and_the_queue() {
     let o =
         common::exit_within(&["queue", "release", &id, "--url", &s.url], Duration::from_secs(20));
     assert_eq!(o.status.code(), Some(0), "{o:?}");
-    wait_until("the released item delivered", || {
+    common::wait_until("the released item delivered", Duration::from_secs(20), || {
         std::fs::read_dir(&out).map(|d| d.count() == 2).unwrap_or(false)
     });
     // The audit log came back, and goes on.

@@ -9,23 +9,11 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{BIN, Server, wait_until};
+use common::{BIN, Server, check, wait_until};
 
 fn start(data: &Path, config: &Path) -> Server {
     let (data, config) = (data.to_str().unwrap(), config.to_str().unwrap());
     Server::start(&["--store", "embedded", "--data", data, "--config", config])
-}
-
-/// `tollgate check` against this server; returns (exit code, used).
-fn check(s: &Server, id: &str, weight: u64) -> (i32, u64) {
-    let o = Command::new(BIN)
-        .args(["check", "--url", &s.url, "--id", id, "--limit", "5", "--unit", "day"])
-        .args(["--weight", &weight.to_string()])
-        .output()
-        .unwrap();
-    let j: serde_json::Value =
-        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {o:?}"));
-    (o.status.code().unwrap_or(-1), j["used"].as_u64().unwrap())
 }
 
 fn config(dir: &Path, store: &str) -> std::path::PathBuf {

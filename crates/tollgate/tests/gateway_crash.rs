@@ -70,10 +70,6 @@ fn delivered_controls(out: &Path) -> BTreeSet<u32> {
     set
 }
 
-fn wait_until(what: &str, secs: u64, f: impl FnMut() -> bool) {
-    common::wait_until(what, Duration::from_secs(secs), f);
-}
-
 #[test]
 fn forty_files_dropped_across_a_sigkill_are_all_delivered() {
     let dir = tempfile::tempdir().unwrap();
@@ -103,8 +99,10 @@ fn forty_files_dropped_across_a_sigkill_are_all_delivered() {
 
     let serve = start(&cfg);
     let want: BTreeSet<u32> = (1..=40).collect();
-    wait_until("all 40 interchanges delivered", 30, || delivered_controls(&out) == want);
-    wait_until("the landing directory emptied", 10, || {
+    common::wait_until("all 40 interchanges delivered", Duration::from_secs(30), || {
+        delivered_controls(&out) == want
+    });
+    common::wait_until("the landing directory emptied", Duration::from_secs(10), || {
         // Taken files wait in the hidden `.tollgate-taken/` folder for late appends.
         std::fs::read_dir(&inbound)
             .unwrap()
@@ -186,7 +184,9 @@ async fn uploads_answered_202_survive_a_sigkill() {
     let cfg = config(dir.path(), &format!("dir:{}", out.display()));
     let _serve = start(&cfg);
     let want: BTreeSet<u32> = (1..=10).collect();
-    wait_until("all 10 uploads delivered", 30, || delivered_controls(&out) == want);
+    common::wait_until("all 10 uploads delivered", Duration::from_secs(30), || {
+        delivered_controls(&out) == want
+    });
     let names: BTreeSet<String> = std::fs::read_dir(&out)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().trim_end_matches(".edi").to_owned())
@@ -275,7 +275,9 @@ async fn a_zero_length_state_db_after_a_sigkill_is_refused_and_a_restored_one_de
     std::fs::write(&db, backup).unwrap();
     let _serve = start(&cfg);
     let want: BTreeSet<u32> = (1..=3).collect();
-    wait_until("all 3 uploads delivered", 30, || delivered_controls(&out) == want);
+    common::wait_until("all 3 uploads delivered", Duration::from_secs(30), || {
+        delivered_controls(&out) == want
+    });
 }
 
 #[tokio::test]

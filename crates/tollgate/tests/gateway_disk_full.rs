@@ -8,7 +8,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{Server, Status214, metric, status, wait_until};
+use common::{Server, Status214, delivered, metric, status, wait_until};
 use tollgate_testkit::SmallDisk;
 
 const POLL_MS: u64 = 200;
@@ -50,11 +50,6 @@ fn names(dir: &Path) -> Vec<String> {
         .collect();
     names.sort();
     names
-}
-
-/// Interchanges delivered to `out` (its `.edi` files, temp files left out).
-fn delivered(out: &Path) -> usize {
-    names(out).iter().filter(|n| n.ends_with(".edi") && !n.starts_with('.')).count()
 }
 
 fn log_of(path: &Path) -> String {

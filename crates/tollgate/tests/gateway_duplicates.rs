@@ -64,11 +64,6 @@ fn count(server: &Server, state: &str) -> usize {
     items.as_array().map_or(0, Vec::len)
 }
 
-/// Polls until `f` holds (30 s at most).
-fn wait_until(what: &str, f: impl FnMut() -> bool) {
-    common::wait_until(what, Duration::from_secs(30), f);
-}
-
 #[test]
 fn a_copy_sent_after_a_kill_and_a_restart_is_still_a_duplicate() {
     let dir = tempfile::tempdir().unwrap();
@@ -76,14 +71,20 @@ fn a_copy_sent_after_a_kill_and_a_restart_is_still_a_duplicate() {
     let args = ["--config", cfg.to_str().unwrap()];
     let server = Server::start(&args);
     drop_file(dir.path(), "first.edi", &update(1001, 7));
-    wait_until("the first copy delivered", || delivered(dir.path()) == [7]);
+    common::wait_until("the first copy delivered", Duration::from_secs(30), || {
+        delivered(dir.path()) == [7]
+    });
     server.sigkill();
 
     let server = Server::start(&args);
     drop_file(dir.path(), "again.edi", &update(1002, 7));
     drop_file(dir.path(), "other.edi", &update(1003, 8));
-    wait_until("the copy quarantined", || count(&server, "duplicate") == 1);
-    wait_until("the new update delivered", || delivered(dir.path()) == [7, 8]);
+    common::wait_until("the copy quarantined", Duration::from_secs(30), || {
+        count(&server, "duplicate") == 1
+    });
+    common::wait_until("the new update delivered", Duration::from_secs(30), || {
+        delivered(dir.path()) == [7, 8]
+    });
     let metrics = server.get("/metrics");
     let line = metrics
         .lines()
@@ -124,7 +125,7 @@ fn two_instances_deliver_each_transaction_once(store: &str) {
         drop_file(a.path(), &format!("a{shipment}.edi"), &update(2000 + shipment, shipment));
         drop_file(b.path(), &format!("b{shipment}.edi"), &update(3000 + shipment, shipment));
     }
-    wait_until("all 40 copies settled", || {
+    common::wait_until("all 40 copies settled", Duration::from_secs(30), || {
         servers.iter().map(|s| count(s, "delivered") + count(s, "duplicate")).sum::<usize>() == 40
     });
     let mut got = delivered(a.path());
@@ -144,13 +145,19 @@ fn the_same_update_to_two_receivers_is_two_transactions() {
         Status214::new("CARRIERA", control).shipment(7).st_from(1).receiver(receiver).build()
     };
     drop_file(dir.path(), "eu.edi", &to("ACMEEU", 1001));
-    wait_until("the update to ACME-EU delivered", || delivered(dir.path()) == [7]);
+    common::wait_until("the update to ACME-EU delivered", Duration::from_secs(30), || {
+        delivered(dir.path()) == [7]
+    });
     drop_file(dir.path(), "us.edi", &to("ACMEUS", 1002));
-    wait_until("the update to ACME-US delivered", || delivered(dir.path()) == [7, 7]);
+    common::wait_until("the update to ACME-US delivered", Duration::from_secs(30), || {
+        delivered(dir.path()) == [7, 7]
+    });
     assert_eq!(count(&server, "duplicate"), 0);
     // The same update to ACME-US once more is a copy, and names the item it copies.
     drop_file(dir.path(), "us-again.edi", &to("ACMEUS", 1003));
-    wait_until("the copy quarantined", || count(&server, "duplicate") == 1);
+    common::wait_until("the copy quarantined", Duration::from_secs(30), || {
+        count(&server, "duplicate") == 1
+    });
     let answer = server.request("GET", "/v1/queue?state=delivered", &[], b"");
     let delivered_items = answer.json();
     let to_us = delivered_items
@@ -191,21 +198,23 @@ fn a_resend_after_purging_an_item_the_target_never_took_is_delivered() {
 
     drop_file(dir.path(), "first.edi", &update(1001, 7));
     let mut id = String::new();
-    wait_until("a failed delivery", || {
+    common::wait_until("a failed delivery", Duration::from_secs(30), || {
         let answer = server.request("GET", "/v1/queue?state=admitted", &[], b"");
         let items = answer.json();
         let failed = items.as_array().unwrap().iter().find(|i| i["attempts"].as_u64() >= Some(1));
         failed.map(|i| id = i["id"].as_str().unwrap().to_owned()).is_some()
     });
     // Purged between two attempts (409 while an attempt is under way).
-    wait_until("the purge", || {
+    common::wait_until("the purge", Duration::from_secs(30), || {
         let status = server.request("DELETE", &format!("/v1/queue/{id}"), &[], b"").status;
         assert!(matches!(status, 204 | 409), "purge answered {status}");
         status == 204
     });
     up.store(true, std::sync::atomic::Ordering::SeqCst);
     drop_file(dir.path(), "resent.edi", &update(1002, 7));
-    wait_until("the resend delivered", || shipments.lock().unwrap().len() == 1);
+    common::wait_until("the resend delivered", Duration::from_secs(30), || {
+        shipments.lock().unwrap().len() == 1
+    });
     assert_eq!(*shipments.lock().unwrap(), ["7"], "only the resend, once");
     assert_eq!(count(&server, "duplicate"), 0);
 }

@@ -5,7 +5,7 @@
 mod common;
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 
@@ -16,24 +16,6 @@ fn gateway_config(dir: &Path, quota: &str, api_key: &str) -> std::path::PathBuf 
     );
     std::fs::write(&file, gateway_toml(&dir.join("in"), &dir.join("out"), &remote, "")).unwrap();
     file
-}
-
-fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn delivered(dir: &Path) -> usize {
-    std::fs::read_dir(dir.join("out"))
-        .map(|d| {
-            d.filter_map(Result::ok)
-                .filter(|e| e.file_name().to_string_lossy().ends_with(".edi"))
-                .count()
-        })
-        .unwrap_or(0)
 }
 
 #[test]
@@ -69,13 +51,13 @@ fn a_wrong_api_key_holds_instead_of_failing_open_and_the_right_one_delivers() {
                 && !l.ends_with(" 0")),
         "{metrics}"
     );
-    assert_eq!(delivered(&gw_dir), 0, "never delivered unmetered");
+    assert_eq!(delivered(&gw_dir.join("out")), 0, "never delivered unmetered");
     drop(gw);
 
     // The right key from the environment overrides the file; the held item is metered and
     // delivered after the restart, and the quota service counted it.
     let gw = Server::start_with_env(&args, &[("TOLLGATE_GATEWAY_QUOTA_API_KEY", "k-right")]);
-    wait_until("the delivery", Duration::from_secs(20), || delivered(&gw_dir) == 1);
+    wait_until("the delivery", Duration::from_secs(20), || delivered(&gw_dir.join("out")) == 1);
     let ready = gw.get("/readyz");
     assert!(ready.starts_with("HTTP/1.1 200"), "{ready}");
     let counters = quota.get("/v1/counters");

@@ -10,7 +10,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{Server, Status214};
 
@@ -214,14 +214,6 @@ fn quota(addr: &str, id: &str) -> u16 {
     s.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0)
 }
 
-fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(25));
-    }
-}
-
 /// Every metric name the dashboard and the alert rules use, with the file that uses it.
 fn used_names() -> Vec<(String, &'static str)> {
     let mut used: Vec<(String, &str)> = Vec::new();
@@ -289,7 +281,7 @@ fn every_metric_of_the_dashboard_and_the_alerts_is_exported() {
         std::fs::write(&tmp, Status214::new("CARRIERXYZ", control).build()).unwrap();
         std::fs::rename(&tmp, landing.join(format!("{control}.edi"))).unwrap();
     }
-    wait_until("one delivered and one held", || {
+    common::wait_until("one delivered and one held", Duration::from_secs(20), || {
         let m = s.get("/metrics");
         m.contains(
             "tollgate_gateway_delivered_total{partner=\"CarrierXYZ\",route=\"ShipmentStatus\"} 1",

@@ -8,28 +8,10 @@
 mod common;
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use tollgate_testkit::tls::{Pem, TestCa};
-
-fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn delivered(dir: &Path) -> usize {
-    std::fs::read_dir(dir.join("out"))
-        .map(|d| {
-            d.filter_map(Result::ok)
-                .filter(|e| e.file_name().to_string_lossy().ends_with(".edi"))
-                .count()
-        })
-        .unwrap_or(0)
-}
 
 /// A `tollgate serve` over HTTPS with `pem`.
 fn https_server(dir: &Path, name: &str, pem: &Pem) -> Server {
@@ -88,7 +70,7 @@ fn a_quota_service_with_a_certificate_from_another_ca_or_expired_is_refused_and_
         let ready = gw.get("/readyz");
         assert!(ready.starts_with("HTTP/1.1 503"), "{ready}");
         assert!(ready.contains("verification failed"), "{ready}");
-        assert_eq!(delivered(&gw_dir), 0, "{name}: never delivered unmetered");
+        assert_eq!(delivered(&gw_dir.join("out")), 0, "{name}: never delivered unmetered");
     }
 
     // The right CA and a valid certificate: metered remotely and delivered.
@@ -97,7 +79,7 @@ fn a_quota_service_with_a_certificate_from_another_ca_or_expired_is_refused_and_
     let quota = https_server(&case, "quota", &ca.server("quota"));
     let (_gw, gw_dir) = gateway(&case, &remote(&quota.url, &trusted));
     std::fs::write(gw_dir.join("in/a.edi"), Status214::new("CARRIERA", 1).build()).unwrap();
-    wait_until("the delivery", Duration::from_secs(20), || delivered(&gw_dir) == 1);
+    wait_until("the delivery", Duration::from_secs(20), || delivered(&gw_dir.join("out")) == 1);
 
     // A ca_file that holds no certificate is a config error naming the key and the file.
     let bad = dir.path().join("empty.pem");

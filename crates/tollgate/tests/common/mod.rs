@@ -235,6 +235,31 @@ deliver = "dir:{out}"
     )
 }
 
+/// `tollgate check` against `s` with a limit of 5 a day: its exit code and the `used` it
+/// printed.
+pub fn check(s: &Server, id: &str, weight: u64) -> (i32, u64) {
+    let o = Command::new(BIN)
+        .args(["check", "--url", &s.url, "--id", id, "--limit", "5", "--unit", "day"])
+        .args(["--weight", &weight.to_string()])
+        .output()
+        .unwrap();
+    let j: serde_json::Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {o:?}"));
+    (o.status.code().unwrap_or(-1), j["used"].as_u64().unwrap_or_else(|| panic!("{j}")))
+}
+
+/// Interchanges delivered to the directory `out`: its `.edi` files, temp files left out.
+pub fn delivered(out: &std::path::Path) -> usize {
+    std::fs::read_dir(out).map_or(0, |d| {
+        d.filter_map(Result::ok)
+            .filter(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                name.ends_with(".edi") && !name.starts_with('.')
+            })
+            .count()
+    })
+}
+
 /// Polls `f` every 25 ms until it holds; fails naming `what` after `limit`.
 pub fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
     let deadline = Instant::now() + limit;
