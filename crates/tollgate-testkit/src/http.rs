@@ -43,6 +43,16 @@ impl Message {
         self.headers.iter().find(|(n, _)| *n == name).map(|(_, v)| v.as_str())
     }
 
+    /// The answer a server sent as `raw` bytes (status line, headers, body), when it is one.
+    pub fn answer_from(raw: &[u8]) -> Option<Message> {
+        read_message(&mut std::io::Cursor::new(raw), false)
+    }
+
+    /// The header lines, `name: value` each (names lowercased), for assertions on the head.
+    pub fn head(&self) -> String {
+        self.headers.iter().map(|(n, v)| format!("{n}: {v}\n")).collect()
+    }
+
     /// The body as text (lossy).
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.body).into_owned()

@@ -25,7 +25,7 @@ fn call(
     let headers: Vec<(&str, &str)> =
         auth.as_deref().map(|a| ("authorization", a)).into_iter().collect();
     let reply = server.call(method, path, &headers, body);
-    (reply.status, reply.body)
+    (reply.status, reply.text())
 }
 
 #[test]

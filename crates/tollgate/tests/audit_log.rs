@@ -101,7 +101,7 @@ fn seventy_large_policy_edits_do_not_push_an_earlier_reset_out() {
             .collect();
         let body = json!({ "policies": rules }).to_string();
         let reply = server.call("PUT", "/v1/policies", &lena, &body);
-        assert_eq!(reply.status, 200, "edit {n}: {} {}", reply.status, reply.body);
+        assert_eq!(reply.status, 200, "edit {n}: {} {}", reply.status, reply.text());
     }
     let records = audit(&server, Some("root-token"));
     let seen = actions(&records);

@@ -176,7 +176,7 @@ fn jiff_now() -> String {
     String::from_utf8(o.stdout).unwrap().trim().to_owned()
 }
 
-fn post_backup(addr: &str, to: &Path) -> common::Reply {
+fn post_backup(addr: &str, to: &Path) -> common::Message {
     common::call_at(addr, "POST", &format!("/v1/admin/backup?to={}", to.display()), &[], "")
 }
 

@@ -7,7 +7,7 @@ mod common;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use common::{Reply, Server};
+use common::{Message, Server};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpSocket;
 
@@ -21,7 +21,7 @@ async fn send_from(
     path: &str,
     headers: &[(&str, &str)],
     body: &str,
-) -> Reply {
+) -> Message {
     let to: SocketAddr = server.addr.parse().unwrap();
     let socket = TcpSocket::new_v4().unwrap();
     socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
@@ -37,9 +37,7 @@ async fn send_from(
         .await
         .expect("the server answers within 10 s")
         .unwrap();
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
-    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    Reply { status, head: head.to_owned(), body: body.to_owned() }
+    Message::answer_from(raw.as_bytes()).unwrap_or_else(|| panic!("no answer: {raw:?}"))
 }
 
 /// `POST /ui/login` with `token`, as the console's page sends it, from the source address
@@ -48,7 +46,7 @@ async fn login(server: &Server, from: &str, token: &str) -> (u16, String, String
     let body = format!("{{\"token\":\"{token}\"}}");
     let headers = [("host", "x"), ("content-type", "application/json")];
     let r = send_from(server, from, "POST", "/ui/login", &headers, &body).await;
-    (r.status, r.head.to_ascii_lowercase(), r.body)
+    (r.status, r.head(), r.text())
 }
 
 /// A server with the admin token `root-token` and a memory store in `dir`.

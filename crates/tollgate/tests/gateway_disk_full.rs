@@ -8,7 +8,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{Server, Status214, delivered, metric, status, wait_until};
+use common::{Server, Status214, delivered, metric, wait_until};
 use tollgate_testkit::SmallDisk;
 
 const POLL_MS: u64 = 200;
@@ -70,9 +70,8 @@ fn a_full_data_disk_leaves_no_litter_and_recovers_without_a_restart() {
     wait_until("its spool file removed", Duration::from_secs(10), || names(&spool).is_empty());
 
     let filler = disk.fill();
-    let answer =
-        s.raw_request("POST", "/v1/interchanges", &[], &Status214::new("CARRIERA", 2).build());
-    assert_eq!(status(&answer), 503, "{answer}");
+    let answer = s.request("POST", "/v1/interchanges", &[], &Status214::new("CARRIERA", 2).build());
+    assert_eq!(answer.status, 503, "{}", answer.text());
     assert_eq!(names(&spool), Vec::<String>::new(), "the refused upload left a spool file");
     for i in 0..5 {
         drop_file(dir.path(), &format!("f{i}.edi"), &Status214::new("CARRIERA", 10 + i).build());
@@ -94,9 +93,8 @@ fn a_full_data_disk_leaves_no_litter_and_recovers_without_a_restart() {
     wait_until("/readyz ready again", Duration::from_secs(10), || {
         s.get("/readyz").starts_with("HTTP/1.1 200")
     });
-    let answer =
-        s.raw_request("POST", "/v1/interchanges", &[], &Status214::new("CARRIERA", 3).build());
-    assert_eq!(status(&answer), 202, "{answer}");
+    let answer = s.request("POST", "/v1/interchanges", &[], &Status214::new("CARRIERA", 3).build());
+    assert_eq!(answer.status, 202, "{}", answer.text());
     wait_until("the waiting files and the upload delivered", Duration::from_secs(10), || {
         delivered(&out) == 7
     });

@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Reply, Server, call_at, jitter};
+use common::{Message, Server, call_at, jitter};
 use serde_json::{Value, json};
 
 /// A config file with another section and a comment that every rewrite must keep.
@@ -44,7 +44,7 @@ fn version(server: &Server) -> (String, Value) {
     let reply = server.call("GET", "/v1/policies", &[], "");
     assert_eq!(reply.status, 200, "{reply:?}");
     let etag = reply.header("etag").unwrap_or_else(|| panic!("no ETag: {reply:?}"));
-    (etag, reply.json()["policies"].clone())
+    (etag.to_owned(), reply.json()["policies"].clone())
 }
 
 /// The file parses (as `serve` would read it) and holds exactly `in_force`.
@@ -77,7 +77,7 @@ fn four_puts_at_once_keep_the_file_whole_and_each_200_has_one_record() {
     for round in 1..=25u64 {
         let (etag, _) = version(&server);
         // Two editors send the version they loaded, two send none (a script).
-        let replies: Vec<(u64, Reply)> = std::thread::scope(|s| {
+        let replies: Vec<(u64, Message)> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..4u64)
                 .map(|n| {
                     let (addr, etag) = (server.addr.clone(), etag.clone());
@@ -146,7 +146,7 @@ fn a_stale_if_match_is_refused_with_412_and_leaves_no_record() {
     assert_eq!(first.status, 200, "{first:?}");
     let (current, in_force) = version(&server);
     assert_ne!(current, loaded);
-    assert_eq!(first.header("etag").as_deref(), Some(current.as_str()), "the 200 names it too");
+    assert_eq!(first.header("etag"), Some(current.as_str()), "the 200 names it too");
     let file = std::fs::read_to_string(&cfg).unwrap();
     let records = replace_records(&server);
 

@@ -58,7 +58,7 @@ fn a_slow_client_loses_its_own_uploads_and_nobody_elses() {
     let s = Server::start(&["--config", file.to_str().unwrap()]);
     let upload = |key: &str| {
         let body = Status214::new("CARRIERA", 7).build();
-        s.raw_request("POST", "/v1/interchanges", &[("x-api-key", key)], &body)
+        s.request("POST", "/v1/interchanges", &[("x-api-key", key)], &body)
     };
 
     // Six uploads of 512 KiB each declared: together the whole budget of 3 MiB. The server
@@ -81,7 +81,7 @@ fn a_slow_client_loses_its_own_uploads_and_nobody_elses() {
         refused.push(i);
     }
     let other = upload("other-key");
-    assert_eq!(status(&other), 202, "another client is starved: {other}");
+    assert_eq!(other.status, 202, "another client is starved: {}", other.text());
 
     // The trickling uploads are cut once below the minimum rate, and their share comes back.
     for (i, mut c) in slow.into_iter().enumerate().filter(|(i, _)| !refused.contains(i)) {
@@ -93,6 +93,6 @@ fn a_slow_client_loses_its_own_uploads_and_nobody_elses() {
         assert!(a.contains("upload-too-slow"), "{a}");
     }
     wait_until("the slow client's share returned", Duration::from_secs(10), || {
-        status(&upload("slow-key")) == 202
+        upload("slow-key").status == 202
     });
 }

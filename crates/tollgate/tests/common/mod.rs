@@ -139,7 +139,8 @@ impl Server {
         s
     }
 
-    /// `METHOD path` with `headers` and `body` on a new connection: the whole answer.
+    /// `METHOD path` with `headers` and `body` on a new connection (`connection: close`): the
+    /// answer, read with a 30 s timeout; the test fails when none comes.
     pub fn request(
         &self,
         method: &str,
@@ -148,35 +149,6 @@ impl Server {
         body: &[u8],
     ) -> Message {
         tollgate_testkit::http::send(&self.addr, method, path, headers, body)
-    }
-
-    /// One raw HTTP/1.1 request on a fresh connection (`connection: close`, a `content-length`
-    /// for `body`, then `headers`): the whole raw answer, status line included; empty when the
-    /// server closed without one (which [`Server::request`] would fail on). A 10 s read
-    /// timeout keeps a stuck server from hanging.
-    pub fn raw_request(
-        &self,
-        method: &str,
-        path: &str,
-        headers: &[(&str, &str)],
-        body: &[u8],
-    ) -> String {
-        use std::io::{Read, Write};
-        let mut c = std::net::TcpStream::connect(&self.addr).unwrap();
-        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        let mut head = format!(
-            "{method} {path} HTTP/1.1\r\nhost: {}\r\nconnection: close\r\ncontent-length: {}\r\n",
-            self.addr,
-            body.len()
-        );
-        for (k, v) in headers {
-            head.push_str(&format!("{k}: {v}\r\n"));
-        }
-        head.push_str("\r\n");
-        let _ = c.write_all(head.as_bytes()).and_then(|()| c.write_all(body));
-        let mut answer = Vec::new();
-        let _ = c.read_to_end(&mut answer);
-        String::from_utf8_lossy(&answer).into_owned()
     }
 
     /// Like [`Server::start`], with the server's log (stderr) written to `log`.
@@ -285,36 +257,9 @@ pub fn sha256_hex(token: &str) -> String {
     String::from_utf8(out.stdout).unwrap().split_whitespace().next().unwrap().to_owned()
 }
 
-/// An answer read by [`Server::call`].
-#[derive(Debug, Clone)]
-pub struct Reply {
-    /// The status code.
-    pub status: u16,
-    /// The status line and headers, as sent.
-    pub head: String,
-    /// The body.
-    pub body: String,
-}
-
-impl Reply {
-    /// The value of header `name` (case-insensitive), when the answer has it.
-    pub fn header(&self, name: &str) -> Option<String> {
-        self.head.lines().find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.trim().eq_ignore_ascii_case(name).then(|| v.trim().to_owned())
-        })
-    }
-
-    /// The body as JSON (fails the test when it is not).
-    pub fn json(&self) -> serde_json::Value {
-        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {self:?}"))
-    }
-}
-
 impl Server {
-    /// One request (`connection: close`) with extra `headers` (e.g. `authorization`) and a
-    /// JSON `body`; a 30 s read timeout keeps a stuck server from hanging the test.
-    pub fn call(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Reply {
+    /// [`Server::request`] with a JSON `body` (`content-type: application/json`).
+    pub fn call(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Message {
         call_at(&self.addr, method, path, headers, body)
     }
 }
@@ -326,22 +271,10 @@ pub fn call_at(
     path: &str,
     headers: &[(&str, &str)],
     body: &str,
-) -> Reply {
-    use std::io::{Read, Write};
-    let mut c = std::net::TcpStream::connect(addr).unwrap();
-    c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    let extra: String = headers.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();
-    let request = format!(
-        "{method} {path} HTTP/1.1\r\nhost: x\r\n{extra}content-type: application/json\r\n\
-         content-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    c.write_all(request.as_bytes()).unwrap();
-    let mut s = String::new();
-    c.read_to_string(&mut s).unwrap();
-    let (head, body) = s.split_once("\r\n\r\n").unwrap_or((&s, ""));
-    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    Reply { status, head: head.to_owned(), body: body.to_owned() }
+) -> Message {
+    let mut all = headers.to_vec();
+    all.push(("content-type", "application/json"));
+    tollgate_testkit::http::send(addr, method, path, &all, body.as_bytes())
 }
 
 /// A remote quota service stand-in on a free loopback port: it answers every check with 429
