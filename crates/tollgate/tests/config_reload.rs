@@ -5,8 +5,6 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use common::Server;
@@ -20,13 +18,9 @@ fn file(limit: u64, extra: &str) -> String {
 
 /// A GET over a plain socket: (status, body).
 fn get(addr: &str, path: &str) -> (u16, String) {
-    let mut c = TcpStream::connect(addr).unwrap();
-    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(c, "GET {path} HTTP/1.1\r\nhost: x\r\nmetering-id: R:probe\r\nmessage-weight: 0\r\nconnection: close\r\n\r\n").unwrap();
-    let mut s = String::new();
-    c.read_to_string(&mut s).unwrap();
-    let status = s.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
-    (status, s.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default())
+    let headers = [("metering-id", "R:probe"), ("message-weight", "0")];
+    let m = common::request_at(addr, "GET", path, &headers, b"");
+    (m.status, m.text())
 }
 
 fn json(addr: &str, path: &str) -> Value {

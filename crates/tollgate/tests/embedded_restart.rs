@@ -208,17 +208,14 @@ fn a_full_disk_is_not_ready_and_recovers_without_a_restart() {
 /// One `GET /v1/quota` (weight 1, a limit never reached) on a fresh connection: true on a 200.
 /// Any error (the server was killed) is false.
 fn admitted(addr: &str, id: &str) -> bool {
-    use std::io::{Read, Write};
-    let Ok(mut c) = std::net::TcpStream::connect(addr) else { return false };
-    let _ = c.set_read_timeout(Some(Duration::from_secs(10)));
-    let sent = write!(
-        c,
-        "GET /v1/quota HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\nmetering-id: {id}\r\n\
-         quota-limit: 1000000000\r\nquota-interval: 24\r\nquota-timeunit: hours\r\n\
-         message-weight: 1\r\n\r\n"
-    );
-    let mut answer = String::new();
-    sent.is_ok() && c.read_to_string(&mut answer).is_ok() && answer.starts_with("HTTP/1.1 200")
+    let headers = [
+        ("metering-id", id),
+        ("quota-limit", "1000000000"),
+        ("quota-interval", "24"),
+        ("quota-timeunit", "hours"),
+        ("message-weight", "1"),
+    ];
+    common::try_request_at(addr, "GET", "/v1/quota", &headers, b"").is_some_and(|m| m.status == 200)
 }
 
 /// Units counted for ids under `prefix`, from `GET /v1/counters`.

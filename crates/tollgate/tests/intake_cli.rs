@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -144,21 +143,7 @@ fn landing_entries_that_are_not_taken_are_reported_once_and_nothing_is_lost() {
 
 /// One raw HTTP/1.1 POST; returns the status code.
 fn post(addr: &str, headers: &[(&str, &str)], body: &[u8]) -> u16 {
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let mut req = format!(
-        "POST /v1/interchanges HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-length: {}\r\n",
-        body.len()
-    );
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    req.push_str("\r\n");
-    s.write_all(req.as_bytes()).unwrap();
-    s.write_all(body).unwrap();
-    let mut answer = String::new();
-    let _ = s.read_to_string(&mut answer);
-    answer.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0)
+    common::try_request_at(addr, "POST", "/v1/interchanges", headers, body).map_or(0, |m| m.status)
 }
 
 #[test]

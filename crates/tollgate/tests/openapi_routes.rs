@@ -10,9 +10,7 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use common::{Server, gateway_toml};
 
@@ -108,18 +106,8 @@ fn served_in_source() -> BTreeSet<(String, String)> {
 
 /// One request on a fresh connection: the status and the body.
 fn request(addr: &str, method: &str, path: &str) -> (u16, String) {
-    let mut c = std::net::TcpStream::connect(addr).unwrap();
-    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        c,
-        "{method} {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut s = String::new();
-    c.read_to_string(&mut s).unwrap();
-    let status = s.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let body = s.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
-    (status, body)
+    let m = common::request_at(addr, method, path, &[], b"");
+    (m.status, m.text())
 }
 
 /// `tollgate serve` with a gateway (so its routes are mounted) on `store`, everything in `dir`:

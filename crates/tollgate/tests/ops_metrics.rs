@@ -8,7 +8,6 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::io::{Read, Write};
 use std::path::Path;
 use std::time::Duration;
 
@@ -201,17 +200,8 @@ fn exported(scrape: &str) -> BTreeSet<String> {
 }
 
 fn quota(addr: &str, id: &str) -> u16 {
-    let mut c = std::net::TcpStream::connect(addr).unwrap();
-    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        c,
-        "GET /v1/quota HTTP/1.1\r\nhost: {addr}\r\nmetering-id: {id}\r\nquota-limit: 1\r\n\
-         quota-timeunit: hour\r\nconnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut s = String::new();
-    c.read_to_string(&mut s).unwrap();
-    s.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0)
+    let headers = [("metering-id", id), ("quota-limit", "1"), ("quota-timeunit", "hour")];
+    common::request_at(addr, "GET", "/v1/quota", &headers, b"").status
 }
 
 /// Every metric name the dashboard and the alert rules use, with the file that uses it.

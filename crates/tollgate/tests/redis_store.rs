@@ -22,17 +22,9 @@ fn serve(store: &str, config: &std::path::Path) -> Server {
 
 /// One `GET /v1/quota`; returns the status line and the raw head + body.
 fn quota(addr: &str, id: &str) -> (u16, String) {
-    let mut c = TcpStream::connect(addr).unwrap();
-    write!(
-        c,
-        "GET /v1/quota HTTP/1.1\r\nhost: {addr}\r\nmetering-id: {id}\r\nquota-limit: 3\r\n\
-         quota-timeunit: hour\r\nconnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut s = String::new();
-    c.read_to_string(&mut s).unwrap();
-    let status = s.split(' ').nth(1).unwrap().parse().unwrap();
-    (status, s.to_ascii_lowercase())
+    let headers = [("metering-id", id), ("quota-limit", "3"), ("quota-timeunit", "hour")];
+    let m = common::request_at(addr, "GET", "/v1/quota", &headers, b"");
+    (m.status, common::lowercased(&m))
 }
 
 fn config(dir: &std::path::Path, unavailable: &str) -> std::path::PathBuf {

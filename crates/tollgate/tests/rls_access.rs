@@ -6,10 +6,7 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::Path;
-use std::time::Duration;
 
 use common::Server;
 use tollgate_rls::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
@@ -71,12 +68,8 @@ fn with(
 
 /// `GET path` with extra header lines: the status and the whole answer.
 fn http_get(addr: &str, path: &str, extra: &str) -> (u16, String) {
-    let mut c = TcpStream::connect(addr).unwrap();
-    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(c, "GET {path} HTTP/1.1\r\nhost: {addr}\r\n{extra}connection: close\r\n\r\n").unwrap();
-    let mut s = String::new();
-    c.read_to_string(&mut s).unwrap();
-    (s.split(' ').nth(1).unwrap().parse().unwrap(), s)
+    let m = common::request_at(addr, "GET", path, &common::header_pairs(extra), b"");
+    (m.status, format!("{}\n{}", m.head(), m.text()))
 }
 
 /// The value of the `tollgate_decisions_total` series with these labels (0 when absent).

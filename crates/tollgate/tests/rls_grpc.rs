@@ -7,8 +7,6 @@
 mod common;
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::Path;
 use std::time::Duration;
 
@@ -272,18 +270,9 @@ fn a_400_way_race_admits_exactly_the_limit() {
 
 /// One `GET /v1/quota` (limit 4 per hour, like the rule below); status and lower-cased head.
 fn http_quota(addr: &str, id: &str) -> (u16, String) {
-    let mut c = TcpStream::connect(addr).unwrap();
-    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        c,
-        "GET /v1/quota HTTP/1.1\r\nhost: {addr}\r\nmetering-id: {id}\r\nquota-limit: 4\r\n\
-         quota-timeunit: hour\r\nconnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut s = String::new();
-    c.read_to_string(&mut s).unwrap();
-    let status = s.split(' ').nth(1).unwrap().parse().unwrap();
-    (status, s.to_ascii_lowercase())
+    let headers = [("metering-id", id), ("quota-limit", "4"), ("quota-timeunit", "hour")];
+    let m = common::request_at(addr, "GET", "/v1/quota", &headers, b"");
+    (m.status, common::lowercased(&m))
 }
 
 fn http_header<'a>(head: &'a str, name: &str) -> &'a str {

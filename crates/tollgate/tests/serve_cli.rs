@@ -265,10 +265,5 @@ fn sigterm_shuts_down_gracefully() {
 fn get(url: &str) -> String {
     let rest = url.strip_prefix("http://").unwrap();
     let (host, path) = rest.split_once('/').map(|(h, p)| (h, format!("/{p}"))).unwrap();
-    use std::io::{Read, Write};
-    let mut c = std::net::TcpStream::connect(host).unwrap();
-    write!(c, "GET {path} HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n\r\n").unwrap();
-    let mut s = String::new();
-    c.read_to_string(&mut s).unwrap();
-    s.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default()
+    common::request_at(host, "GET", &path, &[], b"").text()
 }

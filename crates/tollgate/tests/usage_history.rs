@@ -6,7 +6,7 @@
 
 mod common;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
 
@@ -15,13 +15,8 @@ use serde_json::Value;
 
 /// One `GET` with optional extra header lines; the status and the body.
 fn get(server: &Server, path: &str, headers: &str) -> (u16, String) {
-    let mut c = std::net::TcpStream::connect(&server.addr).unwrap();
-    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(c, "GET {path} HTTP/1.1\r\nhost: x\r\n{headers}connection: close\r\n\r\n").unwrap();
-    let mut s = String::new();
-    c.read_to_string(&mut s).unwrap();
-    let status = s.split(' ').nth(1).unwrap().parse().unwrap();
-    (status, s.split("\r\n\r\n").nth(1).unwrap_or_default().to_owned())
+    let m = server.request("GET", path, &common::header_pairs(headers), b"");
+    (m.status, m.text())
 }
 
 /// One `/v1/quota` check of `weight` units against `limit` per day; the status.

@@ -264,6 +264,38 @@ impl Server {
     }
 }
 
+/// [`Server::request`] against `addr` (`host:port`), usable from other threads.
+pub fn request_at(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Message {
+    tollgate_testkit::http::send(addr, method, path, headers, body)
+}
+
+/// [`request_at`], `None` when no answer comes (refused, or closed before answering).
+pub fn try_request_at(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Option<Message> {
+    tollgate_testkit::http::try_send(addr, method, path, headers, body).ok()
+}
+
+/// `name: value` header lines (CRLF or LF separated) as pairs.
+pub fn header_pairs(lines: &str) -> Vec<(&str, &str)> {
+    lines.lines().filter_map(|l| l.split_once(':')).map(|(k, v)| (k.trim(), v.trim())).collect()
+}
+
+/// An answer as one lowercased text, head then body, for `contains` checks.
+pub fn lowercased(m: &Message) -> String {
+    format!("{}\n{}", m.head(), m.text()).to_ascii_lowercase()
+}
+
 /// [`Server::call`] against `addr` (`host:port`), usable from other threads.
 pub fn call_at(
     addr: &str,
