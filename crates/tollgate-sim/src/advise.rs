@@ -266,6 +266,7 @@ pub fn replay(
             .collect(),
         bursts: Vec::new(),
         gateway: None,
+        policies: Vec::new(),
         marked_bursting: marked,
     };
     let mut control = vec![0u32; partners.len()];

@@ -23,8 +23,8 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use tollgate_gateway::{Gateway, GatewayClock, GatewayConfig, Item, SpoolOptions, State};
-use tollgate_policy::Decider;
-use tollgate_quota::store::MemoryStore;
+use tollgate_policy::{Decider, PolicyHandle, PolicySet};
+use tollgate_quota::store::{MemoryStore, OnStoreUnavailable};
 use tollgate_quota::{AnyStore, Clock};
 
 use crate::scenario::Scenario;
@@ -155,7 +155,10 @@ async fn drive(
     let clock = Arc::new(VirtualClock::new(scenario.start));
     let store = Arc::new(AnyStore::Memory(MemoryStore::with_clock(clock.clone())));
     let options = SpoolOptions { ephemeral: true, ..Default::default() };
-    let gw = Gateway::builder(config, &work.join("data"), Decider::without_policies(store))
+    // The scenario's policies decide as in `tollgate serve`; the store, in memory, never fails.
+    let policies = PolicyHandle::new(PolicySet::new(scenario.policies.clone()));
+    let decider = Decider::new(store, policies, OnStoreUnavailable::Deny);
+    let gw = Gateway::builder(config, &work.join("data"), decider)
         .options(options)
         .clock(GatewayClock::with_seed(clock.clone(), seed))
         .start()

@@ -6,6 +6,7 @@ use std::ops::Range;
 use std::path::Path;
 
 use serde::Deserialize;
+use tollgate_policy::PolicyRule;
 
 /// Bad input (a scenario, a gateway config, a history CSV): where and what.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -196,6 +197,8 @@ struct File {
     burst: Vec<Burst>,
     #[serde(default)]
     gateway: Option<toml::Table>,
+    #[serde(default)]
+    policy: Vec<PolicyRule>,
 }
 
 /// A validated scenario.
@@ -219,6 +222,9 @@ pub struct Scenario {
     pub bursts: Vec<Burst>,
     /// The inline `[gateway]` table, if any.
     pub gateway: Option<toml::Table>,
+    /// `[[policy]]`: the quota service's policies, applied to the gateway's metering as
+    /// `tollgate serve` applies them (an `override` beats a route's limit).
+    pub policies: Vec<PolicyRule>,
     /// Partners (indices) counted as bursting though no `[[burst]]` names them (a replayed
     /// history's partners with burst hours).
     pub marked_bursting: Vec<usize>,
@@ -404,6 +410,7 @@ impl Scenario {
             partners: f.partner,
             bursts: f.burst,
             gateway: f.gateway,
+            policies: f.policy,
             marked_bursting: Vec::new(),
         })
     }

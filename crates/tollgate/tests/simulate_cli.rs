@@ -183,3 +183,28 @@ fn advice_pasted_into_the_config_is_enforced_by_the_gateway() {
     });
     assert_eq!((count("delivered"), count("held")), (14, 2));
 }
+
+/// A scenario's `[[policy]]` decides in the simulation as in `tollgate serve`: an override of
+/// 5 an hour beats the route's 100, so the calm partner, never held under the route's limit,
+/// is held under the policy's.
+#[test]
+fn a_scenario_policy_overrides_the_route_limit_in_the_simulation() {
+    let dir = tempfile::tempdir().unwrap();
+    let calm_held = |file: &str, scenario: &str| {
+        std::fs::write(dir.path().join(file), scenario).unwrap();
+        let report = format!("report-{file}");
+        let out = tollgate(&["simulate", file, "--out", &report, "--seed", "3"], dir.path());
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let json: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(dir.path().join(&report).join("report.json")).unwrap(),
+        )
+        .unwrap();
+        let calm = json["cases"][0]["figures"]["partners"][0].clone();
+        assert_eq!(calm["partner"], "Calm");
+        calm["ever_held"].as_u64().unwrap()
+    };
+    assert_eq!(calm_held("plain.toml", TINY), 0, "the route's 100 an hour holds nothing of Calm");
+    let policy = "\n[[policy]]\nmatch = \"*\"\nlimit = 5\nunit = \"hour\"\noverride = true\n";
+    let held = calm_held("policy.toml", &format!("{TINY}{policy}"));
+    assert!(held > 0, "the override of 5 an hour held nothing of Calm's 20 an hour");
+}
