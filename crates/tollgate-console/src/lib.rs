@@ -17,6 +17,7 @@
 //! text (metering ids, sender ids, reasons) is only ever set as text by the script.
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
+#![warn(unreachable_pub)]
 
 pub mod login;
 pub mod overview;

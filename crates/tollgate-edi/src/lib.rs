@@ -20,6 +20,7 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 #![deny(missing_docs)]
+#![warn(unreachable_pub)]
 
 pub mod ack;
 pub mod delimiters;

@@ -11,7 +11,7 @@ use crate::landing::Stamp;
 
 /// A settled file, ready to be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Candidate {
+pub(crate) struct Candidate {
     /// Where it is.
     pub path: PathBuf,
     /// The sender sniffed from its head (empty when unknown).
@@ -29,7 +29,7 @@ pub struct Candidate {
 /// keeps a backlog of `n` files linear: a scan reads every entry, so a scan per batch of 64
 /// made a 10,000-file backlog cost 156 full listings.
 #[derive(Debug, Default)]
-pub struct Ready {
+pub(crate) struct Ready {
     /// Senders in the order their first file appears.
     order: Vec<String>,
     queues: HashMap<String, VecDeque<Candidate>>,
@@ -38,7 +38,7 @@ pub struct Ready {
 
 impl Ready {
     /// Queues `ready` (in arrival order) per sender.
-    pub fn new(ready: Vec<Candidate>) -> Self {
+    pub(crate) fn new(ready: Vec<Candidate>) -> Self {
         let mut this = Self::default();
         for c in ready {
             match this.queues.get_mut(&c.sender) {
@@ -54,14 +54,14 @@ impl Ready {
     }
 
     /// No file left to take.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     /// Takes up to `max` files, round-robin across senders (in arrival order within a sender),
     /// so that one partner's backlog of files does not delay the others' files; their sizes
     /// add up to at most `max_bytes` (or the batch is one file).
-    pub fn next_batch(&mut self, max: usize, max_bytes: u64) -> Vec<Candidate> {
+    pub(crate) fn next_batch(&mut self, max: usize, max_bytes: u64) -> Vec<Candidate> {
         let mut batch = Vec::new();
         let mut bytes = 0u64;
         'fill: while batch.len() < max {

@@ -17,7 +17,7 @@ use tokio::time::Instant;
 /// What the breaker is doing (for tests).
 #[cfg(test)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BreakerState {
+pub(crate) enum BreakerState {
     /// Calls go through.
     Closed,
     /// Calls are refused until the cool-down ends.
@@ -36,19 +36,19 @@ struct Inner {
 
 /// Consecutive-failure circuit breaker.
 #[derive(Debug)]
-pub struct Breaker {
+pub(crate) struct Breaker {
     inner: Mutex<Inner>,
     first_cool_down: Duration,
 }
 
 impl Breaker {
     /// Consecutive failures that open the breaker.
-    pub const THRESHOLD: u32 = 5;
+    pub(crate) const THRESHOLD: u32 = 5;
     /// The longest cool-down.
-    pub const MAX_COOL_DOWN: Duration = Duration::from_secs(30);
+    pub(crate) const MAX_COOL_DOWN: Duration = Duration::from_secs(30);
 
     /// A closed breaker whose first cool-down is `cool_down`.
-    pub fn new(cool_down: Duration) -> Self {
+    pub(crate) fn new(cool_down: Duration) -> Self {
         Self {
             inner: Mutex::new(Inner { failures: 0, open_until: None, cool_down, probing: false }),
             first_cool_down: cool_down,
@@ -61,7 +61,7 @@ impl Breaker {
 
     /// The current state.
     #[cfg(test)]
-    pub fn state(&self) -> BreakerState {
+    pub(crate) fn state(&self) -> BreakerState {
         let g = self.lock();
         match g.open_until {
             None => BreakerState::Closed,
@@ -71,7 +71,7 @@ impl Breaker {
     }
 
     /// May a call be made now? In half-open state only the first caller gets `true`.
-    pub fn allow(&self) -> bool {
+    pub(crate) fn allow(&self) -> bool {
         let mut g = self.lock();
         match g.open_until {
             None => true,
@@ -85,7 +85,7 @@ impl Breaker {
     }
 
     /// The service answered: close. Returns true when this closed an open breaker.
-    pub fn success(&self) -> bool {
+    pub(crate) fn success(&self) -> bool {
         let mut g = self.lock();
         let was_open = g.open_until.is_some();
         g.failures = 0;
@@ -96,7 +96,7 @@ impl Breaker {
     }
 
     /// The service failed. Returns true when this opened the breaker (from closed).
-    pub fn failure(&self) -> bool {
+    pub(crate) fn failure(&self) -> bool {
         let mut g = self.lock();
         g.failures = g.failures.saturating_add(1);
         if g.probing {

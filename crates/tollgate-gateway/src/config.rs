@@ -27,7 +27,7 @@ mod fields;
 mod plan;
 mod value;
 pub use plan::*;
-pub use value::{ApiKey, HttpUrl, MeteringTemplate, Name};
+pub(crate) use value::{ApiKey, HttpUrl, MeteringTemplate, Name};
 
 /// The `[gateway]` section, key for key.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -287,37 +287,37 @@ mod defaults {
         }
     }
 
-    pub fn poll_ms() -> NonZeroU64 {
+    pub(super) fn poll_ms() -> NonZeroU64 {
         const { nz64(500) }
     }
-    pub fn settle_ms() -> u64 {
+    pub(super) fn settle_ms() -> u64 {
         200
     }
-    pub fn dedup_days() -> NonZeroU32 {
+    pub(super) fn dedup_days() -> NonZeroU32 {
         const { nz32(30) }
     }
-    pub fn max_upload_bytes() -> Spanned<NonZeroU32> {
+    pub(super) fn max_upload_bytes() -> Spanned<NonZeroU32> {
         Spanned::new(0..0, const { nz32(52_428_800) })
     }
-    pub fn upload_budget_bytes() -> Spanned<u64> {
+    pub(super) fn upload_budget_bytes() -> Spanned<u64> {
         Spanned::new(0..0, 268_435_456)
     }
-    pub fn upload_min_rate_bytes() -> NonZeroU64 {
+    pub(super) fn upload_min_rate_bytes() -> NonZeroU64 {
         const { nz64(65_536) }
     }
-    pub fn upload_rate_grace_ms() -> NonZeroU64 {
+    pub(super) fn upload_rate_grace_ms() -> NonZeroU64 {
         const { nz64(10_000) }
     }
-    pub fn max_file_bytes() -> NonZeroU64 {
+    pub(super) fn max_file_bytes() -> NonZeroU64 {
         const { nz64(52_428_800) }
     }
     /// Temporary names of common transfer clients: dot files (OpenSSH sftp/rsync temp files,
     /// editors), WinSCP `.filepart`, FileZilla/Cyberduck/curl `.part`, `.partial`, `.tmp`,
     /// `.crdownload`, `.inprogress`, and `~` backups.
-    pub const PARTIAL_NAMES: [&str; 8] =
+    pub(super) const PARTIAL_NAMES: [&str; 8] =
         [".*", "*.filepart", "*.part", "*.partial", "*.tmp", "*.crdownload", "*.inprogress", "*~"];
     /// Compiled once per process: building a glob set costs far more than reading a config.
-    pub fn partial_names() -> PartialNames {
+    pub(super) fn partial_names() -> PartialNames {
         static COMPILED: std::sync::OnceLock<PartialNames> = std::sync::OnceLock::new();
         COMPILED
             .get_or_init(|| {
@@ -326,25 +326,25 @@ mod defaults {
             })
             .clone()
     }
-    pub fn incomplete_grace_ms() -> u64 {
+    pub(super) fn incomplete_grace_ms() -> u64 {
         300_000
     }
-    pub fn mode() -> Spanned<QuotaMode> {
+    pub(super) fn mode() -> Spanned<QuotaMode> {
         Spanned::new(0..0, QuotaMode::default())
     }
-    pub fn timeout_ms() -> NonZeroU64 {
+    pub(super) fn timeout_ms() -> NonZeroU64 {
         const { nz64(200) }
     }
-    pub fn metering_id() -> Spanned<MeteringTemplate> {
+    pub(super) fn metering_id() -> Spanned<MeteringTemplate> {
         Spanned::new(0..0, MeteringTemplate::default_template())
     }
-    pub fn interval() -> Spanned<NonZeroU32> {
+    pub(super) fn interval() -> Spanned<NonZeroU32> {
         Spanned::new(0..0, const { nz32(1) })
     }
-    pub fn min_weight() -> u64 {
+    pub(super) fn min_weight() -> u64 {
         1
     }
-    pub fn max_concurrency() -> NonZeroUsize {
+    pub(super) fn max_concurrency() -> NonZeroUsize {
         const { nzusize(4) }
     }
 }

@@ -14,14 +14,14 @@ use tollgate_http::tls::PeerCertificate;
 
 /// The upload access rule: the server's admin guard and client keys.
 #[derive(Debug, Clone)]
-pub struct UploadGuard {
+pub(crate) struct UploadGuard {
     admin: AccessGuard,
     clients: ClientKeys,
 }
 
 /// Who is uploading.
 #[derive(Debug)]
-pub enum Uploader<'a> {
+pub(crate) enum Uploader<'a> {
     /// The admin token, or nobody on an open loopback listener: any sender.
     Unscoped,
     /// A `[[client]]`, limited to its partners.
@@ -30,14 +30,14 @@ pub enum Uploader<'a> {
 
 impl UploadGuard {
     /// The rule for this server's credentials.
-    pub fn new(admin: AccessGuard, clients: ClientKeys) -> Self {
+    pub(crate) fn new(admin: AccessGuard, clients: ClientKeys) -> Self {
         Self { admin, clients }
     }
 
     /// Who sent the request, or the 401/403 to answer. A verified client certificate
     /// (`peer`, under mTLS) whose subject a `[[client]]` names counts as that client when no
     /// key is sent.
-    pub fn authorize(
+    pub(crate) fn authorize(
         &self,
         headers: &HeaderMap,
         peer: Option<&PeerCertificate>,

@@ -22,13 +22,13 @@ use crate::config::{Route, Target};
 use crate::spool::sync_dir;
 
 /// Attempts after which a retryable failure becomes dead.
-pub const MAX_ATTEMPTS: u32 = 10;
+pub(crate) const MAX_ATTEMPTS: u32 = 10;
 /// The first retry delay; doubled per attempt up to [`MAX_BACKOFF`].
-pub const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+pub(crate) const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 /// The longest retry delay.
-pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
+pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// How long one HTTP delivery may take.
-pub const HTTP_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const HTTP_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The outcome of one delivery attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,7 +42,7 @@ pub enum Attempt {
 }
 
 /// The delay before retry number `attempts` (1-based).
-pub fn backoff(attempts: u32) -> Duration {
+pub(crate) fn backoff(attempts: u32) -> Duration {
     let exp = attempts.saturating_sub(1).min(20);
     FIRST_BACKOFF.saturating_mul(1 << exp).min(MAX_BACKOFF)
 }

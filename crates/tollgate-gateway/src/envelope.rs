@@ -77,7 +77,7 @@ pub struct Weighing {
 
 /// Parses `input` once and finds its interchanges; `weighing` says, per document type, how to
 /// weigh an interchange (`None`: not at all, it has no route). Never panics.
-pub fn scan(input: &[u8], weighing: impl Fn(&str) -> Option<Weighing>) -> Scan {
+pub(crate) fn scan(input: &[u8], weighing: impl Fn(&str) -> Option<Weighing>) -> Scan {
     let parsed = parse(input);
     let envelopes = parsed
         .interchanges
@@ -146,7 +146,7 @@ fn unfinished(input: &[u8], ic: &tollgate_edi::Interchange) -> bool {
 
 /// The sender of the first interchange in the head of a file, for fair scheduling at intake
 /// (empty when unknown). Envelopes only, on a few bytes: not the parse of the file.
-pub fn sniff_sender(head: &[u8]) -> String {
+pub(crate) fn sniff_sender(head: &[u8]) -> String {
     let found = tollgate_edi::scan(head, &tollgate_edi::RecordRule::Transactions);
     found.interchanges.first().map(|ic| ic.sender.to_string()).unwrap_or_default()
 }
@@ -164,7 +164,7 @@ fn describe(e: &tollgate_edi::EnvelopeError) -> String {
 
 /// How [`scan`] weighs a route's interchanges: under `rule`, keeping the layout when the route
 /// splits or removes resent transactions, with fingerprints for the latter.
-pub fn weighing(rule: RecordRule, split: bool, fingerprints: bool) -> Weighing {
+pub(crate) fn weighing(rule: RecordRule, split: bool, fingerprints: bool) -> Weighing {
     Weighing { rule, layout: split || fingerprints, fingerprints }
 }
 
@@ -312,7 +312,7 @@ impl Layout {
 
 /// The layout of one interchange given its bytes alone, weighed as `w` says: the fallback for
 /// items stored without one (this parses the interchange).
-pub fn layout_of(interchange: &[u8], w: Weighing) -> Option<Layout> {
+pub(crate) fn layout_of(interchange: &[u8], w: Weighing) -> Option<Layout> {
     let w = Weighing { layout: true, ..w };
     scan(interchange, |_| Some(w)).envelopes.into_iter().next().and_then(|e| e.layout)
 }
@@ -321,7 +321,7 @@ pub fn layout_of(interchange: &[u8], w: Weighing) -> Option<Layout> {
 /// describes, with control number `control`, and the new interchange's own layout (its
 /// transactions keep their weights and fingerprints). No parse: the bytes are cut where the
 /// layout says.
-pub fn split(
+pub(crate) fn split(
     interchange: &[u8],
     layout: &Layout,
     keep: &[usize],
@@ -343,7 +343,11 @@ pub fn split(
 
 /// The acknowledgement (TA1/997/999/CONTRL, chosen by the parser) for a rejected interchange,
 /// from the parsed interchange [`scan`] kept and the bytes of its file.
-pub fn acknowledge(file: &[u8], ic: &tollgate_edi::Interchange, control: u64) -> Option<Vec<u8>> {
+pub(crate) fn acknowledge(
+    file: &[u8],
+    ic: &tollgate_edi::Interchange,
+    control: u64,
+) -> Option<Vec<u8>> {
     tollgate_edi::ack::acknowledge(file, ic, tollgate_edi::ack::AckFormat::Auto, control)
 }
 

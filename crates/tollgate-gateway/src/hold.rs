@@ -20,18 +20,18 @@ use crate::item::ArrivalOrder;
 
 /// Held item ids grouped by metering id.
 #[derive(Debug, Default)]
-pub struct HoldQueue {
+pub(crate) struct HoldQueue {
     groups: BTreeMap<MeteringId, BTreeSet<ArrivalOrder>>,
 }
 
 impl HoldQueue {
     /// Adds a held item to its group.
-    pub fn insert(&mut self, metering_id: &MeteringId, item: &str) {
+    pub(crate) fn insert(&mut self, metering_id: &MeteringId, item: &str) {
         self.groups.entry(metering_id.clone()).or_default().insert(ArrivalOrder(item.to_owned()));
     }
 
     /// Removes an item (admitted, released, purged); drops the group when it empties.
-    pub fn remove(&mut self, metering_id: &MeteringId, item: &str) {
+    pub(crate) fn remove(&mut self, metering_id: &MeteringId, item: &str) {
         if let Some(g) = self.groups.get_mut(metering_id) {
             g.remove(&ArrivalOrder(item.to_owned()));
             if g.is_empty() {
@@ -41,39 +41,39 @@ impl HoldQueue {
     }
 
     /// The oldest held item of a group.
-    pub fn head(&self, metering_id: &MeteringId) -> Option<&str> {
+    pub(crate) fn head(&self, metering_id: &MeteringId) -> Option<&str> {
         self.groups.get(metering_id).and_then(|g| g.first()).map(|a| a.0.as_str())
     }
 
     /// True when the metering id has held items (a new item must wait behind them).
-    pub fn is_holding(&self, metering_id: &MeteringId) -> bool {
+    pub(crate) fn is_holding(&self, metering_id: &MeteringId) -> bool {
         self.groups.contains_key(metering_id)
     }
 
     /// Number of held items of one metering id.
-    pub fn depth(&self, metering_id: &MeteringId) -> usize {
+    pub(crate) fn depth(&self, metering_id: &MeteringId) -> usize {
         self.groups.get(metering_id).map_or(0, BTreeSet::len)
     }
 
     /// True when nothing is held.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.groups.is_empty()
     }
 
     /// Number of held items in all groups.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.groups.values().map(BTreeSet::len).sum()
     }
 
     /// `(metering id, head item id)` of every group.
-    pub fn heads(&self) -> impl Iterator<Item = (&MeteringId, &str)> {
+    pub(crate) fn heads(&self) -> impl Iterator<Item = (&MeteringId, &str)> {
         self.groups.iter().filter_map(|(m, g)| g.first().map(|h| (m, h.0.as_str())))
     }
 }
 
 /// Retry-After plus jitter: up to 10 % more, capped at 5 s, and at least 1 ms, drawn from
 /// the gateway's clock (seeded in a simulation).
-pub fn jittered(clock: &GatewayClock, retry_after: Duration) -> Duration {
+pub(crate) fn jittered(clock: &GatewayClock, retry_after: Duration) -> Duration {
     clock.jittered(retry_after)
 }
 

@@ -53,7 +53,7 @@ const SWEEP_SHARE: u32 = 20;
 /// after this many times as long as that listing took.
 const SCAN_SHARE: u32 = 20;
 /// The longest wait between two attempts at a file that cannot be read.
-pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
+pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(300);
 /// The longest wait, in poll periods, before a batch the spool refused is tried again (a
 /// power of two). The retry also waits until the spool can be written again (see
 /// [`crate::spool::SpoolHealth`]), so on a full disk nothing is written until the probe finds
@@ -66,7 +66,7 @@ const WAKE_SHARE: u32 = 10;
 
 /// The landing-directory settings, from the [`Plan`].
 #[derive(Debug, Clone)]
-pub struct Landing {
+pub(crate) struct Landing {
     /// Landing directories.
     pub dirs: Vec<PathBuf>,
     /// Scan period.
@@ -86,7 +86,7 @@ pub struct Landing {
 
 impl Landing {
     /// The landing settings of `plan`.
-    pub fn new(plan: &Plan) -> Self {
+    pub(crate) fn new(plan: &Plan) -> Self {
         Self {
             dirs: plan.inbound.clone(),
             poll: plan.poll,
@@ -141,7 +141,7 @@ impl Memory {
 
 /// Polls the landing directories (woken early by file-system notifications where available)
 /// until `stop` turns true.
-pub async fn poll(
+pub(crate) async fn poll(
     landing: Landing,
     spool: Arc<Spool>,
     events: mpsc::UnboundedSender<Event>,
@@ -557,7 +557,7 @@ fn take(
 
 /// Creates the landing directories so that senders can write into them; an existing path that
 /// is not a directory is an error naming it.
-pub fn ensure_dirs(dirs: &[PathBuf]) -> Result<(), (PathBuf, std::io::Error)> {
+pub(crate) fn ensure_dirs(dirs: &[PathBuf]) -> Result<(), (PathBuf, std::io::Error)> {
     for d in dirs {
         match std::fs::metadata(d) {
             Ok(m) if m.is_dir() => continue,

@@ -168,7 +168,7 @@ impl Item {
 /// `F-10` however many interchanges a file holds (ids are `FILE`, `FILE-N` and `ID-sNNN`,
 /// where `FILE` starts with the receive time).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ArrivalOrder(pub String);
+pub(crate) struct ArrivalOrder(pub String);
 
 impl Ord for ArrivalOrder {
     fn cmp(&self, other: &Self) -> Ordering {

@@ -65,7 +65,7 @@ impl<'de> serde::Deserialize<'de> for PartialNames {
 /// What identifies one version of a file: if any part changes, the file was written to or
 /// replaced since.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Stamp {
+pub(crate) struct Stamp {
     /// Size in bytes.
     pub len: u64,
     /// Modification time, where the platform has one.
@@ -76,7 +76,7 @@ pub struct Stamp {
 
 impl Stamp {
     /// The stamp of `meta`.
-    pub fn of(meta: &Metadata) -> Self {
+    pub(crate) fn of(meta: &Metadata) -> Self {
         #[cfg(unix)]
         let ino = std::os::unix::fs::MetadataExt::ino(meta);
         #[cfg(not(unix))]
@@ -85,14 +85,14 @@ impl Stamp {
     }
 
     /// The current stamp of the file at `path` (not following a symlink).
-    pub fn at(path: &Path) -> std::io::Result<Self> {
+    pub(crate) fn at(path: &Path) -> std::io::Result<Self> {
         std::fs::symlink_metadata(path).map(|m| Self::of(&m))
     }
 }
 
 /// What reading a settled file gave.
 #[derive(Debug)]
-pub enum Contents {
+pub(crate) enum Contents {
     /// The whole file, unchanged while it was read.
     Bytes(Vec<u8>),
     /// The file changed (or was replaced) since it settled: look again later.
@@ -100,7 +100,7 @@ pub enum Contents {
 }
 
 /// Reads the file at `path` if it still is the version `expected`.
-pub fn read_if_unchanged(path: &Path, expected: Stamp) -> std::io::Result<Contents> {
+pub(crate) fn read_if_unchanged(path: &Path, expected: Stamp) -> std::io::Result<Contents> {
     let f = std::fs::File::open(path)?;
     if Stamp::of(&f.metadata()?) != expected {
         return Ok(Contents::Changed);
@@ -122,12 +122,12 @@ pub fn read_if_unchanged(path: &Path, expected: Stamp) -> std::io::Result<Conten
 /// no terminator, or what follows the last interchange (or the whole file, when there is none)
 /// is the start of a header (`ISA`, `UNA`, `UNB`) cut short. Other bytes (junk that no append
 /// can make valid) count as finished, so the parser rejects them at once with the reason.
-pub fn looks_complete(bytes: &[u8]) -> bool {
+pub(crate) fn looks_complete(bytes: &[u8]) -> bool {
     complete(bytes, &crate::envelope::scan(bytes, |_| None))
 }
 
 /// [`looks_complete`] from the parse of `bytes` already made.
-pub fn complete(bytes: &[u8], scan: &crate::envelope::Scan) -> bool {
+pub(crate) fn complete(bytes: &[u8], scan: &crate::envelope::Scan) -> bool {
     let Some(last) = scan.envelopes.last() else {
         // Nothing but whitespace yet is unfinished too.
         return !bytes.iter().all(u8::is_ascii_whitespace) && !header_start(bytes);
@@ -147,11 +147,11 @@ fn header_start(bytes: &[u8]) -> bool {
 
 /// The directory, inside a landing directory, that files over `max_file_bytes` are moved to
 /// (same file system, so the move is a rename and cannot fail for lack of space).
-pub const TOO_LARGE_DIR: &str = "too-large";
+pub(crate) const TOO_LARGE_DIR: &str = "too-large";
 
 /// Moves the file at `path` into `<its dir>/too-large/` under a unique name, with a
 /// `<name>.reason` note beside it; returns the new path.
-pub fn move_aside(path: &Path, reason: &str) -> std::io::Result<PathBuf> {
+pub(crate) fn move_aside(path: &Path, reason: &str) -> std::io::Result<PathBuf> {
     let dir = path.parent().unwrap_or(Path::new(".")).join(TOO_LARGE_DIR);
     std::fs::create_dir_all(&dir)?;
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();

@@ -17,6 +17,7 @@
 //! work on disk (it resumes on the next start).
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
+#![warn(unreachable_pub)]
 
 mod batch;
 mod breaker;

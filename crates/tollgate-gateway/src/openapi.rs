@@ -18,6 +18,6 @@ use utoipa::OpenApi;
 struct GatewayApi;
 
 /// The description of [`crate::Gateway::router`]'s routes.
-pub fn document() -> utoipa::openapi::OpenApi {
+pub(crate) fn document() -> utoipa::openapi::OpenApi {
     GatewayApi::openapi()
 }

@@ -53,7 +53,7 @@ mod receiving;
 use delivering::AttemptGate;
 use fair_queue::FairQueue;
 
-pub use admin::row;
+pub(crate) use admin::row;
 pub use duplicates::fingerprint_key;
 
 /// How often the hold queue is looked at, while it holds items, when nothing else wakes the
@@ -71,7 +71,7 @@ const MAX_FILES: usize = 128;
 
 /// What the admin API may ask of the pipeline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AdminOp {
+pub(crate) enum AdminOp {
     /// Re-meter now (held or dead items).
     Retry,
     /// Deliver without metering.
@@ -82,7 +82,7 @@ pub enum AdminOp {
 
 /// Why an admin operation was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AdminError {
+pub(crate) enum AdminError {
     /// No item with that id.
     NotFound,
     /// The item's state does not allow the operation; the text says why.
@@ -94,7 +94,7 @@ pub enum AdminError {
 }
 
 /// Something for the pipeline to act on.
-pub enum Event {
+pub(crate) enum Event {
     /// Files made durable by inbound or upload.
     Received(Vec<FileRecord>),
     /// The result of one delivery attempt.
@@ -131,7 +131,7 @@ pub struct Parts {
 }
 
 /// The pipeline task's state.
-pub struct Pipeline {
+pub(crate) struct Pipeline {
     parts: Arc<Parts>,
     events: mpsc::UnboundedSender<Event>,
     live: HashMap<String, Item>,
@@ -168,7 +168,7 @@ impl Batch {
 
 impl Pipeline {
     /// Loads the live items from the spool and returns the pipeline, ready to [`Pipeline::run`].
-    pub fn load(
+    pub(crate) fn load(
         parts: Arc<Parts>,
         events: mpsc::UnboundedSender<Event>,
     ) -> Result<(Self, Vec<FileRecord>), SpoolError> {
@@ -210,7 +210,7 @@ impl Pipeline {
 
     /// Runs until `stop` turns true; then stops taking events and aborts delivery tasks
     /// (their items stay admitted on disk and are delivered after the next start).
-    pub async fn run(
+    pub(crate) async fn run(
         mut self,
         mut rx: mpsc::UnboundedReceiver<Event>,
         pending: Vec<FileRecord>,

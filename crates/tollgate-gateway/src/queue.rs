@@ -30,7 +30,7 @@ use crate::spool::Spool;
 
 /// What the queue handlers need.
 #[derive(Clone)]
-pub struct QueueApi {
+pub(crate) struct QueueApi {
     /// Who may call.
     pub guard: AccessGuard,
     /// Where items are listed from.
@@ -41,7 +41,7 @@ pub struct QueueApi {
 
 /// `?state=&limit=&cursor=`.
 #[derive(Debug, Deserialize)]
-pub struct ListQuery {
+pub(crate) struct ListQuery {
     /// A state name.
     pub state: Option<String>,
     /// Items per page, 1 to [`MAX_PAGE`] ([`DEFAULT_PAGE`] when absent).
@@ -51,9 +51,9 @@ pub struct ListQuery {
 }
 
 /// Items per page when `limit` is absent.
-pub const DEFAULT_PAGE: usize = 100;
+pub(crate) const DEFAULT_PAGE: usize = 100;
 /// The most items one page holds.
-pub const MAX_PAGE: usize = 1000;
+pub(crate) const MAX_PAGE: usize = 1000;
 
 /// A refused query parameter: 400, naming it and the value received.
 fn invalid(parameter: &str, value: &str, why: String) -> Response {
@@ -147,7 +147,7 @@ pub(crate) struct SpoolRange {
     ),
     security((), ("admin_token" = [])),
 )]
-pub async fn list(
+pub(crate) async fn list(
     State(api): State<QueueApi>,
     headers: HeaderMap,
     Query(q): Query<ListQuery>,
@@ -189,7 +189,7 @@ pub async fn list(
 }
 
 /// The most bytes of one item `GET /v1/queue/{id}/payload` answers.
-pub const MAX_PAYLOAD_BYTES: u64 = 64 * 1024;
+pub(crate) const MAX_PAYLOAD_BYTES: u64 = 64 * 1024;
 
 /// `GET /v1/queue/{id}/payload`.
 #[utoipa::path(
@@ -213,7 +213,7 @@ pub const MAX_PAYLOAD_BYTES: u64 = 64 * 1024;
     ),
     security((), ("admin_token" = [])),
 )]
-pub async fn payload(
+pub(crate) async fn payload(
     State(api): State<QueueApi>,
     headers: HeaderMap,
     Path(id): Path<String>,
@@ -325,7 +325,7 @@ pub(crate) enum QueueItemRefused {
     ),
     security((), ("admin_token" = [])),
 )]
-pub async fn retry(
+pub(crate) async fn retry(
     State(api): State<QueueApi>,
     headers: HeaderMap,
     Path(id): Path<String>,
@@ -348,7 +348,7 @@ pub async fn retry(
     ),
     security((), ("admin_token" = [])),
 )]
-pub async fn release(
+pub(crate) async fn release(
     State(api): State<QueueApi>,
     headers: HeaderMap,
     Path(id): Path<String>,
@@ -371,7 +371,7 @@ pub async fn release(
     ),
     security((), ("admin_token" = [])),
 )]
-pub async fn purge(
+pub(crate) async fn purge(
     State(api): State<QueueApi>,
     headers: HeaderMap,
     Path(id): Path<String>,

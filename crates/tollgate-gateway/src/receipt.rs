@@ -97,7 +97,7 @@ pub fn parse(bytes: &[u8], plan: &Plan) -> Parsed {
 }
 
 /// A received file sorted into items, and the dedup keys of its accepted interchanges.
-pub type Prepared = (FileRecord, Vec<Item>, Vec<(String, i64)>);
+pub(crate) type Prepared = (FileRecord, Vec<Item>, Vec<(String, i64)>);
 
 /// Parses one received file (unless its receiver did) and sorts it into items: rejected,
 /// duplicate (of an earlier file, of a key in `seen`, or of an interchange earlier in this

@@ -37,7 +37,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::GatewayClock;
 use crate::item::{Item, State};
-pub use crate::statedb::SpoolOptions;
+pub(crate) use crate::statedb::SpoolOptions;
 use crate::statedb::{self, ORPHANED};
 use crate::telemetry::SpoolUsage;
 
@@ -47,8 +47,8 @@ mod health;
 mod read;
 pub use backup::BackupReport;
 use handle::DbHandle;
-pub use health::{SPOOL_ERRORS, SPOOL_FAILING, SpoolHealth, probe_while_failing};
-pub use read::delivered_items;
+pub(crate) use health::{SPOOL_ERRORS, SPOOL_FAILING, SpoolHealth, probe_while_failing};
+pub(crate) use read::delivered_items;
 
 const FILES: TableDefinition<'static, &str, &[u8]> = TableDefinition::new("files");
 const ITEMS: TableDefinition<'static, &str, &[u8]> = TableDefinition::new("items");

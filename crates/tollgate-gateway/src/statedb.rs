@@ -34,9 +34,9 @@ pub struct SpoolOptions {
 }
 
 /// The file name of the state database in the data dir.
-pub const STATE_DB: &str = "gateway.redb";
+pub(crate) const STATE_DB: &str = "gateway.redb";
 /// Where spool files no state accounts for are kept, in the data dir.
-pub const ORPHANED: &str = "orphaned";
+pub(crate) const ORPHANED: &str = "orphaned";
 
 /// Why an open failed: the file cannot be trusted, or something else (locked, permissions).
 enum Failure {

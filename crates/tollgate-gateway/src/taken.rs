@@ -23,17 +23,17 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crate::landing::{self, Stamp};
 
 /// The folder of a landing directory that holds taken files.
-pub const TAKEN_DIR: &str = ".tollgate-taken";
+pub(crate) const TAKEN_DIR: &str = ".tollgate-taken";
 
 /// How long a taken file is kept after its last change.
-pub const RETENTION: Duration = Duration::from_secs(600);
+pub(crate) const RETENTION: Duration = Duration::from_secs(600);
 
 fn unix_ms() -> u128 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis())
 }
 
 /// Moves a spooled landing file of `len` bytes into its directory's [`TAKEN_DIR`].
-pub fn retire(path: &Path, len: u64) -> std::io::Result<PathBuf> {
+pub(crate) fn retire(path: &Path, len: u64) -> std::io::Result<PathBuf> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = path.file_name().map_or_else(|| "file".into(), |n| n.to_string_lossy().into_owned());
     let taken = dir.join(TAKEN_DIR);
@@ -46,7 +46,7 @@ pub fn retire(path: &Path, len: u64) -> std::io::Result<PathBuf> {
 /// Moves landing files the poller has spooled (with the length spooled) into [`TAKEN_DIR`],
 /// and makes the moves durable (a file whose move is lost in a crash is received again and
 /// quarantined as a duplicate).
-pub fn retire_all(taken: &[(PathBuf, u64)]) {
+pub(crate) fn retire_all(taken: &[(PathBuf, u64)]) {
     let mut dirs = std::collections::BTreeSet::new();
     for (p, len) in taken {
         if let Err(e) = retire(p, *len) {
@@ -71,7 +71,7 @@ fn parse_name(file_name: &str) -> Option<(u64, &str)> {
 
 /// Checks every retained file of `dir`: growth that has settled becomes a new landing file;
 /// a file unchanged for [`RETENTION`] is deleted. Errors are logged and retried next time.
-pub fn sweep(dir: &Path, settle: Duration, grace: Duration, max_bytes: u64) {
+pub(crate) fn sweep(dir: &Path, settle: Duration, grace: Duration, max_bytes: u64) {
     let taken = dir.join(TAKEN_DIR);
     let Ok(entries) = std::fs::read_dir(&taken) else { return };
     for entry in entries.flatten() {

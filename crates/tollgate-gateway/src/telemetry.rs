@@ -28,11 +28,11 @@ use crate::config::Plan;
 use crate::item::Item;
 
 /// The `partner` label of every sender not listed in `[[gateway.partner]]`.
-pub const UNKNOWN_PARTNER: &str = "unknown";
+pub(crate) const UNKNOWN_PARTNER: &str = "unknown";
 
 /// A per-partner, per-route counter of what happened to interchanges.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Counter {
+pub(crate) enum Counter {
     /// An interchange entered the pipeline.
     Received,
     /// Delivered to the target.
@@ -115,18 +115,18 @@ impl Labels {
 }
 
 /// Adds one to the counter for the item's partner and route.
-pub fn count(counter: Counter, item: &Item, plan: &Plan) {
+pub(crate) fn count(counter: Counter, item: &Item, plan: &Plan) {
     count_by(counter, item, plan, 1);
 }
 
 /// Adds `n` to the counter for the item's partner and route.
-pub fn count_by(counter: Counter, item: &Item, plan: &Plan, n: u64) {
+pub(crate) fn count_by(counter: Counter, item: &Item, plan: &Plan, n: u64) {
     let Labels { partner, route } = Labels::of(item, plan);
     metrics::counter!(counter.name(), "partner" => partner, "route" => route).increment(n);
 }
 
 /// Records the receive-to-delivery latency of an item.
-pub fn delivery_latency(item: &Item, plan: &Plan, latency: Duration) {
+pub(crate) fn delivery_latency(item: &Item, plan: &Plan, latency: Duration) {
     let Labels { partner, route } = Labels::of(item, plan);
     metrics::histogram!("tollgate_gateway_delivery_latency_seconds",
         "partner" => partner, "route" => route)
@@ -134,14 +134,14 @@ pub fn delivery_latency(item: &Item, plan: &Plan, latency: Duration) {
 }
 
 /// Sets the number of live items in a state.
-pub fn queue_depth(state: &'static str, depth: usize) {
+pub(crate) fn queue_depth(state: &'static str, depth: usize) {
     metrics::gauge!("tollgate_gateway_queue_depth", "state" => state).set(depth as f64);
 }
 
 /// Sets the number of held items of one partner and route (its metering id's group). Held
 /// items of unknown senders have one group per sender, which one gauge cannot show: they are
 /// counted in `tollgate_gateway_queue_depth{state="held"}` only.
-pub fn held_depth(plan: &Plan, item: &Item, depth: usize) {
+pub(crate) fn held_depth(plan: &Plan, item: &Item, depth: usize) {
     let labels = Labels::of(item, plan);
     if !labels.known_partner() {
         return;
@@ -153,7 +153,7 @@ pub fn held_depth(plan: &Plan, item: &Item, depth: usize) {
 /// Creates every per-partner, per-route counter at zero (each configured partner, plus
 /// `unknown`, with each configured route), the held gauges and delivery latency histograms of
 /// those pairs, the quota call counters, the queue depth gauges and the breaker gauge.
-pub fn register(plan: &Plan) {
+pub(crate) fn register(plan: &Plan) {
     let mut partners: Vec<String> = plan.partners.values().cloned().collect();
     partners.push(UNKNOWN_PARTNER.to_owned());
     partners.sort();
@@ -195,33 +195,33 @@ const LANDING_SCANS: &str = "tollgate_gateway_landing_scans_total";
 
 /// One more listing of the landing directories: an idle gateway lists about once per
 /// `poll_ms`, so this counter's rate shows a poller that wakes too often.
-pub fn landing_scanned() {
+pub(crate) fn landing_scanned() {
     metrics::counter!(LANDING_SCANS).increment(1);
 }
 
 /// Sets the breaker gauge: 1 while the breaker in front of the quota service refuses calls.
-pub fn breaker_open(open: bool) {
+pub(crate) fn breaker_open(open: bool) {
     metrics::gauge!("tollgate_gateway_breaker_open").set(if open { 1.0 } else { 0.0 });
 }
 
 /// Spool files on disk and their bytes, published as `tollgate_gateway_spool_files` and
 /// `tollgate_gateway_spool_bytes` on every change.
 #[derive(Debug, Default)]
-pub struct SpoolUsage {
+pub(crate) struct SpoolUsage {
     files: AtomicU64,
     bytes: AtomicU64,
 }
 
 impl SpoolUsage {
     /// One spool file of `bytes` written.
-    pub fn add(&self, bytes: u64) {
+    pub(crate) fn add(&self, bytes: u64) {
         self.files.fetch_add(1, Ordering::Relaxed);
         self.bytes.fetch_add(bytes, Ordering::Relaxed);
         self.publish();
     }
 
     /// One spool file of `bytes` deleted.
-    pub fn remove(&self, bytes: u64) {
+    pub(crate) fn remove(&self, bytes: u64) {
         let sub = |n: u64| move |v: u64| Some(v.saturating_sub(n));
         let _ = self.files.fetch_update(Ordering::Relaxed, Ordering::Relaxed, sub(1));
         let _ = self.bytes.fetch_update(Ordering::Relaxed, Ordering::Relaxed, sub(bytes));
@@ -229,7 +229,7 @@ impl SpoolUsage {
     }
 
     /// Counts the files already in `dir` (at open) and publishes the totals.
-    pub fn count(&self, dir: &std::path::Path) {
+    pub(crate) fn count(&self, dir: &std::path::Path) {
         for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
             if let Ok(meta) = entry.metadata()
                 && meta.is_file()
@@ -242,7 +242,7 @@ impl SpoolUsage {
     }
 
     /// Sets the gauges to the current totals.
-    pub fn publish(&self) {
+    pub(crate) fn publish(&self) {
         let files = self.files.load(Ordering::Relaxed);
         let bytes = self.bytes.load(Ordering::Relaxed);
         metrics::gauge!("tollgate_gateway_spool_files").set(files as f64);

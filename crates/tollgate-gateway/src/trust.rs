@@ -18,7 +18,7 @@ use std::path::Path;
 const INVALID_CERTIFICATE: &str = "invalid peer certificate: ";
 
 /// The certificates of a PEM `ca_file` (named `key` in errors), at least one.
-pub fn ca_certificates(key: &str, file: &Path) -> Result<Vec<reqwest::Certificate>, String> {
+pub(crate) fn ca_certificates(key: &str, file: &Path) -> Result<Vec<reqwest::Certificate>, String> {
     let pem = std::fs::read(file).map_err(|e| format!("{key} = {file:?}: cannot read: {e}"))?;
     let certs = reqwest::Certificate::from_pem_bundle(&pem)
         .map_err(|e| format!("{key} = {file:?}: not a PEM file of certificates: {e}"))?;
@@ -29,7 +29,10 @@ pub fn ca_certificates(key: &str, file: &Path) -> Result<Vec<reqwest::Certificat
 }
 
 /// A client builder trusting `ca_file` only when given, the system roots otherwise.
-pub fn client_builder(key: &str, ca_file: Option<&Path>) -> Result<reqwest::ClientBuilder, String> {
+pub(crate) fn client_builder(
+    key: &str,
+    ca_file: Option<&Path>,
+) -> Result<reqwest::ClientBuilder, String> {
     let builder = reqwest::Client::builder();
     Ok(match ca_file {
         Some(file) => builder.tls_certs_only(ca_certificates(key, file)?),
@@ -39,13 +42,13 @@ pub fn client_builder(key: &str, ca_file: Option<&Path>) -> Result<reqwest::Clie
 
 /// A reqwest error as an item's reason: `TLS certificate verification failed: …` when the
 /// server's certificate was refused, else the error with its causes.
-pub fn describe(e: &reqwest::Error) -> String {
+pub(crate) fn describe(e: &reqwest::Error) -> String {
     let (text, _) = explain(e);
     text
 }
 
 /// Like [`describe`], when the server's certificate was refused; `None` for other errors.
-pub fn certificate_refused(e: &reqwest::Error) -> Option<String> {
+pub(crate) fn certificate_refused(e: &reqwest::Error) -> Option<String> {
     match explain(e) {
         (text, true) => Some(text),
         (_, false) => None,

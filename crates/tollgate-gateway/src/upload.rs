@@ -38,13 +38,13 @@ use crate::spool::Spool;
 mod body;
 mod budget;
 
-pub use body::Pace;
-pub use budget::UploadBudget;
+pub(crate) use body::Pace;
+pub(crate) use budget::UploadBudget;
 use budget::{Holder, Refusal};
 
 /// What the upload handler needs.
 #[derive(Clone)]
-pub struct Upload {
+pub(crate) struct Upload {
     /// The spool.
     pub spool: Arc<Spool>,
     /// The pipeline's inbox.
@@ -162,7 +162,7 @@ pub(crate) struct Accepted {
     ),
     security((), ("api_key" = []), ("admin_token" = [])),
 )]
-pub async fn upload(
+pub(crate) async fn upload(
     State(up): State<Upload>,
     peer: Option<axum::Extension<tollgate_http::tls::PeerCertificate>>,
     source: Option<axum::Extension<ConnectInfo<SocketAddr>>>,

@@ -15,6 +15,7 @@
 //! never the other way.
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
+#![warn(unreachable_pub)]
 
 pub mod access;
 pub mod audit;

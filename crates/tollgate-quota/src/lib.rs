@@ -27,6 +27,7 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 #![deny(missing_docs)]
+#![warn(unreachable_pub)]
 
 pub mod clock;
 pub mod counter;

@@ -14,6 +14,7 @@
 //! protox, so no `protoc` is needed. This crate depends on no HTTP crate of the workspace.
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
+#![warn(unreachable_pub)]
 
 pub mod answer;
 pub mod codec;

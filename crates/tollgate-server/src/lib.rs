@@ -23,6 +23,7 @@
 //! ```
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
+#![warn(unreachable_pub)]
 
 pub mod admin;
 pub mod audit;

@@ -11,6 +11,7 @@
 //! ```
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
+#![warn(unreachable_pub)]
 
 pub mod advise;
 pub mod figures;

@@ -12,6 +12,7 @@
 #![forbid(unsafe_code)]
 // Test support: a broken environment should stop the test at once, with the reason.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+#![warn(unreachable_pub)]
 
 pub mod cluster;
 mod disk;

@@ -6,27 +6,35 @@ use tollgate_http::config::key;
 
 use super::*;
 
-pub fn poll_ms<'de, D: Deserializer<'de>>(d: D) -> Result<NonZeroU64, D::Error> {
+pub(super) fn poll_ms<'de, D: Deserializer<'de>>(d: D) -> Result<NonZeroU64, D::Error> {
     key::at_least_one(d, "poll_ms")
 }
-pub fn dedup_days<'de, D: Deserializer<'de>>(d: D) -> Result<NonZeroU32, D::Error> {
+pub(super) fn dedup_days<'de, D: Deserializer<'de>>(d: D) -> Result<NonZeroU32, D::Error> {
     key::bounded(d, "dedup_days", 1, u64::from(u32::MAX), "must be at least 1")
 }
-pub fn dedup<'de, D: Deserializer<'de>>(d: D) -> Result<Dedup, D::Error> {
+pub(super) fn dedup<'de, D: Deserializer<'de>>(d: D) -> Result<Dedup, D::Error> {
     key::parsed(d, "dedup")
 }
-pub fn route_dedup_days<'de, D: Deserializer<'de>>(d: D) -> Result<Option<NonZeroU32>, D::Error> {
+pub(super) fn route_dedup_days<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<NonZeroU32>, D::Error> {
     dedup_days(d).map(Some)
 }
-pub fn max_upload_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<Spanned<NonZeroU32>, D::Error> {
+pub(super) fn max_upload_bytes<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Spanned<NonZeroU32>, D::Error> {
     let why = format!("must be between 1 and {} (4 GiB - 1)", u32::MAX);
     key::bounded_spanned(d, "max_upload_bytes", 1, u64::from(u32::MAX), &why)
 }
-pub fn upload_min_rate_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<NonZeroU64, D::Error> {
+pub(super) fn upload_min_rate_bytes<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<NonZeroU64, D::Error> {
     let why = format!("must be between 1 and {} bytes per second", u32::MAX);
     key::bounded(d, "upload_min_rate_bytes", 1, u64::from(u32::MAX), &why)
 }
-pub fn upload_rate_grace_ms<'de, D: Deserializer<'de>>(d: D) -> Result<NonZeroU64, D::Error> {
+pub(super) fn upload_rate_grace_ms<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<NonZeroU64, D::Error> {
     key::bounded(
         d,
         "upload_rate_grace_ms",
@@ -35,22 +43,22 @@ pub fn upload_rate_grace_ms<'de, D: Deserializer<'de>>(d: D) -> Result<NonZeroU6
         "must be between 1 and 86400000 (one day)",
     )
 }
-pub fn max_file_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<NonZeroU64, D::Error> {
+pub(super) fn max_file_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<NonZeroU64, D::Error> {
     key::at_least_one(d, "max_file_bytes")
 }
-pub fn timeout_ms<'de, D: Deserializer<'de>>(d: D) -> Result<NonZeroU64, D::Error> {
+pub(super) fn timeout_ms<'de, D: Deserializer<'de>>(d: D) -> Result<NonZeroU64, D::Error> {
     key::at_least_one(d, "timeout_ms")
 }
-pub fn quota_url<'de, D: Deserializer<'de>>(d: D) -> Result<Option<HttpUrl>, D::Error> {
+pub(super) fn quota_url<'de, D: Deserializer<'de>>(d: D) -> Result<Option<HttpUrl>, D::Error> {
     key::parsed(d, "url").map(Some)
 }
-pub fn name<'de, D: Deserializer<'de>>(d: D) -> Result<Name, D::Error> {
+pub(super) fn name<'de, D: Deserializer<'de>>(d: D) -> Result<Name, D::Error> {
     key::parsed(d, "name")
 }
-pub fn route_name<'de, D: Deserializer<'de>>(d: D) -> Result<Spanned<Name>, D::Error> {
+pub(super) fn route_name<'de, D: Deserializer<'de>>(d: D) -> Result<Spanned<Name>, D::Error> {
     spanned(d, "name")
 }
-pub fn ids<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Spanned<PartyId>>, D::Error> {
+pub(super) fn ids<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Spanned<PartyId>>, D::Error> {
     Vec::<Spanned<String>>::deserialize(d)?
         .into_iter()
         .map(|id| {
@@ -62,7 +70,7 @@ pub fn ids<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Spanned<PartyId>>, D::
         })
         .collect()
 }
-pub fn documents<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Spanned<String>>, D::Error> {
+pub(super) fn documents<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Spanned<String>>, D::Error> {
     let documents = Vec::<Spanned<String>>::deserialize(d)?;
     if documents.is_empty() {
         return Err(D::Error::custom("documents = []: list at least one document"));
@@ -75,22 +83,24 @@ pub fn documents<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Spanned<String>>
     }
     Ok(documents)
 }
-pub fn metering_id<'de, D: Deserializer<'de>>(d: D) -> Result<Spanned<MeteringTemplate>, D::Error> {
+pub(super) fn metering_id<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Spanned<MeteringTemplate>, D::Error> {
     spanned(d, "metering_id")
 }
-pub fn interval<'de, D: Deserializer<'de>>(d: D) -> Result<Spanned<NonZeroU32>, D::Error> {
+pub(super) fn interval<'de, D: Deserializer<'de>>(d: D) -> Result<Spanned<NonZeroU32>, D::Error> {
     key::bounded_spanned(d, "interval", 1, u64::from(u32::MAX), "must be at least 1")
 }
-pub fn unit<'de, D: Deserializer<'de>>(d: D) -> Result<TimeUnit, D::Error> {
+pub(super) fn unit<'de, D: Deserializer<'de>>(d: D) -> Result<TimeUnit, D::Error> {
     key::parsed(d, "unit")
 }
-pub fn weight<'de, D: Deserializer<'de>>(d: D) -> Result<RecordRule, D::Error> {
+pub(super) fn weight<'de, D: Deserializer<'de>>(d: D) -> Result<RecordRule, D::Error> {
     key::parsed(d, "weight")
 }
-pub fn deliver<'de, D: Deserializer<'de>>(d: D) -> Result<Target, D::Error> {
+pub(super) fn deliver<'de, D: Deserializer<'de>>(d: D) -> Result<Target, D::Error> {
     key::parsed(d, "deliver")
 }
-pub fn max_concurrency<'de, D: Deserializer<'de>>(d: D) -> Result<NonZeroUsize, D::Error> {
+pub(super) fn max_concurrency<'de, D: Deserializer<'de>>(d: D) -> Result<NonZeroUsize, D::Error> {
     key::at_least_one(d, "max_concurrency")
 }
 

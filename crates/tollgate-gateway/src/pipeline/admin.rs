@@ -121,7 +121,7 @@ impl Pipeline {
 }
 
 /// The admin API's view of an item; `spool` says where its bytes are kept in the data dir.
-pub fn row(item: &Item) -> serde_json::Value {
+pub(crate) fn row(item: &Item) -> serde_json::Value {
     serde_json::json!({
         "id": item.id,
         "state": item.state.as_str(),

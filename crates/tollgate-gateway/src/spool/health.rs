@@ -17,16 +17,16 @@ use tokio::sync::watch;
 use super::{Spool, SpoolError, io_err};
 
 /// The counter of failed spool writes.
-pub const SPOOL_ERRORS: &str = "tollgate_gateway_spool_errors_total";
+pub(crate) const SPOOL_ERRORS: &str = "tollgate_gateway_spool_errors_total";
 /// The gauge that is 1 while the spool cannot be written.
-pub const SPOOL_FAILING: &str = "tollgate_gateway_spool_failing";
+pub(crate) const SPOOL_FAILING: &str = "tollgate_gateway_spool_failing";
 
 /// Bytes the probe writes: enough that a disk with room for it can take a small interchange.
 const PROBE_BYTES: usize = 64 * 1024;
 
 /// The file the probe writes and removes, in the data dir (beside `spool/`, never in it, so
 /// one left by a crash is not taken for a spool file).
-pub const PROBE_FILE: &str = ".spool-probe";
+pub(super) const PROBE_FILE: &str = ".spool-probe";
 
 /// The spool's write health: the last failure, until a write succeeds.
 #[derive(Debug)]
@@ -124,7 +124,7 @@ impl Spool {
 
 /// Runs [`Spool::probe`] once per `period` while the spool is failing, until `stop` turns
 /// true; costs nothing while it is not.
-pub async fn probe_while_failing(
+pub(crate) async fn probe_while_failing(
     spool: Arc<Spool>,
     period: Duration,
     mut stop: watch::Receiver<bool>,

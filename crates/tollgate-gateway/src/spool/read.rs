@@ -115,7 +115,7 @@ impl Spool {
 
 /// The delivered items of a stopped gateway's data dir, read from its state database without
 /// changing it (read only: refused while a gateway has the database open).
-pub fn delivered_items(data_dir: &Path) -> Result<Vec<Item>, SpoolError> {
+pub(crate) fn delivered_items(data_dir: &Path) -> Result<Vec<Item>, SpoolError> {
     let path = data_dir.join(statedb::STATE_DB);
     if !path.is_file() {
         return Err(SpoolError::Db(format!("{}: no such state database", path.display())));

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 /// The pace an upload body must keep.
 #[derive(Debug, Clone, Copy)]
-pub struct Pace {
+pub(crate) struct Pace {
     /// Bytes per second, on average, once `grace` has passed (at least 1).
     pub min_rate: u64,
     /// How long an upload may take before `min_rate` applies.
@@ -22,7 +22,7 @@ pub struct Pace {
 
 /// How reading a body ended.
 #[derive(Debug)]
-pub enum Read {
+pub(super) enum Read {
     /// The whole body.
     Done(Bytes),
     /// More than `limit` bytes.
@@ -39,7 +39,7 @@ pub enum Read {
 }
 
 /// Reads `body` (at most `limit` bytes) at `pace`.
-pub async fn read(body: Body, limit: u64, pace: Pace) -> Read {
+pub(super) async fn read(body: Body, limit: u64, pace: Pace) -> Read {
     let start = Instant::now();
     let mut body = body;
     let first = usize::try_from(limit.min(64 * 1024)).unwrap_or(0);

@@ -17,7 +17,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Who holds upload bytes: one share each.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Holder {
+pub(crate) enum Holder {
     /// A `[[client]]`, by name.
     Client(String),
     /// A source address without a client key (IPv6 by its /64).
@@ -26,7 +26,7 @@ pub enum Holder {
 
 impl Holder {
     /// The holder for a request from `ip` without a client key.
-    pub fn address(ip: IpAddr) -> Self {
+    pub(crate) fn address(ip: IpAddr) -> Self {
         let ip = match ip {
             IpAddr::V4(_) => ip,
             IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
@@ -51,7 +51,7 @@ impl std::fmt::Display for Holder {
 /// part of them. One permit is one byte; one upload reserves at most `u32::MAX` bytes
 /// (`max_upload_bytes` is capped so).
 #[derive(Debug, Clone)]
-pub struct UploadBudget {
+pub(crate) struct UploadBudget {
     units: Arc<Semaphore>,
     bytes: u64,
     share: u64,
@@ -60,7 +60,7 @@ pub struct UploadBudget {
 
 /// Why a reservation was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
+pub(crate) enum Refusal {
     /// The holder already holds `held` bytes of its share.
     Share {
         /// Bytes the holder has reserved.
@@ -72,7 +72,7 @@ pub enum Refusal {
 
 /// Bytes reserved by one upload; given back when dropped.
 #[derive(Debug)]
-pub struct Reservation {
+pub(crate) struct Reservation {
     _units: OwnedSemaphorePermit,
     holder: Holder,
     bytes: u64,
@@ -93,25 +93,25 @@ impl Drop for Reservation {
 
 impl UploadBudget {
     /// A budget of `bytes`, each holder's share a quarter of it but at least `max_upload`.
-    pub fn new(bytes: u64, max_upload: u64) -> Self {
+    pub(crate) fn new(bytes: u64, max_upload: u64) -> Self {
         let units = usize::try_from(bytes).unwrap_or(usize::MAX).min(Semaphore::MAX_PERMITS);
         let share = (bytes / 4).max(max_upload).min(bytes);
         Self { units: Arc::new(Semaphore::new(units)), bytes, share, held: Arc::default() }
     }
 
     /// The whole budget, in bytes.
-    pub fn bytes(&self) -> u64 {
+    pub(crate) fn bytes(&self) -> u64 {
         self.bytes
     }
 
     /// One holder's share, in bytes.
-    pub fn share(&self) -> u64 {
+    pub(crate) fn share(&self) -> u64 {
         self.share
     }
 
     /// Reserves `bytes` for `holder` now, or says why it cannot at the moment: the whole
     /// budget is checked first, then the holder's share.
-    pub fn try_reserve(&self, holder: Holder, bytes: u64) -> Result<Reservation, Refusal> {
+    pub(crate) fn try_reserve(&self, holder: Holder, bytes: u64) -> Result<Reservation, Refusal> {
         let bytes = bytes.max(1);
         let units = u32::try_from(bytes).map_err(|_| Refusal::Budget)?;
         let permit =

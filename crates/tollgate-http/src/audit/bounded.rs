@@ -20,7 +20,7 @@ pub const INLINE_BYTES: usize = 8 * 1024;
 pub const DIFF_BYTES: usize = 16 * 1024;
 
 /// `before`, `after` and a `diff` (when they had to be bounded) as the record stores them.
-pub fn bounded(before: Value, after: Value) -> (Value, Value, Option<Value>) {
+pub(super) fn bounded(before: Value, after: Value) -> (Value, Value, Option<Value>) {
     let (b, a) = (before.to_string(), after.to_string());
     if b.len() + a.len() <= INLINE_BYTES {
         return (before, after, None);

@@ -25,7 +25,7 @@ pub const KEEP_DAYS: i64 = 90;
 pub const MAX_TOTAL_BYTES: u64 = 64 * MAX_FILE_BYTES;
 
 /// The name of the active file.
-pub const ACTIVE: &str = "audit.jsonl";
+pub(super) const ACTIVE: &str = "audit.jsonl";
 
 /// The active file, open for appends once the first record comes.
 pub(super) struct Files {

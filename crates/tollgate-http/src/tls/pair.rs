@@ -33,7 +33,7 @@ impl TlsFileError {
 }
 
 /// Reads `file` whole (named `key` in errors).
-pub fn read(key: &'static str, file: &Path) -> Result<Vec<u8>, TlsFileError> {
+pub(super) fn read(key: &'static str, file: &Path) -> Result<Vec<u8>, TlsFileError> {
     std::fs::read(file).map_err(|e| TlsFileError::new(key, file, format!("cannot read: {e}")))
 }
 
@@ -55,7 +55,7 @@ pub fn certificates(
 /// The certificate chain in `cert` (leaf first) and the private key in `key`, checked to
 /// belong together. The content of both files is also returned, so a watcher can tell a
 /// change from a touch.
-pub fn load(
+pub(super) fn load(
     cert: &Path,
     key: &Path,
     provider: &CryptoProvider,
