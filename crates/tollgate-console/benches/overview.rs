@@ -3,7 +3,7 @@
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use jiff::{SignedDuration, Timestamp};
-use tollgate_console::overview::{OverviewQuery, RouteLimit, SortKey, overview};
+use tollgate_console::{OverviewQuery, RouteLimit, SortKey, overview};
 use tollgate_policy::PolicySet;
 use tollgate_quota::{CounterInfo, MeteringId, TimeUnit, WindowKind};
 

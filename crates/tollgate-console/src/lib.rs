@@ -4,8 +4,8 @@
 //! The console is a client of Tollgate's own HTTP API: its pages are static, and their script
 //! reads and acts through `/v1/*` with the same credentials and the same audit log as any
 //! script. What it adds on the server:
-//! - the pages and their assets, embedded in the binary ([`pages`]);
-//! - login and logout, which turn a token into a session cookie and a CSRF token ([`login`]),
+//! - the pages and their assets, embedded in the binary (module `pages`, sized by [`page_weights`]);
+//! - login and logout, which turn a token into a session cookie and a CSRF token (module `login`),
 //!   with failed logins limited per source address
 //!   ([`tollgate_http::failed_logins`]);
 //! - `GET /ui/api/overview`, one page of the overview computed from the counters
@@ -19,9 +19,9 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 #![warn(unreachable_pub)]
 
-pub mod login;
-pub mod overview;
-pub mod pages;
+mod login;
+mod overview;
+mod pages;
 
 use std::sync::Arc;
 
@@ -41,7 +41,8 @@ use tollgate_http::user::Permission;
 use tollgate_policy::Decider;
 use tollgate_quota::Store;
 
-pub use overview::RouteLimit;
+pub use overview::{OverviewQuery, RouteLimit, SortKey, overview};
+pub use pages::page_weights;
 
 /// The policy sent with every console answer: own script and style only, no inline script,
 /// no framing, no plug-ins, forms and connections to this origin only.

@@ -120,7 +120,7 @@ fn same_origin(headers: &HeaderMap, tls: bool) -> Result<(), Problem> {
 }
 
 /// `POST /ui/login`.
-pub async fn login(
+pub(crate) async fn login(
     State(c): State<Console>,
     peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
@@ -165,7 +165,10 @@ pub async fn login(
 }
 
 /// `GET /ui/api/session`: who is logged in, and the session's CSRF token.
-pub async fn session(State(c): State<Console>, headers: HeaderMap) -> Result<Response, Problem> {
+pub(crate) async fn session(
+    State(c): State<Console>,
+    headers: HeaderMap,
+) -> Result<Response, Problem> {
     let guard = &c.access;
     if guard.is_open() {
         let actor = Actor { name: "loopback".into(), role: tollgate_http::user::Role::Admin };
@@ -177,7 +180,10 @@ pub async fn session(State(c): State<Console>, headers: HeaderMap) -> Result<Res
 }
 
 /// `POST /ui/logout`: needs the session's CSRF token, like every change made with the cookie.
-pub async fn logout(State(c): State<Console>, headers: HeaderMap) -> Result<Response, Problem> {
+pub(crate) async fn logout(
+    State(c): State<Console>,
+    headers: HeaderMap,
+) -> Result<Response, Problem> {
     let guard = &c.access;
     if guard.is_open() {
         return Ok(StatusCode::NO_CONTENT.into_response());

@@ -19,11 +19,11 @@ use tollgate_quota::CounterInfo;
 use tollgate_quota::TimeUnit;
 
 /// Rows per page when the query names none.
-pub const DEFAULT_PER_PAGE: usize = 100;
+pub(crate) const DEFAULT_PER_PAGE: usize = 100;
 /// The most rows one page holds.
-pub const MAX_PER_PAGE: usize = 500;
+pub(crate) const MAX_PER_PAGE: usize = 500;
 /// From this share of the limit on (in percent), a row is `near`.
-pub const NEAR_PERCENT: u64 = 80;
+pub(crate) const NEAR_PERCENT: u64 = 80;
 
 /// A gateway route's limit, as the console shows it.
 #[derive(Debug, Clone, Serialize)]
@@ -139,7 +139,7 @@ pub enum SortKey {
 pub struct OverviewQuery {
     /// 1-based page number.
     pub page: Option<usize>,
-    /// Rows per page, 1 to [`MAX_PER_PAGE`].
+    /// Rows per page, 1 to 500.
     pub per_page: Option<usize>,
     /// Sort key.
     #[serde(default)]

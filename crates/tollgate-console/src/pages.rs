@@ -44,40 +44,40 @@ fn html(page: &Page) -> Response {
 }
 
 /// `GET /ui/`.
-pub async fn overview() -> Response {
+pub(crate) async fn overview() -> Response {
     html(&OVERVIEW)
 }
 /// `GET /ui/partner?name=…`.
-pub async fn partner() -> Response {
+pub(crate) async fn partner() -> Response {
     html(&PARTNER)
 }
 /// `GET /ui/queue`.
-pub async fn queue() -> Response {
+pub(crate) async fn queue() -> Response {
     html(&QUEUE)
 }
 /// `GET /ui/limits`.
-pub async fn limits() -> Response {
+pub(crate) async fn limits() -> Response {
     html(&LIMITS)
 }
 /// `GET /ui/health`.
-pub async fn health() -> Response {
+pub(crate) async fn health() -> Response {
     html(&HEALTH)
 }
 /// `GET /ui/audit`.
-pub async fn audit() -> Response {
+pub(crate) async fn audit() -> Response {
     html(&AUDIT)
 }
 /// `GET /ui/login`.
-pub async fn login() -> Response {
+pub(crate) async fn login() -> Response {
     html(&LOGIN)
 }
 
 /// `GET /ui/assets/console.js`.
-pub async fn script() -> Response {
+pub(crate) async fn script() -> Response {
     asset("text/javascript; charset=utf-8", SCRIPT)
 }
 /// `GET /ui/assets/console.css`.
-pub async fn style() -> Response {
+pub(crate) async fn style() -> Response {
     asset("text/css; charset=utf-8", STYLE)
 }
 

@@ -17,7 +17,7 @@ use crate::rls::rate_limit_response::{Code, DescriptorStatus, RateLimit};
 
 /// What became of one descriptor.
 #[derive(Debug, Clone)]
-pub enum Checked {
+pub(crate) enum Checked {
     /// No rule matched: OK without a limit.
     Unlimited,
     /// The store decided.
@@ -35,23 +35,23 @@ pub enum Checked {
 
 /// The decisions of one request, in descriptor order.
 #[derive(Debug, Default)]
-pub struct Answer {
+pub(crate) struct Answer {
     checked: Vec<Checked>,
 }
 
 impl Answer {
     /// Room for `n` descriptors.
-    pub fn with_capacity(n: usize) -> Self {
+    pub(crate) fn with_capacity(n: usize) -> Self {
         Self { checked: Vec::with_capacity(n) }
     }
 
     /// Adds the next descriptor's outcome.
-    pub fn push(&mut self, c: Checked) {
+    pub(crate) fn push(&mut self, c: Checked) {
         self.checked.push(c);
     }
 
     /// The response Envoy enforces.
-    pub fn into_response(self) -> RateLimitResponse {
+    pub(crate) fn into_response(self) -> RateLimitResponse {
         let mut overall = Code::Ok;
         let mut statuses = Vec::with_capacity(self.checked.len());
         // (index, is over limit and enforced, available) of the descriptor the headers show.

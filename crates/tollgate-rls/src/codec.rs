@@ -8,7 +8,7 @@ use tonic_prost::ProstCodec;
 
 /// Prost's codec with decode errors answered `INVALID_ARGUMENT`.
 #[derive(Debug)]
-pub struct ArgumentCodec<T, U>(ProstCodec<T, U>);
+pub(crate) struct ArgumentCodec<T, U>(ProstCodec<T, U>);
 
 impl<T, U> Default for ArgumentCodec<T, U> {
     fn default() -> Self {
@@ -37,7 +37,7 @@ where
 
 /// A decoder whose failures are `INVALID_ARGUMENT`.
 #[derive(Debug)]
-pub struct ArgumentDecoder<D>(D);
+pub(crate) struct ArgumentDecoder<D>(D);
 
 impl<D: Decoder<Error = Status>> Decoder for ArgumentDecoder<D> {
     type Item = D::Item;

@@ -39,11 +39,11 @@ const PREFACE: u64 = 24;
 const READ_GRACE: Duration = Duration::from_secs(1);
 
 /// Default connections served at once.
-pub const DEFAULT_MAX_CONNECTIONS: NonZeroUsize = NonZeroUsize::new(1024).expect("non-zero");
+pub(crate) const DEFAULT_MAX_CONNECTIONS: NonZeroUsize = NonZeroUsize::new(1024).expect("non-zero");
 /// Default time from the accept to the end of the HTTP/2 preface (TLS handshake included).
-pub const DEFAULT_HANDSHAKE: Duration = Duration::from_secs(20);
+pub(crate) const DEFAULT_HANDSHAKE: Duration = Duration::from_secs(20);
 /// Default time a connection is kept with no call in progress.
-pub const DEFAULT_IDLE: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_IDLE: Duration = Duration::from_secs(60);
 
 /// The listener's bounds; see the module docs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,7 +84,7 @@ impl Slots {
 
 /// Calls in progress on one connection and when the last one ended.
 #[derive(Debug)]
-pub struct Activity {
+pub(crate) struct Activity {
     base: Instant,
     calls: AtomicUsize,
     /// Milliseconds after `base` at which the connection last became idle.
@@ -263,7 +263,7 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Guarded<IO> {
     }
 }
 
-/// A stream of accepted connections fed by a task (see [`incoming`]).
+/// A stream of accepted connections fed by a task (see `incoming` in this module).
 pub struct Accepted<T>(mpsc::Receiver<io::Result<T>>);
 
 impl<T> Accepted<T> {
@@ -283,7 +283,7 @@ impl<T> Stream for Accepted<T> {
 
 /// The plain TCP connections of `listener` within `limits`: a slot is taken before each
 /// accept. Accept errors (out of descriptors, say) are logged and retried after 50 ms.
-pub fn incoming(listener: TcpListener, limits: ConnLimits) -> Accepted<Guarded<TcpStream>> {
+pub(crate) fn incoming(listener: TcpListener, limits: ConnLimits) -> Accepted<Guarded<TcpStream>> {
     let (tx, rx) = mpsc::channel(16);
     let slots = Slots::new(&limits);
     tokio::spawn(async move {
@@ -319,7 +319,7 @@ pub fn incoming(listener: TcpListener, limits: ConnLimits) -> Accepted<Guarded<T
 /// The layer counting each connection's calls (see the module docs); a request from a
 /// connection that is not [`Guarded`] passes untouched.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct CallTrackingLayer;
+pub(crate) struct CallTrackingLayer;
 
 impl<S> tower::Layer<S> for CallTrackingLayer {
     type Service = CallTracking<S>;
@@ -331,7 +331,7 @@ impl<S> tower::Layer<S> for CallTrackingLayer {
 
 /// See [`CallTrackingLayer`].
 #[derive(Debug, Clone)]
-pub struct CallTracking<S> {
+pub(crate) struct CallTracking<S> {
     inner: S,
 }
 

@@ -3,7 +3,7 @@
 //! Envoy (and the gateways built on it: Istio, Envoy Gateway, Gloo, Emissary) asks
 //! `envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit` before it forwards a request.
 //! This crate's one job is to map such a request to quota decisions: `[[rls.rule]]` turns a
-//! domain and a descriptor's entries into a metering id ([`rules`]), the one decision path of
+//! domain and a descriptor's entries into a metering id ([`RuleSet`]), the one decision path of
 //! `tollgate-policy` completes the spec with the policies and decides on the shared store
 //! ([`RateLimiter`]), and the answer carries
 //! per-descriptor statuses and the same `RateLimit`, `RateLimit-Policy` and `Retry-After`
@@ -16,15 +16,15 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 #![warn(unreachable_pub)]
 
-pub mod answer;
-pub mod codec;
-pub mod conn;
-pub mod gate;
-pub mod rules;
-pub mod server;
-pub mod service;
+mod answer;
+mod codec;
+mod conn;
+mod gate;
+mod rules;
+mod server;
+mod service;
 
-pub use conn::{ConnLimits, Guarded, Slots};
+pub use conn::{Accepted, ConnLimits, Guarded, Slots};
 pub use gate::{Gate, Open};
 pub use rules::{RlsSection, RuleConfig, RuleError, RuleSet};
 pub use server::{serve, serve_incoming};

@@ -26,11 +26,11 @@ use crate::conn::{CallTrackingLayer, ConnLimits};
 use crate::rls::rate_limit_service_server::RateLimitServiceServer;
 
 /// The longest a call may take before it is answered `CANCELLED`.
-pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// Concurrent calls per connection.
-pub const MAX_STREAMS: u32 = 1024;
+pub(crate) const MAX_STREAMS: u32 = 1024;
 /// HTTP/2 ping period on a connection (dropped when a ping is not answered within it).
-pub const KEEPALIVE: Duration = Duration::from_secs(30);
+pub(crate) const KEEPALIVE: Duration = Duration::from_secs(30);
 
 /// Serves `limiter` and the health service on `listener` within `limits` until `shutdown`
 /// completes, then lets calls in flight finish.

@@ -21,7 +21,7 @@ use crate::traffic::{Arrival, Kind};
 use crate::{Case, Simulation, figures};
 
 /// How many robust deviations above the median make an hour a burst hour.
-pub const OUTLIER_DEVIATIONS: f64 = 8.0;
+pub(crate) const OUTLIER_DEVIATIONS: f64 = 8.0;
 
 /// A proposed limit for one partner's document.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,7 +49,7 @@ fn route_of(document: &str) -> String {
 }
 
 /// Parses `--target-held`: `0.1%` or `0.1` (percent), in (0, 50].
-pub fn parse_percent(s: &str) -> Result<f64, String> {
+pub(crate) fn parse_percent(s: &str) -> Result<f64, String> {
     let v: f64 = s
         .trim()
         .trim_end_matches('%')
@@ -89,7 +89,7 @@ fn median(sorted: &[u64]) -> f64 {
 }
 
 /// The burst threshold of a series of hourly records (see the module doc).
-pub fn burst_threshold(hours: &[u64]) -> f64 {
+pub(crate) fn burst_threshold(hours: &[u64]) -> f64 {
     let mut s = hours.to_vec();
     s.sort_unstable();
     let med = median(&s);
@@ -143,7 +143,7 @@ fn pct_label(target_held: f64) -> String {
 }
 
 /// The proposal as TOML, a comment on each line giving its basis.
-pub fn to_toml(
+pub(crate) fn to_toml(
     ps: &[Proposal],
     source: &str,
     rows: &[Row],
@@ -371,7 +371,7 @@ pub fn replay(
 }
 
 /// Makes a progress callback for a run offering `total` interchanges.
-pub type Progress<'a> = &'a dyn Fn(u64) -> Box<dyn Fn(u64) + Sync>;
+pub(crate) type Progress<'a> = &'a dyn Fn(u64) -> Box<dyn Fn(u64) + Sync>;
 
 /// `tollgate advise`: reads the history, proposes, replays, writes the report to `out`, and
 /// returns the proposal as TOML.

@@ -100,7 +100,7 @@ fn bucket(ms: i64, width_ms: i64, n: usize) -> usize {
 }
 
 /// Computes the figures of `out`, a run of `s`.
-pub fn compute(s: &Scenario, out: &RunOutput) -> Figures {
+pub(crate) fn compute(s: &Scenario, out: &RunOutput) -> Figures {
     let width = i64::from(s.bucket_minutes) * 60_000;
     let n = usize::try_from((s.length_ms + width - 1) / width).unwrap_or(1).max(1);
     let hours = usize::try_from((s.length_ms + 3_599_999) / 3_600_000).unwrap_or(1).max(1);

@@ -14,11 +14,11 @@ use std::path::Path;
 use crate::scenario::InputError;
 
 /// The most rows a history may have.
-pub const MAX_ROWS: usize = 5_000_000;
+pub(crate) const MAX_ROWS: usize = 5_000_000;
 /// The longest line, in bytes.
-pub const MAX_LINE: usize = 64 * 1024;
+pub(crate) const MAX_LINE: usize = 64 * 1024;
 /// The longest span of a history, in days.
-pub const MAX_DAYS: i64 = 400;
+pub(crate) const MAX_DAYS: i64 = 400;
 
 /// One interchange of the history.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -68,7 +68,7 @@ fn split_csv(line: &str) -> Result<Vec<String>, String> {
 }
 
 /// Reads a CSV history from `path`.
-pub fn read_csv(path: &Path) -> Result<Vec<Row>, InputError> {
+pub(crate) fn read_csv(path: &Path) -> Result<Vec<Row>, InputError> {
     let file = path.display().to_string();
     let f = std::fs::File::open(path).map_err(|e| InputError {
         file: file.clone(),
@@ -181,7 +181,7 @@ pub fn parse_csv(file: &str, input: impl Read) -> Result<Vec<Row>, InputError> {
 }
 
 /// Sorts `rows` by time and checks the span.
-pub fn check_span(file: &str, rows: &mut [Row]) -> Result<(), InputError> {
+pub(crate) fn check_span(file: &str, rows: &mut [Row]) -> Result<(), InputError> {
     rows.sort();
     let span = rows.last().map_or(0, |r| r.at_ms) - rows.first().map_or(0, |r| r.at_ms);
     if span > MAX_DAYS * 86_400_000 {
@@ -197,7 +197,7 @@ pub fn check_span(file: &str, rows: &mut [Row]) -> Result<(), InputError> {
 
 /// The delivered items a stopped gateway keeps in `data_dir` (its state database, read only),
 /// as history rows: receive time, partner, document, weight.
-pub fn from_queue(data_dir: &Path) -> Result<Vec<Row>, String> {
+pub(crate) fn from_queue(data_dir: &Path) -> Result<Vec<Row>, String> {
     let items = tollgate_gateway::delivered_items(data_dir).map_err(|e| e.to_string())?;
     let mut rows: Vec<Row> = items
         .into_iter()

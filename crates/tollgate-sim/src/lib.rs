@@ -2,9 +2,11 @@
 //!
 //! [`simulate`] runs a [`Scenario`] (partners, their traffic and bursts, the backend's
 //! capacity) through the real gateway pipeline and the real quota engine on a virtual clock
-//! ([`run`]), and [`report`] renders what happened as a self-contained HTML page and a JSON
-//! file. [`advise`] reads a traffic history, proposes limits and replays the history under
-//! them with the same machinery.
+//! (module `run`), and [`write_report`] renders what happened as a self-contained HTML page
+//! and a JSON file. [`advise()`] reads a traffic history, proposes limits and replays the
+//! history under them with the same machinery.
+//!
+//! The public surface is the `pub use` list below; the modules are private.
 //!
 //! ```text
 //! scenario ─▶ traffic (seeded) ─▶ run (gateway + engine, paused clock) ─▶ figures ─▶ report
@@ -13,20 +15,24 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 #![warn(unreachable_pub)]
 
-pub mod advise;
-pub mod figures;
-pub mod history;
-pub mod report;
-pub mod run;
-pub mod scenario;
-pub mod setup;
-pub mod traffic;
+mod advise;
+mod figures;
+mod history;
+mod report;
+mod run;
+mod scenario;
+mod setup;
+mod traffic;
 
 use std::path::Path;
 
+pub use advise::{Proposal, command as advise, propose, replay};
 pub use figures::Figures;
+pub use history::{Row, parse_csv};
+pub use run::{Fate, RunError, RunOutput};
 pub use scenario::{InputError, Scenario};
-pub use setup::Sweep;
+pub use setup::{Sweep, gateway_table, limits as route_limits};
+pub use traffic::{Arrival, Kind, arrivals};
 
 /// One run of a simulation: the value swept (if any) and its figures.
 #[derive(Debug, Clone, serde::Serialize)]

@@ -33,7 +33,7 @@ use crate::traffic::{self, Arrival};
 /// The time of day in a simulation: the runtime's (paused) clock plus the scenario's start.
 /// Read off the runtime (the engine's sweeper thread), it answers the last time read on it.
 #[derive(Debug)]
-pub struct VirtualClock {
+pub(crate) struct VirtualClock {
     start_ms: i64,
     base: tokio::time::Instant,
     last_us: AtomicI64,
@@ -41,7 +41,7 @@ pub struct VirtualClock {
 
 impl VirtualClock {
     /// A clock that reads `start` now; call inside the paused runtime.
-    pub fn new(start: Timestamp) -> Self {
+    pub(crate) fn new(start: Timestamp) -> Self {
         Self {
             start_ms: start.as_millisecond(),
             base: tokio::time::Instant::now(),
@@ -105,7 +105,7 @@ pub enum RunError {
 /// A temporary directory for a run's data dir and backend: in `/dev/shm` (memory) where it
 /// exists, so that the spool and delivered files cost no disk writes; else the system's temp
 /// directory. Removed when dropped.
-pub fn work_dir() -> std::io::Result<tempfile::TempDir> {
+pub(crate) fn work_dir() -> std::io::Result<tempfile::TempDir> {
     let shm = Path::new("/dev/shm");
     if shm.is_dir()
         && let Ok(d) = tempfile::Builder::new().prefix("tollgate-sim-").tempdir_in(shm)
@@ -122,7 +122,7 @@ const SNAPSHOT_EVERY_MS: i64 = 86_400_000;
 
 /// Runs `scenario` against a gateway started from `config` (see `setup::prepare`), offering
 /// `arrivals`; `work` holds its data dir, `progress` is told how many arrivals are offered.
-pub fn run(
+pub(crate) fn run(
     scenario: &Scenario,
     config: GatewayConfig,
     arrivals: Vec<Arrival>,

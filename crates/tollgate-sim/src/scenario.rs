@@ -35,7 +35,7 @@ impl InputError {
 }
 
 /// The 1-based line of byte `offset` in `text`.
-pub fn line_of(text: &str, offset: usize) -> usize {
+pub(crate) fn line_of(text: &str, offset: usize) -> usize {
     text.as_bytes()[..offset.min(text.len())].iter().filter(|&&b| b == b'\n').count() + 1
 }
 
@@ -49,7 +49,7 @@ fn key_on_line(text: &str, offset: usize) -> Option<String> {
 }
 
 /// A TOML parse or type error as an [`InputError`] (the field from the message or the line).
-pub fn toml_error(file: &str, text: &str, e: &toml::de::Error) -> InputError {
+pub(crate) fn toml_error(file: &str, text: &str, e: &toml::de::Error) -> InputError {
     let message = e.message().trim().to_owned();
     let offset = e.span().map_or(0, |s| s.start);
     let field = message
@@ -231,9 +231,9 @@ pub struct Scenario {
 }
 
 /// The longest scenario, in days (bounds memory and run time).
-pub const MAX_DAYS: f64 = 400.0;
+pub(crate) const MAX_DAYS: f64 = 400.0;
 /// The most interchanges one scenario may offer (bounds memory).
-pub const MAX_INTERCHANGES: u64 = 5_000_000;
+pub(crate) const MAX_INTERCHANGES: u64 = 5_000_000;
 
 impl Scenario {
     /// Reads and validates the scenario in `path`.

@@ -92,7 +92,11 @@ pub fn gateway_table(
 }
 
 /// Applies `value` of `sweep` to the table; an error when the route is not there.
-pub fn apply_sweep(table: &mut toml::Table, sweep: &Sweep, value: i64) -> Result<(), String> {
+pub(crate) fn apply_sweep(
+    table: &mut toml::Table,
+    sweep: &Sweep,
+    value: i64,
+) -> Result<(), String> {
     let routes = table.get_mut("route").and_then(|r| r.as_array_mut());
     let route = routes.and_then(|rs| {
         rs.iter_mut()
@@ -124,7 +128,7 @@ pub fn limits(table: &toml::Table) -> Vec<(String, i64, i64, String)> {
 /// their sender id is missing, no landing directory, every route delivering to `backend`,
 /// acknowledgements into `acks`, and the embedded engine (a remote quota service is replaced
 /// by the engine with the same limits). Returns the notes to print about what was replaced.
-pub fn prepare(
+pub(crate) fn prepare(
     s: &Scenario,
     mut table: toml::Table,
     backend: &Path,

@@ -153,7 +153,7 @@ fn draw(rng: &mut StdRng, r: Records) -> u32 {
 
 /// The bytes of an arrival from `sender` (`QUAL:ID`): an X12 interchange for a numeric
 /// document type, EDIFACT otherwise; an `Invalid` one is cut off before its trailers.
-pub fn build(a: &Arrival, sender: &str, document: &str) -> Vec<u8> {
+pub(crate) fn build(a: &Arrival, sender: &str, document: &str) -> Vec<u8> {
     let (qual, id) = sender.split_once(':').unwrap_or(("ZZ", sender));
     let c = a.control;
     let mut s = String::with_capacity(200 + 60 * a.records as usize);

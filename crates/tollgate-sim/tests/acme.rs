@@ -4,9 +4,9 @@
 use std::path::Path;
 
 use tollgate_gateway::State;
-use tollgate_sim::run::RunOutput;
-use tollgate_sim::traffic::Kind;
-use tollgate_sim::{Scenario, setup, simulate};
+use tollgate_sim::Kind;
+use tollgate_sim::RunOutput;
+use tollgate_sim::{Scenario, route_limits, simulate};
 
 fn acme() -> Scenario {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/scenarios/acme.toml");
@@ -23,7 +23,7 @@ fn acme() -> Scenario {
 fn acme_limits_the_burster_only_and_accounts_for_every_interchange() {
     let s = acme();
     let table = s.gateway.clone().expect("acme.toml has a [gateway]");
-    let limits = setup::limits(&table);
+    let limits = route_limits(&table);
     assert_eq!(limits.len(), 1);
     let limit = u64::try_from(limits[0].1).unwrap();
     let mut runs: Vec<RunOutput> = Vec::new();

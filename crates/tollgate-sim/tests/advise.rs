@@ -2,8 +2,8 @@
 //! the ordinary traffic when the history is replayed through the real gateway, and cap the
 //! burst.
 
-use tollgate_sim::advise::{propose, replay};
-use tollgate_sim::history::parse_csv;
+use tollgate_sim::parse_csv;
+use tollgate_sim::{propose, replay};
 
 /// A small deterministic generator (xorshift), so the history is the same on every run.
 struct Gen(u64);

@@ -4,7 +4,7 @@
 //! required ([`ClientGate`]) and the same decision metrics. With TLS configured,
 //! gRPC is served over TLS too ([`tls_incoming`]), with the listener's rotating certificate
 //! offered as `h2`. Either way the listener's connections are capped and timed out as
-//! `tollgate_rls::conn` describes, with `[server] grpc_max_connections` (fitted to the
+//! `tollgate_rls::ConnLimits` describes, with `[server] grpc_max_connections` (fitted to the
 //! open-file limit, see `crate::fd_limit`), `header_timeout_ms` and `grpc_idle_timeout_ms`.
 
 use std::future::Future;
@@ -214,5 +214,5 @@ pub fn tls_incoming(
             });
         }
     });
-    tollgate_rls::conn::Accepted::new(rx)
+    tollgate_rls::Accepted::new(rx)
 }

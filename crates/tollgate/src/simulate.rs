@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use tollgate_sim::{Scenario, Simulation, Sweep, setup};
+use tollgate_sim::{Scenario, Simulation, Sweep, gateway_table};
 
 /// `tollgate simulate`.
 #[derive(Debug, Args)]
@@ -84,11 +84,11 @@ pub fn run(args: SimulateArgs) -> ExitCode {
 fn simulate(args: &SimulateArgs) -> Result<(), String> {
     let file = args.scenario.display().to_string();
     let scenario = Scenario::load(&args.scenario).map_err(|e| e.to_string())?;
-    let table = setup::gateway_table(&scenario, &file, args.config.as_deref())
-        .map_err(|e| e.to_string())?;
+    let table =
+        gateway_table(&scenario, &file, args.config.as_deref()).map_err(|e| e.to_string())?;
     let seed = args.seed.unwrap_or(scenario.seed);
     let runs = args.sweep.as_ref().map_or(1, |s| s.values.len()) as u64;
-    let expected = tollgate_sim::traffic::arrivals(&scenario, seed).len() as u64;
+    let expected = tollgate_sim::arrivals(&scenario, seed).len() as u64;
     let bar = progress_bar(expected * runs);
     let sim = tollgate_sim::simulate(
         &scenario,
@@ -166,7 +166,7 @@ pub fn summary(sim: &Simulation) -> String {
 
 /// Runs `tollgate advise`.
 pub fn advise(args: AdviseArgs) -> ExitCode {
-    match tollgate_sim::advise::command(
+    match tollgate_sim::advise(
         args.history.as_deref(),
         args.from_queue.then_some(args.data_dir.as_path()),
         &args.target_held,

@@ -3,7 +3,7 @@
 //! opens offline and can be mailed. It holds no path, no run time and no host name: the same
 //! simulation gives the same bytes.
 
-pub mod svg;
+pub(crate) mod svg;
 
 use std::fmt::Write;
 
@@ -107,7 +107,7 @@ fn unit(case: &Case) -> &'static str {
 }
 
 /// Every chart of the report, as (file stem, SVG).
-pub fn charts(sim: &Simulation) -> Vec<(String, String)> {
+pub(crate) fn charts(sim: &Simulation) -> Vec<(String, String)> {
     let mut out = Vec::new();
     let Some(case) = sim.cases.first() else { return out };
     let f = &case.figures;
@@ -293,7 +293,7 @@ fn table(out: &mut String, sim: &Simulation, case: &Case) {
 }
 
 /// The HTML page.
-pub fn html(sim: &Simulation, charts: &[(String, String)]) -> String {
+pub(crate) fn html(sim: &Simulation, charts: &[(String, String)]) -> String {
     let mut o = String::new();
     let _ = write!(
         o,

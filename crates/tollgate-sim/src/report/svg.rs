@@ -13,7 +13,7 @@ const MT: f64 = 34.0;
 const MB: f64 = 40.0;
 
 /// Escapes text for SVG and HTML.
-pub fn esc(s: &str) -> String {
+pub(crate) fn esc(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -31,7 +31,7 @@ pub fn esc(s: &str) -> String {
 
 /// How a series is drawn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Style {
+pub(crate) enum Style {
     /// A line.
     Line,
     /// A dashed line.
@@ -42,7 +42,7 @@ pub enum Style {
 
 /// One series of a time chart.
 #[derive(Debug, Clone)]
-pub struct Series {
+pub(crate) struct Series {
     /// Legend text.
     pub name: String,
     /// One value per bucket.
@@ -56,7 +56,7 @@ pub struct Series {
 }
 
 /// A distinct colour per index (and a brighter set for highlighted series).
-pub fn color(i: usize, highlight: bool) -> String {
+pub(crate) fn color(i: usize, highlight: bool) -> String {
     const CALM: [&str; 8] =
         ["#4e79a7", "#59a14f", "#76b7b2", "#9c755f", "#bab0ac", "#8cd17d", "#499894", "#86bcb6"];
     const HOT: [&str; 4] = ["#e15759", "#f28e2b", "#b07aa1", "#edc948"];
@@ -133,7 +133,7 @@ fn legend(out: &mut String, items: &[(String, String, Style)]) {
 
 /// A chart over time: `n` buckets labelled by `x_label` at the ticks `ticks` gives, with an
 /// optional horizontal reference line (value, label).
-pub fn time_chart(
+pub(crate) fn time_chart(
     title: &str,
     y_label: &str,
     n: usize,
@@ -221,7 +221,7 @@ pub fn time_chart(
 }
 
 /// Vertical bars, one per category.
-pub fn bar_chart(title: &str, y_label: &str, bars: &[(String, f64)], color: &str) -> String {
+pub(crate) fn bar_chart(title: &str, y_label: &str, bars: &[(String, f64)], color: &str) -> String {
     let mut out = String::new();
     open(&mut out, title, y_label);
     let max = nice_max(bars.iter().map(|b| b.1).fold(0.0, f64::max) * 1.1);
@@ -254,7 +254,12 @@ pub fn bar_chart(title: &str, y_label: &str, bars: &[(String, f64)], color: &str
 }
 
 /// Labelled points joined in order (a trade-off curve).
-pub fn scatter(title: &str, x_label: &str, y_label: &str, points: &[(f64, f64, String)]) -> String {
+pub(crate) fn scatter(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    points: &[(f64, f64, String)],
+) -> String {
     let mut out = String::new();
     open(&mut out, title, y_label);
     let ymax = nice_max(points.iter().map(|p| p.1).fold(0.0, f64::max) * 1.1);
