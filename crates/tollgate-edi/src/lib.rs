@@ -1,10 +1,10 @@
 //! `tollgate-edi`: a byte-oriented, zero-copy scanner for X12 and UN/EDIFACT envelopes.
 //!
-//! The crate is split like `csv` / `csv-core`: [`segment::SegmentScanner`] walks the segments of
-//! an interchange over `&[u8]` without allocating, [`delimiters`] finds the delimiters of each
+//! The crate is split like `csv` / `csv-core`: [`SegmentScanner`] walks the segments of
+//! an interchange over `&[u8]` without allocating, [`Delimiters`] finds those of each
 //! interchange, and the envelope assembler turns the segment stream into the [`Interchange`]
 //! model, checking control numbers and declared counts as it goes. [`parse`] reads a whole file
-//! held in memory; [`reader::Reader`] streams from any `Read` with a bounded buffer.
+//! held in memory; [`Reader`] streams from any `Read` with a bounded buffer.
 //!
 //! ```
 //! let file = b"ISA*00*          *00*          *ZZ*SENDER         *ZZ*RECEIVER       \
@@ -17,24 +17,27 @@
 //! assert_eq!(ic.transactions().count(), 1);
 //! assert!(ic.errors.is_empty());
 //! ```
+//!
+//! The public surface is the `pub use` list below; the modules are private.
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 #![deny(missing_docs)]
 #![warn(unreachable_pub)]
 
-pub mod ack;
-pub mod delimiters;
+mod ack;
+mod delimiters;
 mod envelope;
-pub mod error;
-pub mod fingerprint;
-pub mod interchange;
-pub mod reader;
-pub mod records;
-pub mod segment;
-pub mod selfcheck;
-pub mod split;
+mod error;
+mod fingerprint;
+mod interchange;
+mod reader;
+mod records;
+mod segment;
+mod selfcheck;
+mod split;
 mod validate;
 
+pub use ack::{AckFormat, acknowledge, gaps};
 pub use delimiters::Delimiters;
 pub use error::{EnvelopeError, ErrorKind, Level, ReadError};
 pub use fingerprint::{Fingerprint, fingerprint};
@@ -44,6 +47,10 @@ pub use interchange::{
 pub use reader::{Reader, ReaderOptions};
 pub use records::{RecordRule, count_records, transaction_records};
 pub use segment::{Segment, SegmentScanner, SegmentTag};
+pub use selfcheck::{
+    check as self_check, check_file as self_check_file, check_split as self_check_split,
+};
+pub use split::{Outline, OutlineGroup, SplitError, split, split_outline};
 
 /// Parses every interchange in `input` (a whole file in memory).
 ///

@@ -177,7 +177,7 @@ impl<'a> Iterator for Split<'a> {
 }
 
 /// Decodes a raw value: drops CR/LF (line wrapping) and release characters, lossy UTF-8.
-pub fn decode(raw: &[u8], d: &Delimiters) -> String {
+pub(crate) fn decode(raw: &[u8], d: &Delimiters) -> String {
     if is_plain(raw, d) {
         return String::from_utf8_lossy(raw).into_owned();
     }

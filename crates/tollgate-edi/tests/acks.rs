@@ -1,7 +1,7 @@
 //! Acknowledgements, splitting and streaming, on hand-written interchanges.
 
-use tollgate_edi::ack::{AckFormat, acknowledge, gaps};
-use tollgate_edi::split::split;
+use tollgate_edi::split;
+use tollgate_edi::{AckFormat, acknowledge, gaps};
 use tollgate_edi::{Reader, ReaderOptions, Standard, parse};
 
 fn isa(version: &str, rep: char, cn: &str, ack: char) -> String {

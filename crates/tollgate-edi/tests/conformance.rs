@@ -5,9 +5,9 @@
 
 use std::path::PathBuf;
 
-use tollgate_edi::ack::{AckFormat, acknowledge};
-use tollgate_edi::split::{SplitError, split};
+use tollgate_edi::{AckFormat, acknowledge};
 use tollgate_edi::{ParsedFile, parse};
+use tollgate_edi::{SplitError, split};
 
 fn fixture(rel: &str) -> Vec<u8> {
     let path = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/edi")).join(rel);

@@ -45,7 +45,7 @@ fn every_file_of_the_extra_corpus_is_read_and_passes_the_self_checks() {
         files_below(dir, &mut files);
         assert!(!files.is_empty(), "{VAR}: {} holds no .edi, .x12 or .txt file", dir.display());
         for path in &files {
-            tollgate_edi::selfcheck::check_file(path);
+            tollgate_edi::self_check_file(path);
         }
         eprintln!("{VAR}: {} files below {} read and self-checked", files.len(), dir.display());
     }

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use tollgate_edi::ack::{AckFormat, acknowledge};
+use tollgate_edi::{AckFormat, acknowledge};
 use tollgate_edi::{Interchange, ParsedFile, RecordRule, Standard, count_records, parse};
 
 fn fixtures() -> PathBuf {
@@ -33,7 +33,7 @@ fn every_fixture_is_read_and_passes_the_self_checks() {
     let mut files = 0;
     for dir in ["x12", "edifact"] {
         for entry in std::fs::read_dir(fixtures().join(dir)).unwrap() {
-            tollgate_edi::selfcheck::check_file(&entry.unwrap().path());
+            tollgate_edi::self_check_file(&entry.unwrap().path());
             files += 1;
         }
     }

@@ -10,9 +10,9 @@ fn fuzz_seeds_and_all_their_prefixes_pass_the_self_checks() {
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
         let bytes = std::fs::read(&path).unwrap();
-        tollgate_edi::selfcheck::check(&bytes);
+        tollgate_edi::self_check(&bytes);
         for cut in 0..bytes.len() {
-            tollgate_edi::selfcheck::check(&bytes[..cut]);
+            tollgate_edi::self_check(&bytes[..cut]);
         }
         seeds += 1;
     }
@@ -72,7 +72,7 @@ mod mutations {
                     _ => data.push(byte),
                 }
             }
-            tollgate_edi::selfcheck::check(&data);
+            tollgate_edi::self_check(&data);
         }
     }
 }

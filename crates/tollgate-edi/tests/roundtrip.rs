@@ -3,7 +3,7 @@
 //! then parsing gives back the same transactions.
 
 use proptest::prelude::*;
-use tollgate_edi::split::{Outline, split, split_outline};
+use tollgate_edi::{Outline, split, split_outline};
 use tollgate_edi::{ParsedFile, Standard, parse};
 
 #[derive(Debug, Clone)]
@@ -252,7 +252,7 @@ proptest! {
         prop_assert_eq!(groups, want);
         prop_assert_eq!(actual_txs(&p), expected_txs(&spec));
         check_split(file.as_bytes(), &p, &keep);
-        tollgate_edi::selfcheck::check(file.as_bytes());
+        tollgate_edi::self_check(file.as_bytes());
     }
 
     #[test]
@@ -276,6 +276,6 @@ proptest! {
         prop_assert_eq!(ic.counts.groups as usize, if grouped { spec.groups.len() } else { 0 });
         prop_assert_eq!(actual_txs(&p), expected_txs(&spec));
         check_split(file.as_bytes(), &p, &keep);
-        tollgate_edi::selfcheck::check(file.as_bytes());
+        tollgate_edi::self_check(file.as_bytes());
     }
 }

@@ -1,7 +1,7 @@
 //! Splitting keeps its promise on any input the parser reads, not only on clean interchanges:
 //! every piece is one well-formed interchange that the parser reads back (as `tollgate edi
 //! inspect` does) with no error its source did not have, holding the source's transactions.
-//! The oracle is [`tollgate_edi::selfcheck::check_split`]; here it meets short headers written
+//! The oracle is [`tollgate_edi::self_check_split`]; here it meets short headers written
 //! by hand and, as a property, the fixtures and fuzz seeds with their headers cut short and
 //! random bytes changed.
 
@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 
 use proptest::prelude::*;
 use tollgate_edi::parse;
-use tollgate_edi::selfcheck::check_split;
-use tollgate_edi::split::split;
+use tollgate_edi::self_check_split;
+use tollgate_edi::split;
 
 fn codes(ic: &tollgate_edi::Interchange) -> Vec<&str> {
     ic.errors.iter().map(|e| e.code.as_str()).collect()
@@ -34,7 +34,7 @@ fn a_unb_without_control_reference_gets_one_in_every_piece() {
         // S002 and S003 are still missing, as in the source; 0020 now matches UNZ.
         assert_eq!(codes(b), ["UCI-13", "UCI-13"], "{piece_text}");
     }
-    check_split(text.as_bytes());
+    self_check_split(text.as_bytes());
 }
 
 #[test]
@@ -68,7 +68,7 @@ fn an_isa_cut_short_by_its_terminator_is_rebuilt_whole_in_every_piece() {
         let tx: Vec<_> = b.transactions().map(|t| t.control_number.as_str()).collect();
         assert_eq!(tx, [["0001"], ["0002"]][t]);
     }
-    check_split(text.as_bytes());
+    self_check_split(text.as_bytes());
 }
 
 fn files_below(dir: &Path, out: &mut Vec<Vec<u8>>) {
@@ -156,6 +156,6 @@ proptest! {
                 _ => data.push(byte),
             }
         }
-        check_split(&data);
+        self_check_split(&data);
     }
 }

@@ -11,8 +11,8 @@
 use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
-use tollgate_edi::split::{Outline, OutlineGroup};
 use tollgate_edi::{Delimiters, RecordRule, Standard};
+use tollgate_edi::{Outline, OutlineGroup};
 
 /// One interchange of a received file, as the pipeline sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -330,8 +330,7 @@ pub(crate) fn split(
     let outline = layout.outline()?;
     let weights = layout.weights();
     let (bytes, piece) =
-        tollgate_edi::split::split_outline(interchange, &outline, keep, &format!("{control:09}"))
-            .ok()?;
+        tollgate_edi::split_outline(interchange, &outline, keep, &format!("{control:09}")).ok()?;
     let mut kept: Vec<usize> = keep.iter().copied().filter(|&i| i < weights.len()).collect();
     kept.sort_unstable();
     kept.dedup();
@@ -348,7 +347,7 @@ pub(crate) fn acknowledge(
     ic: &tollgate_edi::Interchange,
     control: u64,
 ) -> Option<Vec<u8>> {
-    tollgate_edi::ack::acknowledge(file, ic, tollgate_edi::ack::AckFormat::Auto, control)
+    tollgate_edi::acknowledge(file, ic, tollgate_edi::AckFormat::Auto, control)
 }
 
 /// Test hooks on the one parse call: count the parses of inputs holding a marker, or make the

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use serde_json::{Value, json};
-use tollgate_edi::ack::{AckFormat, acknowledge, gaps};
+use tollgate_edi::{AckFormat, acknowledge, gaps};
 use tollgate_edi::{EnvelopeError, Interchange, ParsedFile, PartyId};
 
 /// Arguments of `tollgate edi`.
@@ -289,7 +289,7 @@ fn split(file: &Path, out: &Path, control_number: u64) -> u8 {
     let mut next = control_number;
     for (i, ic) in parsed.interchanges.iter().enumerate() {
         for t in 0..ic.transactions().count() {
-            match tollgate_edi::split::split(&bytes, ic, &[t], &next.to_string()) {
+            match tollgate_edi::split(&bytes, ic, &[t], &next.to_string()) {
                 Ok(piece) => {
                     pieces.push((out.join(format!("{stem}.{}.{}.edi", i + 1, t + 1)), piece))
                 }
