@@ -2,8 +2,8 @@
 //! and [`policies`] (the policy set). Who may call them is decided by
 //! [`tollgate_http::AccessGuard`].
 
-pub mod counters;
-pub mod policies;
+pub(crate) mod counters;
+pub(crate) mod policies;
 
-pub use counters::{CounterQuery, list_counters, reset_counter};
-pub use policies::{get_policies, put_policies};
+pub(crate) use counters::{list_counters, reset_counter};
+pub(crate) use policies::{get_policies, put_policies};

@@ -14,7 +14,7 @@ use crate::state::AppState;
 
 /// `?limit=`.
 #[derive(Debug, Deserialize)]
-pub struct AuditQuery {
+pub(crate) struct AuditQuery {
     limit: Option<String>,
 }
 
@@ -60,7 +60,7 @@ pub(crate) struct AuditRecord {
     ),
     security((), ("admin_token" = [])),
 )]
-pub async fn list(
+pub(crate) async fn list(
     State(state): State<AppState>,
     headers: HeaderMap,
     Query(q): Query<AuditQuery>,

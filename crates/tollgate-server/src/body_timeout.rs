@@ -19,22 +19,22 @@ use tokio::time::{Instant, Sleep};
 /// The error a stalled body ends with.
 #[derive(Debug, thiserror::Error)]
 #[error("the request body stalled: no data for {0:?}")]
-pub struct BodyStalled(pub Duration);
+pub(crate) struct BodyStalled(pub Duration);
 
 /// Set once a body of this request timed out.
 #[derive(Debug, Clone, Default)]
-pub struct StallFlag(Arc<AtomicBool>);
+pub(crate) struct StallFlag(Arc<AtomicBool>);
 
 impl StallFlag {
     /// True once the body stalled.
-    pub fn fired(&self) -> bool {
+    pub(crate) fn fired(&self) -> bool {
         self.0.load(Ordering::Relaxed)
     }
 }
 
 /// `Incoming`, failing with [`BodyStalled`] after `stall` without a frame.
 #[derive(Debug)]
-pub struct StallTimeout {
+pub(crate) struct StallTimeout {
     inner: Incoming,
     stall: Duration,
     /// Started at the first poll: a handler that reads the body late is not the client's
@@ -45,7 +45,7 @@ pub struct StallTimeout {
 
 impl StallTimeout {
     /// Wraps `inner`; `flag` is raised when it stalls.
-    pub fn new(inner: Incoming, stall: Duration, flag: StallFlag) -> Self {
+    pub(crate) fn new(inner: Incoming, stall: Duration, flag: StallFlag) -> Self {
         Self { inner, stall, sleep: None, flag }
     }
 }

@@ -23,7 +23,7 @@ use tollgate_policy::PolicyRule;
 
 /// Replaces the `[[policy]]` tables of `file` with `rules` (see the module docs). Returns the
 /// content written. Errors name the file and what failed.
-pub fn rewrite_policies(file: &Path, rules: &[PolicyRule]) -> Result<String, String> {
+pub(crate) fn rewrite_policies(file: &Path, rules: &[PolicyRule]) -> Result<String, String> {
     let target = resolve(file)?;
     let shown = target.display();
     let (source, meta) = match std::fs::read_to_string(&target) {

@@ -19,24 +19,24 @@ use tollgate_quota::{MeteringId, QuotaSpec, TimeUnit, WindowKind};
 use tollgate_http::problem::Problem;
 
 /// `metering-id`: the counter identifier (required).
-pub const METERING_ID: &str = "metering-id";
+pub(crate) const METERING_ID: &str = "metering-id";
 /// `quota-limit`: units allowed per window.
-pub const QUOTA_LIMIT: &str = "quota-limit";
+pub(crate) const QUOTA_LIMIT: &str = "quota-limit";
 /// `quota-interval`: window length in units (default 1).
-pub const QUOTA_INTERVAL: &str = "quota-interval";
+pub(crate) const QUOTA_INTERVAL: &str = "quota-interval";
 /// `quota-timeunit`: second … month, singular or plural, any case.
-pub const QUOTA_TIMEUNIT: &str = "quota-timeunit";
+pub(crate) const QUOTA_TIMEUNIT: &str = "quota-timeunit";
 /// `message-weight`: units this message consumes (default 1).
-pub const MESSAGE_WEIGHT: &str = "message-weight";
+pub(crate) const MESSAGE_WEIGHT: &str = "message-weight";
 /// `quota-window`: calendar, flexi or rolling (default calendar).
-pub const QUOTA_WINDOW: &str = "quota-window";
+pub(crate) const QUOTA_WINDOW: &str = "quota-window";
 /// `quota-start`: RFC 3339 anchor for calendar windows.
-pub const QUOTA_START: &str = "quota-start";
+pub(crate) const QUOTA_START: &str = "quota-start";
 
 /// The quota headers of one request, parsed: the metering id, what it asks (each part `None`
 /// when its header was absent, so policies may fill it in) and the weight.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct QuotaRequest {
+pub(crate) struct QuotaRequest {
     /// The counter identifier.
     pub id: MeteringId,
     /// `quota-limit`, `quota-interval`, `quota-timeunit`, `quota-window`, `quota-start`.
@@ -47,7 +47,11 @@ pub struct QuotaRequest {
 
 /// A 400 `invalid-header` problem naming `header` and the `value` received (`null` when the
 /// header was missing).
-pub fn invalid_header(header: &str, value: Option<&str>, detail: impl Into<String>) -> Problem {
+pub(crate) fn invalid_header(
+    header: &str,
+    value: Option<&str>,
+    detail: impl Into<String>,
+) -> Problem {
     Problem::new(StatusCode::BAD_REQUEST, "invalid-header", "Invalid request header")
         .detail(detail)
         .with("invalid_header", header)
@@ -55,7 +59,7 @@ pub fn invalid_header(header: &str, value: Option<&str>, detail: impl Into<Strin
 }
 
 /// The 400 for what the headers asked that no spec can be made of: it names the header.
-pub fn unresolved(e: &ResolveError) -> Problem {
+pub(crate) fn unresolved(e: &ResolveError) -> Problem {
     match e {
         ResolveError::MissingLimit(_) => invalid_header(QUOTA_LIMIT, None, e.to_string()),
         ResolveError::MissingUnit(_) => invalid_header(QUOTA_TIMEUNIT, None, e.to_string()),
@@ -73,7 +77,7 @@ pub fn unresolved(e: &ResolveError) -> Problem {
 
 impl QuotaRequest {
     /// Parses the quota headers. Every failure is a 400 problem naming the header and value.
-    pub fn from_headers(headers: &HeaderMap) -> Result<Self, Problem> {
+    pub(crate) fn from_headers(headers: &HeaderMap) -> Result<Self, Problem> {
         let id_text = single(headers, &H_METERING_ID)?.ok_or_else(|| {
             invalid_header(METERING_ID, None, "the metering-id header is required")
         })?;

@@ -33,7 +33,7 @@ use crate::state::AppState;
     summary = "Liveness: 200 ok while the process serves HTTP",
     responses((status = 200, description = "Alive.", body = String, content_type = "text/plain", example = "ok")),
 )]
-pub async fn healthz() -> &'static str {
+pub(crate) async fn healthz() -> &'static str {
     "ok"
 }
 
@@ -70,7 +70,7 @@ pub(crate) struct Readiness {
         (status = 503, description = "A registered check fails.", body = Readiness),
     ),
 )]
-pub async fn readyz(State(state): State<AppState>) -> Response {
+pub(crate) async fn readyz(State(state): State<AppState>) -> Response {
     let status = state.policies().status();
     let mut checks = Map::new();
     let mut failing = false;

@@ -2,9 +2,12 @@
 //!
 //! Middleware calls `GET /v1/quota` with the quota headers it already sends to API management
 //! products (`metering-id`, `quota-limit`, `quota-timeunit`, …) and gets 200 (go on) or 429
-//! (hold it). Around that check sit server-side policies ([`policy`]), an admin API
-//! ([`admin`]), the [`usage`] history, Prometheus [`metrics`] and [`health`] probes. Who may
+//! (hold it). Around that check sit server-side policies ([`Policies`]), an admin API, the
+//! [`usage`] history, Prometheus [`metrics`] and health probes. Who may
 //! call what, client keys and problem+json answers come from `tollgate-http`.
+//!
+//! The public surface is the `pub use` list below plus three namespaces the binary reads:
+//! [`metrics`] (the metric names), [`openapi`] (the document) and [`usage`] (the history).
 //!
 //! ```no_run
 //! # async fn run() -> std::io::Result<()> {
@@ -12,7 +15,7 @@
 //! use tollgate_quota::{AnyStore, store::MemoryStore};
 //! use tollgate_policy::PolicySet;
 //! use tollgate_http::AccessGuard;
-//! use tollgate_server::{AppState, policy::Policies};
+//! use tollgate_server::{AppState, Policies};
 //!
 //! let store = Arc::new(AnyStore::Memory(MemoryStore::new()));
 //! let policies = Policies::fixed(PolicySet::default());
@@ -25,21 +28,21 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 #![warn(unreachable_pub)]
 
-pub mod admin;
-pub mod audit;
-pub mod body_timeout;
-pub mod config_file;
-pub mod headers;
-pub mod health;
-pub mod limits;
+mod admin;
+mod audit;
+mod body_timeout;
+mod config_file;
+mod headers;
+mod health;
+mod limits;
 pub mod metrics;
 pub mod openapi;
-pub mod parse_error;
-pub mod policy;
-pub mod quota;
-pub mod reload;
-pub mod serve;
-pub mod state;
+mod parse_error;
+mod policy;
+mod quota;
+mod reload;
+mod serve;
+mod state;
 pub mod usage;
 
 use axum::Router;
@@ -47,6 +50,8 @@ use axum::extract::DefaultBodyLimit;
 use axum::routing::get;
 
 pub use limits::ConnectionLimits;
+pub use policy::{Policies, PolicyWatcher, parse_policies};
+pub use reload::{FileCheck, FileValidator};
 pub use serve::{serve, serve_tls, serve_with};
 pub use state::{AppState, AppStateBuilder, ReadinessCheck};
 

@@ -12,11 +12,11 @@ use std::time::Duration;
 use tollgate_http::proxy::TrustedProxies;
 
 /// Default time to receive a whole request head, and the keep-alive idle time.
-pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(20);
+pub(crate) const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(20);
 /// Default longest silence between two chunks of a request body.
-pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default number of connections served at once.
-pub const DEFAULT_MAX_CONNECTIONS: NonZeroUsize = NonZeroUsize::new(4096).expect("non-zero");
+pub(crate) const DEFAULT_MAX_CONNECTIONS: NonZeroUsize = NonZeroUsize::new(4096).expect("non-zero");
 
 /// Limits on each client connection; see the module docs.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -32,14 +32,14 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tollgate_http::problem::{PROBLEM_JSON, Problem};
 
 /// How much of a request's start is kept to explain a parse error.
-pub const CAPTURE_BYTES: usize = 8 * 1024;
+pub(crate) const CAPTURE_BYTES: usize = 8 * 1024;
 
 /// hyper's limit on header fields per request.
-pub const MAX_HEADERS: usize = 100;
+pub(crate) const MAX_HEADERS: usize = 100;
 
 /// A connection whose parser-made bare errors become problem+json (see the module docs).
 #[derive(Debug)]
-pub struct ProblemIo<S> {
+pub(crate) struct ProblemIo<S> {
     inner: S,
     /// The start of what was read since the last response (at most [`CAPTURE_BYTES`]).
     capture: Vec<u8>,
@@ -50,7 +50,7 @@ pub struct ProblemIo<S> {
 
 impl<S> ProblemIo<S> {
     /// Wraps a connection.
-    pub fn new(inner: S) -> Self {
+    pub(crate) fn new(inner: S) -> Self {
         Self { inner, capture: Vec::new(), replacing: None }
     }
 }
@@ -212,7 +212,7 @@ fn header_lines(request: &[u8]) -> impl Iterator<Item = &[u8]> {
 
 /// Says what is wrong with a request head hyper refused with 400, and which header (when one
 /// is to blame). Best effort: the first fault found, in wire order.
-pub fn diagnose(request: &[u8]) -> (String, Option<String>) {
+pub(crate) fn diagnose(request: &[u8]) -> (String, Option<String>) {
     let line_end = request.iter().position(|&b| b == b'\n').unwrap_or(request.len());
     let line = request[..line_end].strip_suffix(b"\r").unwrap_or(&request[..line_end]);
     if let Some(why) = request_line_fault(line) {

@@ -27,9 +27,9 @@ use crate::metrics;
 use crate::reload::{FileCheck, FileValidator};
 use tollgate_http::config::located;
 
-pub mod version;
+pub(crate) mod version;
 mod watch;
-pub use version::IfMatch;
+pub(crate) use version::IfMatch;
 pub use watch::PolicyWatcher;
 
 /// The policies part of the config file; every other section is ignored here (the binary
@@ -180,7 +180,7 @@ impl Policies {
         metrics::policy_error(false);
     }
 
-    /// The version of the set in force (its `ETag`, see [`version`]).
+    /// The version of the set in force (its `ETag`, see module `version`).
     pub fn version(&self) -> String {
         version::etag(&self.current())
     }
@@ -197,7 +197,7 @@ impl Policies {
     /// Replaces the set in force (e.g. from `PUT /v1/policies`) when `if_match` (if any)
     /// names the version in force, then runs `then(before, after)` (the audit record), all
     /// under the writer lock (blocking: a file write and fsyncs). When a file is configured,
-    /// its `[[policy]]` tables are rewritten first (see [`crate::config_file`]: mode, owner,
+    /// its `[[policy]]` tables are rewritten first (see module `config_file`: mode, owner,
     /// symlink and comments outside `[[policy]]` are kept), so the next reload keeps the new
     /// set. Returns the set this call put in force (a later call may already have replaced
     /// it: answer with this one, so its version is the one the caller's change made).

@@ -41,15 +41,16 @@ use tollgate_http::client;
 use tollgate_http::problem::Problem;
 
 /// `RateLimit-Policy`: the quota and window, in the draft's List form.
-pub static RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+pub(crate) static RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
 /// `RateLimit`: remaining units and seconds until reset.
-pub static RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+pub(crate) static RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 /// `Tollgate-Shadow: would-reject` on shadow-mode answers that enforcement would refuse.
-pub static TOLLGATE_SHADOW: HeaderName = HeaderName::from_static("tollgate-shadow");
+pub(crate) static TOLLGATE_SHADOW: HeaderName = HeaderName::from_static("tollgate-shadow");
 /// `Tollgate-Degraded: local | store-unavailable` when the shared store could not decide.
-pub static TOLLGATE_DEGRADED: HeaderName = HeaderName::from_static("tollgate-degraded");
+pub(crate) static TOLLGATE_DEGRADED: HeaderName = HeaderName::from_static("tollgate-degraded");
 /// `Tollgate-Limit-Source: policy` when a server `[[policy]]` set the limit in force.
-pub static TOLLGATE_LIMIT_SOURCE: HeaderName = HeaderName::from_static("tollgate-limit-source");
+pub(crate) static TOLLGATE_LIMIT_SOURCE: HeaderName =
+    HeaderName::from_static("tollgate-limit-source");
 
 /// The JSON body of a 200 or 429 answer. The counts are `null` only in the answer given when
 /// the store could not decide and `store_unavailable = "allow"` (`Tollgate-Degraded:
@@ -144,7 +145,7 @@ pub(crate) struct QuotaAnswer<'a> {
     ),
     security((), ("api_key" = [])),
 )]
-pub async fn check(State(state): State<AppState>, request: Request) -> Response {
+pub(crate) async fn check(State(state): State<AppState>, request: Request) -> Response {
     // The whole request rather than a `HeaderMap` extractor, which would clone every header.
     let peer = request.extensions().get::<PeerCertificate>();
     match decide(&state, request.headers(), peer).await {

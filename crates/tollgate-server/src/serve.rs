@@ -58,10 +58,10 @@ use tollgate_http::proxy::TrustedProxies;
 use tollgate_http::tls::{PeerCertificate, TlsAcceptor};
 
 /// The most bytes of header fields a request may carry (names, values and `": "` + CRLF).
-pub const MAX_HEADER_BYTES: usize = 8 * 1024;
+pub(crate) const MAX_HEADER_BYTES: usize = 8 * 1024;
 
 /// The longest request target (path and query) served; longer ones get 414.
-pub const MAX_URI_BYTES: usize = 8 * 1024;
+pub(crate) const MAX_URI_BYTES: usize = 8 * 1024;
 
 /// The HTTP parser's read buffer. Headers between [`MAX_HEADER_BYTES`] and this size get a
 /// 431 problem+json; beyond it, or beyond 100 header fields, the parser itself answers a bare

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::{Options, Server};
-use tollgate_server::policy::Policies;
+use tollgate_server::Policies;
 
 const FILE: &str = "# Tollgate for the ACME pipeline\n[server]\n# the secret lives here\nadmin_token = \"s3cret-token\"\n\n[[policy]]\nmatch = \"R:*\"\nlimit = 10\nunit = \"day\"\n";
 

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use common::{Options, Server};
 use serde_json::Value;
-use tollgate_server::policy::Policies;
+use tollgate_server::Policies;
 
 fn policy(limit: u64) -> String {
     format!(
@@ -33,7 +33,7 @@ async fn wait_for_limit(s: &Server, want: u64) -> bool {
     false
 }
 
-async fn start(file: &Path) -> (Server, tollgate_server::policy::PolicyWatcher) {
+async fn start(file: &Path) -> (Server, tollgate_server::PolicyWatcher) {
     let policies = Policies::from_file(file).unwrap();
     // A long poll, so only the file-system watch can make these tests pass in time.
     let watcher = policies.watch(Duration::from_secs(3600));

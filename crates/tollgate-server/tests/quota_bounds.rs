@@ -71,7 +71,7 @@ async fn put_policies_refuses_a_limit_above_i64_max_and_a_window_beyond_a_centur
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("tollgate.toml");
     std::fs::write(&file, "[[policy]]\nmatch = \"*\"\nlimit = 5\nunit = \"day\"\n").unwrap();
-    let policies = tollgate_server::policy::Policies::from_file(&file).unwrap();
+    let policies = tollgate_server::Policies::from_file(&file).unwrap();
     let s = Server::with(Options { policies, ..Options::default() }).await;
     for (body, needle) in [
         (

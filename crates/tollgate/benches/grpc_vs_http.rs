@@ -20,7 +20,7 @@ use tollgate_rls::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descr
 use tollgate_rls::rls::RateLimitRequest;
 use tollgate_rls::rls::rate_limit_service_client::RateLimitServiceClient;
 use tollgate_rls::{RateLimiter, RlsSection, RuleSet};
-use tollgate_server::policy::Policies;
+use tollgate_server::Policies;
 use tollgate_server::{AppState, router};
 
 const RULES: &str = r#"

@@ -22,7 +22,7 @@ use serde::Deserialize;
 use tollgate_http::config::{ClientKey, ConfigError, key};
 use tollgate_policy::{PolicyRule, PolicySet};
 use tollgate_quota::store::{Durability, OnStoreUnavailable};
-use tollgate_server::reload::{FileCheck, FileValidator};
+use tollgate_server::{FileCheck, FileValidator};
 
 use crate::logging::LogFormat;
 

@@ -22,7 +22,7 @@ use tollgate_http::tls::{TlsAcceptor, TlsFiles};
 use tollgate_policy::PolicySet;
 use tollgate_quota::store::OnCorrupt;
 use tollgate_quota::{AnyStore, Store, StoreHealth};
-use tollgate_server::policy::Policies;
+use tollgate_server::Policies;
 use tollgate_server::usage::UsageHistory;
 use tollgate_server::{AppState, router};
 

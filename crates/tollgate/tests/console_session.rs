@@ -13,7 +13,7 @@ use tollgate_policy::PolicySet;
 use tollgate_quota::AnyStore;
 use tollgate_quota::store::MemoryStore;
 use tollgate_server::AppState;
-use tollgate_server::policy::Policies;
+use tollgate_server::Policies;
 use tower::ServiceExt;
 
 fn app(guard: AccessGuard) -> axum::Router {

@@ -21,7 +21,7 @@ use tollgate_http::user::Permission;
 
 /// `?prefix=` of the counter listing.
 #[derive(Debug, Deserialize)]
-pub struct CounterQuery {
+pub(crate) struct CounterQuery {
     #[serde(default)]
     prefix: String,
 }
@@ -116,7 +116,7 @@ pub(crate) struct CounterReset {
     ),
     security((), ("admin_token" = [])),
 )]
-pub async fn list_counters(
+pub(crate) async fn list_counters(
     State(state): State<AppState>,
     headers: HeaderMap,
     query: Result<Query<CounterQuery>, axum::extract::rejection::QueryRejection>,
@@ -150,7 +150,7 @@ pub async fn list_counters(
     ),
     security((), ("admin_token" = [])),
 )]
-pub async fn reset_counter(
+pub(crate) async fn reset_counter(
     State(state): State<AppState>,
     headers: HeaderMap,
     Path(id): Path<String>,

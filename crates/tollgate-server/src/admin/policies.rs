@@ -126,7 +126,7 @@ pub(crate) struct PolicyBodyDoc {
     ),
     security((), ("admin_token" = [])),
 )]
-pub async fn get_policies(
+pub(crate) async fn get_policies(
     State(state): State<AppState>,
     headers: HeaderMap,
 ) -> Result<Response, Problem> {
@@ -186,7 +186,7 @@ fn locate(body: &Value) -> Option<(usize, String)> {
     ),
     security((), ("admin_token" = [])),
 )]
-pub async fn put_policies(
+pub(crate) async fn put_policies(
     State(state): State<AppState>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,

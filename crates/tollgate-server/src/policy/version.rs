@@ -15,7 +15,7 @@ use crate::headers::invalid_header;
 use tollgate_http::problem::Problem;
 
 /// The strong entity tag of `set`: `"` + 32 hex digits of a SHA-256 over its rules + `"`.
-pub fn etag(set: &PolicySet) -> String {
+pub(crate) fn etag(set: &PolicySet) -> String {
     let json = serde_json::to_vec(set.rules()).unwrap_or_default();
     let digest = Sha256::digest(&json);
     let hex: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();

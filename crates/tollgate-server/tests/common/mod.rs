@@ -13,8 +13,8 @@ use tollgate_http::config::ClientKey;
 use tollgate_policy::PolicySet;
 use tollgate_quota::store::MemoryStore;
 use tollgate_quota::{AnyStore, ManualClock};
-use tollgate_server::policy::{Policies, parse_policies};
 use tollgate_server::{AppState, ConnectionLimits, router, serve_with};
+use tollgate_server::{Policies, parse_policies};
 
 /// 2026-11-30T10:00:00Z: 14 hours before the end of the calendar day.
 pub const NOW: &str = "2026-11-30T10:00:00Z";
