@@ -29,16 +29,20 @@
 #![deny(missing_docs)]
 #![warn(unreachable_pub)]
 
-pub mod clock;
-pub mod counter;
-pub mod decision;
+mod clock;
+mod counter;
+mod decision;
 pub mod rate_headers;
-pub mod spec;
+mod spec;
 pub mod store;
-pub mod window;
+mod window;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use counter::Counters;
 pub use decision::{Decision, Outcome};
-pub use spec::{MAX_WINDOW_YEARS, MeteringId, QuotaSpec, SpecError, TimeUnit, WindowKind};
+pub use spec::{
+    CounterShape, MAX_WINDOW_YEARS, MeteringId, QuotaSpec, SpecError, TimeUnit, WindowKind,
+    check_start,
+};
 pub use store::{AnyStore, CounterInfo, Seen, Store, StoreError, StoreHealth};
+pub use window::{ROLLING_BUCKETS, RollingLayout, Window};

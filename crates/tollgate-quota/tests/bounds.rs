@@ -11,11 +11,11 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use proptest::prelude::*;
-use tollgate_quota::spec::CounterShape;
-use tollgate_quota::window::{RollingLayout, Window};
+use tollgate_quota::CounterShape;
 use tollgate_quota::{
     Counters, MAX_WINDOW_YEARS, MeteringId, Outcome, QuotaSpec, SpecError, TimeUnit, WindowKind,
 };
+use tollgate_quota::{RollingLayout, Window};
 
 /// Far more than any one case needs (microseconds in practice); a loop proportional to the
 /// interval takes minutes to hours.

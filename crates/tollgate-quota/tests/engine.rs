@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use proptest::prelude::*;
-use tollgate_quota::window::{RollingLayout, Window};
 use tollgate_quota::{
     Counters, ManualClock, MeteringId, Outcome, QuotaSpec, TimeUnit, WindowKind, store::MemoryStore,
 };
+use tollgate_quota::{RollingLayout, Window};
 
 fn base() -> Timestamp {
     "2026-02-27T23:59:00Z".parse().unwrap()

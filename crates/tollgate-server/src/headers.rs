@@ -13,7 +13,7 @@ use jiff::Timestamp;
 use jiff::civil::DateTime;
 use serde_json::Value;
 use tollgate_policy::{Asked, AskedPart, ResolveError};
-use tollgate_quota::spec::check_start;
+use tollgate_quota::check_start;
 use tollgate_quota::{MeteringId, QuotaSpec, TimeUnit, WindowKind};
 
 use tollgate_http::problem::Problem;
