@@ -237,6 +237,12 @@ impl RedisStore {
         self
     }
 
+    /// Units this instance admitted on its own while Redis did not answer and has not yet
+    /// added to Redis (0 once Redis took them all; see `fallback`).
+    pub fn owed_units(&self) -> u64 {
+        self.local.owed_units()
+    }
+
     /// Ok while Redis answers; degraded (with the last error) while it does not.
     pub fn health(&self) -> StoreHealth {
         match self.health.lock().unwrap_or_else(PoisonError::into_inner).clone() {

@@ -155,6 +155,11 @@ impl Fallback {
         self.owed.notify_one();
     }
 
+    /// The units owed to Redis now.
+    pub(super) fn owed_units(&self) -> u64 {
+        lock(&self.unsynced).values().fold(0, |n, u| n.saturating_add(u.units))
+    }
+
     /// Everything owed whose window has not ended, leaving nothing owed.
     fn take_unsynced(&self) -> Vec<(Counter, Unsynced)> {
         let mut map = lock(&self.unsynced);
