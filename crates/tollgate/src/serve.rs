@@ -26,7 +26,7 @@ use tollgate_server::Policies;
 use tollgate_server::usage::UsageHistory;
 use tollgate_server::{AppState, router};
 
-use crate::config::{ConfigFile, StoreKind, StoreSection};
+use crate::config::{ConfigFile, ConfigMistake, StoreKind, StoreSection};
 use crate::logging::LogFormat;
 
 /// The address used when neither a flag nor the file gives one.
@@ -171,19 +171,6 @@ fn tls_files(args: &ServeArgs, file: &ConfigFile) -> Result<Option<TlsFiles>, St
 fn data_dir(args: &ServeArgs, file: &ConfigFile) -> PathBuf {
     args.data.clone().or_else(|| file.server.data.clone()).unwrap_or(DEFAULT_DATA.into())
 }
-
-/// A mistake in the config (file or flags) found while starting: `tollgate serve` exits 2 with
-/// it, as for a config file that does not parse, so that systemd does not restart it in a loop.
-#[derive(Debug)]
-pub struct ConfigMistake(pub String);
-
-impl std::fmt::Display for ConfigMistake {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for ConfigMistake {}
 
 /// Runs `tollgate serve` to completion and returns the process exit code.
 pub fn run(args: ServeArgs) -> ExitCode {

@@ -53,7 +53,7 @@ pub async fn open(
             let store = RedisStore::connect(opts).await.map_err(|e| {
                 // The URL's password stays out of the error.
                 let url = crate::config::redact_url(url.as_str());
-                crate::serve::ConfigMistake(format!("cannot use the redis store {url}: {e}"))
+                crate::config::ConfigMistake(format!("cannot use the redis store {url}: {e}"))
             })?;
             Ok(AnyStore::Redis(store))
         }
