@@ -9,9 +9,9 @@
 //!   unknown). So `share_of` instances that all lose Redis admit together at most what Redis
 //!   had left, plus what each admitted since its latest shared decision.
 //! * **Every unit admitted locally is owed to Redis** (`unsynced`) until it is added there
-//!   ([`push_owed`], which sends it at once and retries) or its window ends: a calendar or flexi window's units end with it, a rolling window's one
-//!   window length after the latest of them. A new local window of a counter drops what the
-//!   old one owed.
+//!   ([`push_owed`], which sends it at once and retries) or its window ends: a calendar or
+//!   flexi window's units end with it, a rolling window's one window length after the latest
+//!   of them. A new local window of a counter drops what the old one owed.
 //! * **Bounded**: `unsynced` holds one entry per counter admitted locally in a window not yet
 //!   over; `last_seen` at most [`MAX_LAST_SEEN`] counters (beyond, a counter's share is taken
 //!   of the whole limit).
