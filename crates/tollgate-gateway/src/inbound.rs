@@ -25,6 +25,11 @@
 //!   metadata changed; never an open or a read, such as the poller's own listing), and then not
 //!   within `poll_ms / WAKE_SHARE` of the last listing however many changes arrive. Each
 //!   listing counts in `tollgate_gateway_landing_scans_total`.
+//!
+//! One state machine, kept in one file: the loop in [`Landing`] wakes (`Watch`), lists and
+//! settles files (`scan`, remembered in `Memory`), takes a batch into the spool (`take`), then
+//! moves the taken files aside (`set_aside`); `failed` and `spool_backoff` are its two ways of
+//! waiting.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};

@@ -25,6 +25,10 @@
 //!   not acknowledge it), so retries on a full disk do not eat the space freed later. Every
 //!   write reports to [`SpoolHealth`]; a failed database operation drops the database handle,
 //!   which the next operation reopens (see `handle`).
+//!
+//! This file keeps the writes (`receive`, `commit`) that the invariants above are about; the
+//! reads (`read`), the database handle (`handle`), the write health (`health`) and backups
+//! (`backup`) are modules of their own.
 
 use std::collections::HashSet;
 use std::fs::{self, File};

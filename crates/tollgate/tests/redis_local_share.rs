@@ -34,10 +34,9 @@ fn three(dir: &std::path::Path, redis: &RedisServer) -> (Vec<Server>, Vec<String
     (servers, addrs)
 }
 
-/// `GET /v1/quota` (limit 200 a day, flexi) on `addr`: the status, and whether the answer was
-/// local (`Tollgate-Degraded: local`).
-async fn ask(client: &reqwest::Client, addr: &str, id: &str, weight: u64) -> (u16, bool) {
-    let r = client
+/// `GET /v1/quota` of `weight` for `id` (limit 200 a day, flexi) on `addr`.
+async fn quota(client: &reqwest::Client, addr: &str, id: &str, weight: u64) -> reqwest::Response {
+    client
         .get(format!("http://{addr}/v1/quota"))
         .header("metering-id", id)
         .header("quota-limit", LIMIT.to_string())
@@ -46,7 +45,12 @@ async fn ask(client: &reqwest::Client, addr: &str, id: &str, weight: u64) -> (u1
         .header("message-weight", weight.to_string())
         .send()
         .await
-        .unwrap();
+        .unwrap()
+}
+
+/// [`quota`]: the status, and whether the answer was local (`Tollgate-Degraded: local`).
+async fn ask(client: &reqwest::Client, addr: &str, id: &str, weight: u64) -> (u16, bool) {
+    let r = quota(client, addr, id, weight).await;
     (r.status().as_u16(), r.headers().get("tollgate-degraded").is_some())
 }
 
@@ -75,16 +79,7 @@ async fn held_in_redis(addrs: &[String], id: &str) -> u64 {
         let mut shared = 0;
         let mut used = None;
         for addr in addrs {
-            let r = client
-                .get(format!("http://{addr}/v1/quota"))
-                .header("metering-id", id)
-                .header("quota-limit", LIMIT.to_string())
-                .header("quota-timeunit", "day")
-                .header("quota-window", "flexi")
-                .header("message-weight", "0")
-                .send()
-                .await
-                .unwrap();
+            let r = quota(&client, addr, id, 0).await;
             if r.headers().get("tollgate-degraded").is_none() {
                 shared += 1;
             }
