@@ -21,11 +21,13 @@
 
 mod batch;
 mod breaker;
+mod bulk;
 mod clock;
 mod config;
 mod credentials;
 mod delivery;
 mod envelope;
+mod filter;
 mod hold;
 mod inbound;
 mod item;
@@ -38,6 +40,7 @@ mod queue;
 mod receipt;
 mod spool;
 mod statedb;
+mod tally;
 mod taken;
 mod telemetry;
 mod trust;
@@ -66,10 +69,12 @@ use tollgate_http::client::ClientKeys;
 use tollgate_policy::Decider;
 
 pub use clock::GatewayClock;
+pub use filter::QueueFilter;
 pub use config::{ConfigError, Dedup, GatewayConfig, OnQuotaUnavailable, Plan, QuotaMode, Target};
 pub use item::{Item, State};
 pub use spool::BackupReport;
 pub use statedb::SpoolOptions;
+pub use tally::{QueueTally, StateCounts, TallyKey};
 
 /// The gateway could not start.
 #[derive(Debug, thiserror::Error)]
@@ -111,6 +116,7 @@ pub struct Gateway {
     pace: upload::Pace,
     partners: Arc<std::collections::HashMap<String, String>>,
     parts: Arc<pipeline::Parts>,
+    jobs: bulk::Jobs,
     stop: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -248,6 +254,7 @@ impl Gateway {
             pace: upload::Pace { min_rate: plan.upload_min_rate, grace: plan.upload_rate_grace },
             partners: Arc::new(plan.partners.clone()),
             parts,
+            jobs: bulk::Jobs::default(),
             stop,
             tasks,
         })
@@ -289,10 +296,22 @@ impl Gateway {
             partners: self.partners.clone(),
             plan: Arc::new(self.parts.plan.clone()),
         };
-        let api = queue::QueueApi { guard, spool: self.spool.clone(), events: self.events.clone() };
+        let api = queue::QueueApi {
+            guard,
+            spool: self.spool.clone(),
+            events: self.events.clone(),
+            jobs: self.jobs.clone(),
+        };
         Router::new()
             .route("/v1/interchanges", post(upload::upload).with_state(upload))
             .route("/v1/queue", get(queue::list).with_state(api.clone()))
+            .route("/v1/queue/purge", post(bulk::purge).with_state(api.clone()))
+            .route("/v1/queue/release", post(bulk::release).with_state(api.clone()))
+            .route("/v1/queue/jobs", get(bulk::list).with_state(api.clone()))
+            .route(
+                "/v1/queue/jobs/{id}",
+                get(bulk::show).delete(bulk::stop).with_state(api.clone()),
+            )
             .route("/v1/queue/{id}/retry", post(queue::retry).with_state(api.clone()))
             .route("/v1/queue/{id}/release", post(queue::release).with_state(api.clone()))
             .route("/v1/queue/{id}/payload", get(queue::payload).with_state(api.clone()))
@@ -331,6 +350,12 @@ impl Gateway {
             .await
             .map_err(|e| spool::SpoolError::Db(format!("read task failed: {e}")))??;
         Ok(items)
+    }
+
+    /// Items per partner, route, metering id and state, as of the last spool commit (the
+    /// console's overview and `X-Total-Count` read it).
+    pub fn tally(&self) -> QueueTally {
+        self.spool.tally().clone()
     }
 
     /// The OpenAPI description of [`Gateway::router`]'s routes, for the binary to merge.

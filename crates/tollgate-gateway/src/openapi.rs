@@ -12,6 +12,11 @@ use utoipa::OpenApi;
         crate::queue::release,
         crate::queue::purge,
         crate::queue::payload,
+        crate::bulk::purge,
+        crate::bulk::release,
+        crate::bulk::show,
+        crate::bulk::stop,
+        crate::bulk::list,
     ),
     tags((name = "gateway", description = "The EDI gateway: uploads and the hold queue")),
 )]

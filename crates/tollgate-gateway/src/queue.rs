@@ -1,9 +1,12 @@
 //! The hold queue's admin API, behind the server's [`AccessGuard`].
 //!
-//! - `GET /v1/queue?state=received|admitted|held|dead|rejected|duplicate|delivered` (all when
-//!   omitted), a page at a time in id (arrival) order: `limit` items (1 to 1,000, default 100),
-//!   after the item `cursor`; the body stays an array, and a `Link: <…>; rel="next"` header
-//!   names the next page when there is one
+//! - `GET /v1/queue?partner=&route=&state=&from=&to=` (a [`QueueFilter`]; all items when
+//!   empty), a page at a time in id (arrival) order: `limit` items (1 to 1,000, default 100),
+//!   after the item `cursor`; the body stays an array, a `Link: <…>; rel="next"` header names
+//!   the next page when there is one, and `X-Total-Count` gives the whole filter's count (from
+//!   the tally without time bounds, counted row by row with them)
+//! - `POST /v1/queue/purge` and `POST /v1/queue/release` with the same filter: a bulk job
+//!   (see `bulk`)
 //! - `POST /v1/queue/{id}/retry` re-meters now (held or dead items)
 //! - `POST /v1/queue/{id}/release` delivers without metering
 //! - `DELETE /v1/queue/{id}` purges the item and its spooled bytes
@@ -24,7 +27,7 @@ use tollgate_http::AccessGuard;
 use tollgate_http::problem::Problem;
 use tollgate_http::user::Permission;
 
-use crate::item::State as ItemState;
+use crate::filter::{BadParameter, FilterQuery, QueueFilter, encode};
 use crate::pipeline::{AdminError, AdminOp, Event, row};
 use crate::spool::Spool;
 
@@ -37,13 +40,16 @@ pub(crate) struct QueueApi {
     pub spool: Arc<Spool>,
     /// The pipeline's inbox (retry, release, purge go through it).
     pub events: mpsc::UnboundedSender<Event>,
+    /// Bulk releases and purges (`bulk`).
+    pub jobs: crate::bulk::Jobs,
 }
 
-/// `?state=&limit=&cursor=`.
+/// `?partner=&route=&state=&from=&to=&limit=&cursor=`.
 #[derive(Debug, Deserialize)]
 pub(crate) struct ListQuery {
-    /// A state name.
-    pub state: Option<String>,
+    /// Which items (see [`QueueFilter`]).
+    #[serde(flatten)]
+    pub filter: FilterQuery,
     /// Items per page, 1 to [`MAX_PAGE`] ([`DEFAULT_PAGE`] when absent).
     pub limit: Option<String>,
     /// The id of the last item of the previous page.
@@ -56,26 +62,12 @@ pub(crate) const DEFAULT_PAGE: usize = 100;
 pub(crate) const MAX_PAGE: usize = 1000;
 
 /// A refused query parameter: 400, naming it and the value received.
-fn invalid(parameter: &str, value: &str, why: String) -> Response {
+pub(crate) fn invalid(bad: BadParameter) -> Response {
     Problem::new(StatusCode::BAD_REQUEST, "invalid-query", "Invalid query")
-        .detail(why)
-        .with("invalid_parameter", parameter)
-        .with("value", value)
+        .detail(bad.why)
+        .with("invalid_parameter", bad.name)
+        .with("value", bad.value)
         .into_response()
-}
-
-/// Percent-encodes a query value (keeps unreserved characters).
-fn encode(value: &str) -> String {
-    value
-        .bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-                char::from(b).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
 }
 
 /// One queue item, as the queue API lists and answers it.
@@ -131,16 +123,23 @@ pub(crate) struct SpoolRange {
     path = "/v1/queue",
     tag = "gateway",
     operation_id = "listQueue",
-    summary = "The gateway's queue, a page at a time in arrival order",
+    summary = "The gateway's queue, filtered, a page at a time in arrival order",
     params(
+        ("partner" = Option<String>, Query, description = "Only this partner's items (the name exactly, or the raw QUAL:ID of an unknown sender)."),
+        ("route" = Option<String>, Query, description = "Only this route's items."),
         ("state" = Option<String>, Query, description = "Only items in this state (all when empty or absent).",
             pattern = "^(received|admitted|held|delivered|rejected|duplicate|dead)?$"),
+        ("from" = Option<String>, Query, description = "Only items received at or after this RFC 3339 time.", format = DateTime),
+        ("to" = Option<String>, Query, description = "Only items received before this RFC 3339 time.", format = DateTime),
         ("limit" = Option<u32>, Query, description = "Items per page, 1 to 1,000 (default 100).", minimum = 1, maximum = 1000),
         ("cursor" = Option<String>, Query, description = "The id of the last item of the previous page."),
     ),
     responses(
         (status = 200, description = "One page of items.", body = Vec<QueueItem>,
-            headers(("Link" = String, description = "`</v1/queue?…&cursor=…>; rel=\"next\"` when there is a next page."))),
+            headers(
+                ("Link" = String, description = "`</v1/queue?…&cursor=…>; rel=\"next\"` when there is a next page."),
+                ("X-Total-Count" = u64, description = "How many items the whole filter keeps, on every page."),
+            )),
         (status = 400, description = "A query parameter is invalid (problem invalid-query, naming it and the value).", body = tollgate_http::openapi::ProblemDoc, content_type = "application/problem+json"),
         tollgate_http::openapi::AccessRefused,
         (status = 503, description = "The spool could not be read (problem gateway-unavailable).", body = tollgate_http::openapi::ProblemDoc, content_type = "application/problem+json"),
@@ -150,15 +149,22 @@ pub(crate) struct SpoolRange {
 pub(crate) async fn list(
     State(api): State<QueueApi>,
     headers: HeaderMap,
-    Query(q): Query<ListQuery>,
+    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
     if let Err(p) = api.guard.allow(&headers, Permission::Read) {
         return p.into_response();
     }
-    let state = match q.state.as_deref().filter(|s| !s.is_empty()).map(str::parse::<ItemState>) {
-        None => None,
-        Some(Ok(s)) => Some(s),
-        Some(Err(msg)) => return invalid("state", q.state.as_deref().unwrap_or_default(), msg),
+    let Query(q) = match query {
+        Ok(q) => q,
+        Err(e) => {
+            return Problem::new(StatusCode::BAD_REQUEST, "invalid-query", "Invalid query")
+                .detail(e.body_text())
+                .into_response();
+        }
+    };
+    let filter = match QueueFilter::parse(&q.filter) {
+        Ok(f) => f,
+        Err(bad) => return invalid(bad),
     };
     let limit = match q.limit.as_deref() {
         None => DEFAULT_PAGE,
@@ -166,26 +172,41 @@ pub(crate) async fn list(
             Ok(n) if (1..=MAX_PAGE).contains(&n) => n,
             _ => {
                 let why = format!("limit must be a whole number from 1 to {MAX_PAGE}");
-                return invalid("limit", text, why);
+                return invalid(BadParameter { name: "limit", value: text.to_owned(), why });
             }
         },
     };
     let spool = api.spool.clone();
     let cursor = q.cursor.clone().filter(|c| !c.is_empty());
-    let page = tokio::task::spawn_blocking(move || spool.page(state, cursor.as_deref(), limit));
+    let f = filter.clone();
+    let page = tokio::task::spawn_blocking(move || {
+        let total = total(&spool, &f)?;
+        let (items, next) = spool.page(&f, cursor.as_deref(), limit)?;
+        Ok::<_, crate::spool::SpoolError>((items, next, total))
+    });
     match page.await {
-        Ok(Ok((items, next))) => {
+        Ok(Ok((items, next, total))) => {
             let body = Json(items.iter().map(row).collect::<Vec<_>>());
-            let Some(next) = next else { return body.into_response() };
-            let state = q.state.as_deref().filter(|s| !s.is_empty());
-            let state = state.map(|s| format!("state={}&", encode(s))).unwrap_or_default();
-            let link =
-                format!("</v1/queue?{state}limit={limit}&cursor={}>; rel=\"next\"", encode(&next));
-            ([(axum::http::header::LINK, link)], body).into_response()
+            let total = [(axum::http::HeaderName::from_static("x-total-count"), total.to_string())];
+            let Some(next) = next else { return (total, body).into_response() };
+            let link = format!(
+                "</v1/queue?{}limit={limit}&cursor={}>; rel=\"next\"",
+                filter.query(),
+                encode(&next)
+            );
+            (total, [(axum::http::header::LINK, link)], body).into_response()
         }
         Ok(Err(e)) => unavailable(e.to_string()),
         Err(e) => unavailable(e.to_string()),
     }
+}
+
+/// How many items `filter` keeps: from the tally when it has no time bounds, else counted.
+pub(crate) fn total(spool: &Spool, filter: &QueueFilter) -> Result<u64, crate::spool::SpoolError> {
+    if filter.has_time() {
+        return spool.count(filter);
+    }
+    Ok(spool.tally().count(filter.partner.as_deref(), filter.route.as_deref(), filter.state))
 }
 
 /// The most bytes of one item `GET /v1/queue/{id}/payload` answers.
@@ -452,7 +473,7 @@ async fn act(api: QueueApi, headers: HeaderMap, id: String, op: AdminOp) -> Resp
     }
 }
 
-fn unavailable(detail: String) -> Response {
+pub(crate) fn unavailable(detail: String) -> Response {
     Problem::new(StatusCode::SERVICE_UNAVAILABLE, "gateway-unavailable", "Gateway unavailable")
         .detail(detail)
         .into_response()

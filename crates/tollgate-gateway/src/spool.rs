@@ -14,6 +14,9 @@
 //!   the same items) or the items, never neither.
 //! - **Every state change is one transaction.** An item's row is replaced whole; there is no
 //!   moment at which an item is in two states or none.
+//! - **The tally follows the rows.** A commit (and the prune) reads each row it replaces or
+//!   removes in its transaction and applies the difference to [`QueueTally`] after the commit,
+//!   in commit order (`rows_written`), so the tally counts exactly the stored rows.
 //! - **Spool files outlive their items.** A spool file is deleted only after the commit that
 //!   makes its last item `delivered` (or purges it). A spool file with no row at all (a crash
 //!   between the write and the commit, or state moved aside) is not deleted: [`Spool::open`]
@@ -43,6 +46,7 @@ use crate::clock::GatewayClock;
 use crate::item::{Item, State};
 pub(crate) use crate::statedb::SpoolOptions;
 use crate::statedb::{self, ORPHANED};
+use crate::tally::{QueueTally, TallyChange};
 use crate::telemetry::SpoolUsage;
 
 mod backup;
@@ -169,6 +173,11 @@ pub struct Spool {
     clock: GatewayClock,
     /// False only for a simulation ([`SpoolOptions::ephemeral`]).
     fsync: bool,
+    /// Items per group and state, changed by every commit (see `tally`).
+    tally: QueueTally,
+    /// Held by a commit or prune from its transaction's start to its tally update, so the
+    /// tally sees changes in commit order.
+    rows_written: std::sync::Mutex<()>,
 }
 
 impl Spool {
@@ -223,8 +232,11 @@ impl Spool {
             deferred: Default::default(),
             clock,
             fsync: !options.ephemeral,
+            tally: QueueTally::default(),
+            rows_written: std::sync::Mutex::new(()),
         };
-        spool.sort_unreferenced(&data_dir.join(ORPHANED))?;
+        let mut spool = spool;
+        spool.tally = spool.sort_unreferenced(&data_dir.join(ORPHANED))?;
         spool.usage.count(&spool.dir);
         Ok(spool)
     }
@@ -238,12 +250,15 @@ impl Spool {
 
     /// Spool files whose every item is delivered are deleted; files no row refers to at all
     /// (a receive or split cut short by a crash, or state that was moved aside) are moved to
-    /// `orphaned`, with a log line: only a state that says "finished" deletes bytes.
-    fn sort_unreferenced(&self, orphaned: &Path) -> Result<(), SpoolError> {
+    /// `orphaned`, with a log line: only a state that says "finished" deletes bytes. Returns
+    /// the tally of the items it read.
+    fn sort_unreferenced(&self, orphaned: &Path) -> Result<QueueTally, SpoolError> {
         let mut live: HashSet<String> =
             self.pending_files()?.into_iter().map(|f| f.spool).collect();
         let mut finished = HashSet::new();
-        for item in self.items(None)? {
+        let items = self.items(None)?;
+        let tally = QueueTally::of(&items);
+        for item in items {
             if item.state == State::Delivered {
                 finished.insert(item.spool_file);
             } else {
@@ -278,7 +293,12 @@ impl Spool {
             sync_dir(orphaned)?;
             sync_dir(&self.dir)?;
         }
-        Ok(())
+        Ok(tally)
+    }
+
+    /// Items per group and state, as of the last commit.
+    pub fn tally(&self) -> &QueueTally {
+        &self.tally
     }
 
     /// A new file id: receive time in Unix ms, then a sequence number; ids sort by arrival.
@@ -400,12 +420,15 @@ impl Spool {
         }
     }
 
-    /// Applies `change` in one durable transaction.
+    /// Applies `change` in one durable transaction, then to the tally.
     pub fn commit(&self, change: &Change) -> Result<(), SpoolError> {
         if change.is_empty() {
             return Ok(());
         }
+        let _order = self.rows_written.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut counted = TallyChange::default();
         let result = self.db.with(|db| {
+            counted = TallyChange::default();
             let mut tx = db.begin_write().map_err(db_err)?;
             tx.set_durability(self.durability()).map_err(db_err)?;
             {
@@ -416,12 +439,18 @@ impl Spool {
                 let mut items = tx.open_table(ITEMS).map_err(db_err)?;
                 for item in &change.put {
                     let v = serde_json::to_vec(item).map_err(db_err)?;
-                    items.insert(item.id.as_str(), v.as_slice()).map_err(db_err)?;
+                    let old = items.insert(item.id.as_str(), v.as_slice()).map_err(db_err)?;
+                    if let Some(old) = old {
+                        counted.gone(decode_item(&item.id, old.value())?);
+                    }
+                    counted.came(item.clone());
                 }
                 // Deletes come last: an item purged in a batch is gone, whatever the batch
                 // wrote of it before the purge (a release, then a purge).
                 for id in &change.delete {
-                    items.remove(id.as_str()).map_err(db_err)?;
+                    if let Some(old) = items.remove(id.as_str()).map_err(db_err)? {
+                        counted.gone(decode_item(id, old.value())?);
+                    }
                 }
                 let mut dedup = tx.open_table(DEDUP).map_err(db_err)?;
                 for (k, at) in &change.dedup {
@@ -431,7 +460,10 @@ impl Spool {
             tx.commit().map_err(db_err)
         });
         match &result {
-            Ok(()) => self.health.succeeded(),
+            Ok(()) => {
+                self.health.succeeded();
+                self.tally.apply(&counted, self.now_ms());
+            }
             Err(e) => self.health.failed(e),
         }
         result
@@ -439,24 +471,33 @@ impl Spool {
 
     /// Drops dedup keys first seen before `before_ms`, and delivered items received before it.
     pub fn prune(&self, before_ms: i64) -> Result<usize, SpoolError> {
-        self.db.with(|db| {
+        let _order = self.rows_written.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut counted = TallyChange::default();
+        let n = self.db.with(|db| {
+            counted = TallyChange::default();
             let tx = db.begin_write().map_err(db_err)?;
             let mut n = 0;
             {
                 let mut dedup = tx.open_table(DEDUP).map_err(db_err)?;
                 n += dedup.extract_if(|_, at| at < before_ms).map_err(db_err)?.count();
                 let mut items = tx.open_table(ITEMS).map_err(db_err)?;
-                n += items
+                for row in items
                     .extract_if(|_, v| {
                         Item::from_stored(v)
                             .is_ok_and(|i| i.state == State::Delivered && i.received_at < before_ms)
                     })
                     .map_err(db_err)?
-                    .count();
+                {
+                    let (k, v) = row.map_err(db_err)?;
+                    counted.gone(decode_item(k.value(), v.value())?);
+                    n += 1;
+                }
             }
             tx.commit().map_err(db_err)?;
             Ok(n)
-        })
+        })?;
+        self.tally.apply(&counted, self.now_ms());
+        Ok(n)
     }
 
     /// The next control number for split parts and acknowledgements (persistent, 1..=999999999).

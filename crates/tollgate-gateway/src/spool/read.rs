@@ -10,6 +10,7 @@ use redb::{ReadableDatabase, ReadableTable};
 use super::{
     DEDUP, FILES, FileRecord, ITEMS, Spool, SpoolError, db_err, decode, decode_item, io_err,
 };
+use crate::filter::QueueFilter;
 use crate::item::{Item, State};
 use crate::statedb;
 
@@ -45,34 +46,67 @@ impl Spool {
         })
     }
 
-    /// One page of items (in `state`, or all), in id order after the id `after`: at most
+    /// One page of the items `filter` keeps, in id order after the id `after`: at most
     /// `limit`, and the id to continue after when more follow. Reads rows only up to the
-    /// page's end (plus one to know whether more follow).
+    /// page's end (plus one to know whether more follow), within the filter's time bounds.
     pub fn page(
         &self,
-        state: Option<State>,
+        filter: &QueueFilter,
         after: Option<&str>,
         limit: usize,
     ) -> Result<(Vec<Item>, Option<String>), SpoolError> {
+        let mut out = Vec::new();
+        let mut next = None;
+        self.scan(filter, after, |item| {
+            if out.len() == limit {
+                next = out.last().map(|i: &Item| i.id.clone());
+                return false;
+            }
+            out.push(item);
+            true
+        })?;
+        Ok((out, next))
+    }
+
+    /// How many items `filter` keeps, read row by row (the tally answers filters without
+    /// time bounds without reading).
+    pub fn count(&self, filter: &QueueFilter) -> Result<u64, SpoolError> {
+        let mut n = 0;
+        self.scan(filter, None, |_| {
+            n += 1;
+            true
+        })?;
+        Ok(n)
+    }
+
+    /// Calls `take` with each item `filter` keeps, in id order after `after`, until it
+    /// answers false.
+    fn scan(
+        &self,
+        filter: &QueueFilter,
+        after: Option<&str>,
+        mut take: impl FnMut(Item) -> bool,
+    ) -> Result<(), SpoolError> {
         use std::ops::Bound;
+        let (low, high) = filter.id_bounds();
         self.db.with(|db| {
             let tx = db.begin_read().map_err(db_err)?;
             let t = tx.open_table(ITEMS).map_err(db_err)?;
-            let from = after.map_or(Bound::Unbounded, Bound::Excluded);
-            let mut out = Vec::new();
-            for row in t.range::<&str>((from, Bound::Unbounded)).map_err(db_err)? {
+            let from = match (after, low.as_deref()) {
+                (Some(a), Some(l)) if l > a => Bound::Included(l),
+                (Some(a), _) => Bound::Excluded(a),
+                (None, Some(l)) => Bound::Included(l),
+                (None, None) => Bound::Unbounded,
+            };
+            let to = high.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+            for row in t.range::<&str>((from, to)).map_err(db_err)? {
                 let (k, v) = row.map_err(db_err)?;
                 let item = decode_item(k.value(), v.value())?;
-                if state.is_some_and(|s| s != item.state) {
-                    continue;
+                if filter.matches(&item) && !take(item) {
+                    break;
                 }
-                if out.len() == limit {
-                    let next = out.last().map(|i: &Item| i.id.clone());
-                    return Ok((out, next));
-                }
-                out.push(item);
             }
-            Ok((out, None))
+            Ok(())
         })
     }
 

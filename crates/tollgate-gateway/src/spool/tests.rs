@@ -96,3 +96,92 @@ fn a_failed_receive_leaves_nothing_and_the_probe_finds_space_again() {
         Some(7)
     );
 }
+
+/// Counts the stored rows per tally group, as the tally should have them.
+fn counted(spool: &Spool) -> Vec<(crate::tally::TallyKey, [u64; 7], [u64; 7])> {
+    let mut groups: std::collections::BTreeMap<crate::tally::TallyKey, ([u64; 7], [u64; 7])> =
+        Default::default();
+    for i in spool.items(None).unwrap() {
+        let key = crate::tally::TallyKey {
+            partner: i.partner.clone(),
+            route: i.route.clone(),
+            metering_id: i.metering_id.as_ref().map(|m| m.as_str().to_owned()),
+        };
+        let s = State::ALL.iter().position(|s| *s == i.state).unwrap();
+        let g = groups.entry(key).or_default();
+        g.0[s] += 1;
+        g.1[s] += i.weight;
+    }
+    groups.into_iter().map(|(k, (n, u))| (k, n, u)).collect()
+}
+
+fn tallied(spool: &Spool) -> Vec<(crate::tally::TallyKey, [u64; 7], [u64; 7])> {
+    spool.tally().snapshot().into_iter().map(|(k, c)| (k, c.items, c.units)).collect()
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+
+    /// Whatever commits put, replace, delete and prune, the tally counts exactly the stored
+    /// rows, and the filtered pages and counts agree with a filter over every row.
+    #[test]
+    fn the_tally_and_the_filtered_reads_follow_the_rows(
+        steps in proptest::collection::vec(
+            proptest::collection::vec((0u8..12, 0u8..7, 0u8..3, 1u64..5, proptest::bool::ANY), 1..8),
+            1..12,
+        ),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let spool = Spool::open(dir.path(), SpoolOptions::default()).unwrap();
+        for step in &steps {
+            let mut change = Change::default();
+            for &(n, state, partner, weight, delete) in step {
+                let id = format!("{:013}-000000-{n}", 1_000 + i64::from(n) * 100);
+                if delete {
+                    change.delete.push(id);
+                    continue;
+                }
+                let mut it = item(&id, "F", State::ALL[usize::from(state)]);
+                it.partner = format!("P{partner}");
+                it.route = (partner != 2).then(|| "R".to_owned());
+                it.weight = weight;
+                it.received_at = 1_000 + i64::from(n) * 100;
+                change.put.push(it);
+            }
+            spool.commit(&change).unwrap();
+            proptest::prop_assert_eq!(tallied(&spool), counted(&spool));
+        }
+        spool.prune(1_600).unwrap();
+        proptest::prop_assert_eq!(tallied(&spool), counted(&spool));
+        let filter = crate::filter::QueueFilter {
+            partner: Some("P1".into()),
+            from_ms: Some(1_300),
+            to_ms: Some(2_000),
+            ..Default::default()
+        };
+        let all: Vec<String> = spool
+            .items(None)
+            .unwrap()
+            .into_iter()
+            .filter(|i| filter.matches(i))
+            .map(|i| i.id)
+            .collect();
+        let mut paged = Vec::new();
+        let mut cursor = None;
+        loop {
+            let (items, next) = spool.page(&filter, cursor.as_deref(), 2).unwrap();
+            paged.extend(items.into_iter().map(|i| i.id));
+            match next {
+                Some(n) => cursor = Some(n),
+                None => break,
+            }
+        }
+        proptest::prop_assert_eq!(&paged, &all);
+        proptest::prop_assert_eq!(spool.count(&filter).unwrap(), all.len() as u64);
+        let held = spool.items(Some(State::Held)).unwrap().iter().filter(|i| i.partner == "P0").count();
+        proptest::prop_assert_eq!(spool.tally().count(Some("P0"), None, Some(State::Held)), held as u64);
+        drop(spool);
+        let spool = Spool::open(dir.path(), SpoolOptions::default()).unwrap();
+        proptest::prop_assert_eq!(tallied(&spool), counted(&spool));
+    }
+}
