@@ -416,8 +416,8 @@ pub(crate) async fn show(
         return p.into_response();
     }
     match lookup(&api, &id) {
-        Ok(job) => Json(job.view()).into_response(),
-        Err(r) => r,
+        Some(job) => Json(job.view()).into_response(),
+        None => no_job(&id),
     }
 }
 
@@ -445,11 +445,11 @@ pub(crate) async fn stop(
         return p.into_response();
     }
     match lookup(&api, &id) {
-        Ok(job) => {
+        Some(job) => {
             job.stop.store(true, Ordering::Relaxed);
             (StatusCode::ACCEPTED, Json(job.view())).into_response()
         }
-        Err(r) => r,
+        None => no_job(&id),
     }
 }
 
@@ -474,13 +474,13 @@ pub(crate) async fn list(State(api): State<QueueApi>, headers: HeaderMap) -> Res
     Json(jobs.iter().rev().map(|j| j.view()).collect::<Vec<_>>()).into_response()
 }
 
-fn lookup(api: &QueueApi, id: &str) -> Result<Arc<Job>, Response> {
-    let not_found = || {
-        Problem::new(StatusCode::NOT_FOUND, "queue-job-not-found", "No such bulk job")
-            .detail(format!("no bulk job {id} (the {KEPT} most recent are kept)"))
-            .with("id", id.to_owned())
-            .into_response()
-    };
-    let n: u64 = id.parse().map_err(|_| not_found())?;
-    api.jobs.find(n).ok_or_else(not_found)
+fn lookup(api: &QueueApi, id: &str) -> Option<Arc<Job>> {
+    id.parse().ok().and_then(|n| api.jobs.find(n))
+}
+
+fn no_job(id: &str) -> Response {
+    Problem::new(StatusCode::NOT_FOUND, "queue-job-not-found", "No such bulk job")
+        .detail(format!("no bulk job {id} (the {KEPT} most recent are kept)"))
+        .with("id", id.to_owned())
+        .into_response()
 }
