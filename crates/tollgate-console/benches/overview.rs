@@ -3,7 +3,7 @@
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use jiff::{SignedDuration, Timestamp};
-use tollgate_console::{OverviewQuery, RouteLimit, SortKey, overview};
+use tollgate_console::{OverviewQuery, RouteLimit, SortKey, Sources, overview};
 use tollgate_policy::PolicySet;
 use tollgate_quota::{CounterInfo, MeteringId, TimeUnit, WindowKind};
 
@@ -46,7 +46,14 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("overview_10k_ids");
     g.bench_function("first_page_by_id", |b| {
         let q = OverviewQuery::default();
-        b.iter(|| serde_json::to_vec(&overview(&counters, &policies, &routes, now, &q)).unwrap())
+        b.iter(|| {
+            serde_json::to_vec(&overview(
+                Sources { counters: &counters, policies: &policies, routes: &routes, queue: &[] },
+                now,
+                &q,
+            ))
+            .unwrap()
+        })
     });
     g.bench_function("near_filter_sorted_by_share", |b| {
         let q = OverviewQuery {
@@ -55,7 +62,14 @@ fn bench(c: &mut Criterion) {
             partner: Some("partner0".into()),
             ..Default::default()
         };
-        b.iter(|| serde_json::to_vec(&overview(&counters, &policies, &routes, now, &q)).unwrap())
+        b.iter(|| {
+            serde_json::to_vec(&overview(
+                Sources { counters: &counters, policies: &policies, routes: &routes, queue: &[] },
+                now,
+                &q,
+            ))
+            .unwrap()
+        })
     });
     g.finish();
 }

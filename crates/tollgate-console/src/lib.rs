@@ -19,6 +19,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 #![warn(unreachable_pub)]
 
+mod bursting;
 mod login;
 mod overview;
 mod pages;
@@ -35,13 +36,17 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Json, Redirect, Response};
 use axum::routing::{get, post};
+use tollgate_gateway::QueueTally;
 use tollgate_http::AccessGuard;
 use tollgate_http::problem::Problem;
 use tollgate_http::user::Permission;
 use tollgate_policy::Decider;
 use tollgate_quota::Store;
 
-pub use overview::{OverviewQuery, RouteLimit, SortKey, overview};
+pub use bursting::{Burst, MAX_EXAMINED, SURGE, Traffic, TrafficSource};
+pub use overview::{
+    OverviewPage, OverviewQuery, RouteLimit, Row, RowState, SortKey, Sources, overview,
+};
 pub use pages::page_weights;
 
 /// The policy sent with every console answer: own script and style only, no inline script,
@@ -57,6 +62,12 @@ pub struct Console {
     decider: Decider,
     tls: bool,
     routes: Arc<[RouteLimit]>,
+    /// The gateway's queue tally, when a gateway runs.
+    queue: Option<QueueTally>,
+    /// The usage history's recent traffic, for the bursting view.
+    traffic: Option<Arc<dyn TrafficSource>>,
+    /// The metering ids the gateway's routes expect (route × configured partner).
+    expected: Arc<[String]>,
 }
 
 impl Console {
@@ -64,7 +75,29 @@ impl Console {
     /// counters and policies of `decider` and the gateway's `routes` (empty without a
     /// gateway); `tls` when the listener speaks HTTPS (cookies are then `Secure`).
     pub fn new(access: AccessGuard, decider: Decider, tls: bool, routes: Vec<RouteLimit>) -> Self {
-        Self { access, decider, tls, routes: routes.into() }
+        Self {
+            access,
+            decider,
+            tls,
+            routes: routes.into(),
+            queue: None,
+            traffic: None,
+            expected: Arc::new([]),
+        }
+    }
+
+    /// Shows the gateway queue's counts (held, delivered, duplicate, rejected) in the overview.
+    pub fn queue(mut self, tally: QueueTally) -> Self {
+        self.queue = Some(tally);
+        self
+    }
+
+    /// Reads recent traffic for the bursting view from `source`; `expected` are the metering
+    /// ids the routes expect (so a silent partner is seen although it has no counter).
+    pub fn traffic(mut self, source: Arc<dyn TrafficSource>, expected: Vec<String>) -> Self {
+        self.traffic = Some(source);
+        self.expected = expected.into();
+        self
     }
 
     /// The console's routes: `/` (a redirect), `/ui/…` pages, assets, login and its JSON.
@@ -84,6 +117,7 @@ impl Console {
             .route("/ui/assets/console.css", get(pages::style))
             .route("/ui/api/session", get(login::session))
             .route("/ui/api/overview", get(overview_json))
+            .route("/ui/api/bursting", get(bursting_json))
             .route("/ui/api/routes", get(routes_json))
             .layer(axum::middleware::from_fn(security_headers))
             .with_state(self)
@@ -113,13 +147,38 @@ async fn overview_json(
         Problem::new(StatusCode::BAD_REQUEST, "invalid-query", "Invalid query")
             .detail(e.body_text())
     })?;
-    let counters = c.decider.store().counters("").await.map_err(|e| {
+    let counters = counters(&c).await?;
+    let policies = c.decider.policies().current();
+    let queue = c.queue.as_ref().map(QueueTally::snapshot).unwrap_or_default();
+    let src =
+        Sources { counters: &counters, policies: &policies, routes: &c.routes, queue: &queue };
+    let page = overview::overview(src, jiff::Timestamp::now(), &q);
+    Ok(Json(page).into_response())
+}
+
+async fn counters(c: &Console) -> Result<Vec<tollgate_quota::CounterInfo>, Problem> {
+    c.decider.store().counters("").await.map_err(|e| {
         Problem::new(StatusCode::SERVICE_UNAVAILABLE, "store-unavailable", "Store unavailable")
             .detail(e.to_string())
-    })?;
+    })
+}
+
+/// `GET /ui/api/bursting`: the [`bursting`] view.
+async fn bursting_json(State(c): State<Console>, headers: HeaderMap) -> Result<Response, Problem> {
+    c.access.allow(&headers, Permission::Read)?;
+    let counters = counters(&c).await?;
     let policies = c.decider.policies().current();
-    let page = overview::overview(&counters, &policies, &c.routes, jiff::Timestamp::now(), &q);
-    Ok(Json(page).into_response())
+    let queue = c.queue.as_ref().map(QueueTally::snapshot).unwrap_or_default();
+    let src =
+        Sources { counters: &counters, policies: &policies, routes: &c.routes, queue: &queue };
+    let now = jiff::Timestamp::now();
+    let mut rows = overview::rows(src, now);
+    let ids = bursting::candidates(&mut rows, &c.expected);
+    let traffic = match &c.traffic {
+        Some(t) => t.traffic(&ids, now).await,
+        None => vec![Traffic::default(); ids.len()],
+    };
+    Ok(Json(bursting::bursting(&rows, &ids, &traffic)).into_response())
 }
 
 /// `GET /ui/api/routes`: the gateway's routes and their limits.

@@ -14,9 +14,10 @@ use std::collections::HashMap;
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
+use tollgate_gateway::{State, StateCounts, TallyKey};
 use tollgate_policy::{Asked, LimitSource, PolicyMode, PolicySet};
-use tollgate_quota::CounterInfo;
 use tollgate_quota::TimeUnit;
+use tollgate_quota::{CounterInfo, MeteringId, WindowKind};
 
 /// Rows per page when the query names none.
 pub(crate) const DEFAULT_PER_PAGE: usize = 100;
@@ -113,6 +114,20 @@ pub struct Row {
     pub refused: u64,
     /// ok, near, exceeded or shadow.
     pub state: RowState,
+    /// The window's length in seconds (a day counts 86,400 s), for drain times.
+    pub window_s: u64,
+    /// Items of this id the gateway holds.
+    pub held: u64,
+    /// Their units.
+    pub held_units: u64,
+    /// Since when some are held.
+    pub held_since: Option<Timestamp>,
+    /// Items delivered and still kept (until the dedup window prunes them).
+    pub delivered: u64,
+    /// Duplicates kept.
+    pub duplicate: u64,
+    /// Rejected items kept.
+    pub rejected: u64,
 }
 
 /// What to sort by.
@@ -132,6 +147,8 @@ pub enum SortKey {
     State,
     /// Time until reset.
     Reset,
+    /// Units held by the gateway.
+    Held,
 }
 
 /// `?page=&per_page=&sort=&desc=&partner=&route=&state=`.
@@ -180,8 +197,50 @@ fn share(r: &Row) -> u64 {
     }
 }
 
+/// The queue's counts of one metering id, summed over its groups.
+#[derive(Debug, Clone, Copy, Default)]
+struct Queued {
+    counts: StateCounts,
+}
+
+impl Queued {
+    fn add(&mut self, c: &StateCounts) {
+        for i in 0..c.items.len() {
+            self.counts.items[i] += c.items[i];
+            self.counts.units[i] = self.counts.units[i].saturating_add(c.units[i]);
+        }
+        self.counts.held_since = match (self.counts.held_since, c.held_since) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+}
+
+/// A counter with nothing used, for an id the queue knows but the store has no counter of
+/// (its window ended with items still held).
+fn idle_counter(id: MeteringId) -> CounterInfo {
+    CounterInfo {
+        identifier: id,
+        interval: 1,
+        unit: TimeUnit::Hour,
+        window: WindowKind::Calendar,
+        start: None,
+        used: 0,
+        exceed_count: 0,
+        total_exceed_count: 0,
+        window_start: None,
+        window_end: None,
+    }
+}
+
 /// Builds the row of one counter.
-fn row(c: &CounterInfo, policies: &PolicySet, routes: &[Template<'_>], now: Timestamp) -> Row {
+fn row(
+    c: &CounterInfo,
+    q: &Queued,
+    policies: &PolicySet,
+    routes: &[Template<'_>],
+    now: Timestamp,
+) -> Row {
     let id = c.identifier.as_str();
     let policy = policies.find(id);
     let route = routes.iter().find_map(|t| t.partner_of(id).map(|p| (t.route, p)));
@@ -226,6 +285,14 @@ fn row(c: &CounterInfo, policies: &PolicySet, routes: &[Template<'_>], now: Time
         _ => RowState::Ok,
     };
     let resets_in_s = c.window_end.map(|end| end.as_second().saturating_sub(now.as_second()));
+    // A month counts 30 days: the drain time is an estimate.
+    let seconds = |interval: u32, unit: TimeUnit| {
+        u64::from(interval) * unit.fixed_seconds().map_or(30 * 86_400, |s| s.unsigned_abs())
+    };
+    let window_s = resolved
+        .as_ref()
+        .map_or(seconds(c.interval, c.unit), |r| seconds(r.spec.interval, r.spec.unit));
+    let q = &q.counts;
     Row {
         metering_id: id.to_owned(),
         partner,
@@ -236,43 +303,83 @@ fn row(c: &CounterInfo, policies: &PolicySet, routes: &[Template<'_>], now: Time
         resets_in_s,
         refused: c.exceed_count,
         state,
+        window_s,
+        held: q.items_in(State::Held),
+        held_units: q.units_in(State::Held),
+        held_since: q.held_since.and_then(|ms| Timestamp::from_millisecond(ms).ok()),
+        delivered: q.items_in(State::Delivered),
+        duplicate: q.items_in(State::Duplicate),
+        rejected: q.items_in(State::Rejected),
     }
 }
 
-/// The overview page `q` asks for, from the store's counters, the policies and the gateway's
-/// routes. Several counters of one id (different window shapes) show as the most used one.
-pub fn overview(
-    counters: &[CounterInfo],
-    policies: &PolicySet,
-    routes: &[RouteLimit],
-    now: Timestamp,
-    q: &OverviewQuery,
-) -> OverviewPage {
+/// What an overview is made of: the store's counters, the policies, the gateway's routes and
+/// its queue's tally (empty without a gateway).
+#[derive(Clone, Copy)]
+pub struct Sources<'a> {
+    /// The store's counters.
+    pub counters: &'a [CounterInfo],
+    /// The policies in force.
+    pub policies: &'a PolicySet,
+    /// The gateway's routes.
+    pub routes: &'a [RouteLimit],
+    /// The gateway queue's tally.
+    pub queue: &'a [(TallyKey, StateCounts)],
+}
+
+/// Every row, one per metering id, unfiltered and unsorted. Several counters of one id
+/// (different window shapes) show as the most used one; an id with queued items but no
+/// counter shows with nothing used.
+pub(crate) fn rows(src: Sources<'_>, now: Timestamp) -> Vec<Row> {
+    let Sources { counters, policies, routes, queue } = src;
+    let mut queued: HashMap<&str, Queued> = HashMap::new();
+    for (k, c) in queue {
+        if let Some(m) = &k.metering_id {
+            queued.entry(m.as_str()).or_default().add(c);
+        }
+    }
+    let counted: std::collections::HashSet<&str> =
+        counters.iter().map(|c| c.identifier.as_str()).collect();
+    let idle: Vec<CounterInfo> = queued
+        .keys()
+        .filter(|id| !counted.contains(**id))
+        .filter_map(|id| MeteringId::new(id).ok().map(idle_counter))
+        .collect();
     let mut by_id: HashMap<&str, &CounterInfo> = HashMap::with_capacity(counters.len());
-    for c in counters {
+    for c in counters.iter().chain(&idle) {
         let e = by_id.entry(c.identifier.as_str()).or_insert(c);
         if c.used > e.used {
             *e = c;
         }
     }
+    let templates: Vec<Template<'_>> = routes.iter().map(Template::of).collect();
+    let none = Queued::default();
+    by_id
+        .into_values()
+        .map(|c| {
+            let held = queued.get(c.identifier.as_str()).unwrap_or(&none);
+            row(c, held, policies, &templates, now)
+        })
+        .collect()
+}
+
+/// The overview page `q` asks for, from [`rows`].
+pub fn overview(src: Sources<'_>, now: Timestamp, q: &OverviewQuery) -> OverviewPage {
     let partner = q.partner.as_deref().map(str::to_lowercase).filter(|p| !p.is_empty());
     let route = q.route.as_deref().filter(|r| !r.is_empty());
-    let templates: Vec<Template<'_>> = routes.iter().map(Template::of).collect();
     let mut route_names: std::collections::BTreeSet<String> =
-        routes.iter().map(|r| r.name.clone()).collect();
-    let mut rows: Vec<Row> = Vec::with_capacity(by_id.len());
-    for c in by_id.into_values() {
-        let r = row(c, policies, &templates, now);
+        src.routes.iter().map(|r| r.name.clone()).collect();
+    let mut rows = rows(src, now);
+    for r in &rows {
         if route_names.len() < 1000 && !route_names.contains(&r.route) {
             route_names.insert(r.route.clone());
         }
-        let keep = partner.as_ref().is_none_or(|p| r.partner.to_lowercase().contains(p))
-            && route.is_none_or(|x| r.route == x)
-            && q.state.is_none_or(|s| r.state == s);
-        if keep {
-            rows.push(r);
-        }
     }
+    rows.retain(|r| {
+        partner.as_ref().is_none_or(|p| r.partner.to_lowercase().contains(p))
+            && route.is_none_or(|x| r.route == x)
+            && q.state.is_none_or(|s| r.state == s)
+    });
     let by_id = |a: &Row, b: &Row| a.metering_id.cmp(&b.metering_id);
     let order: fn(&Row, &Row) -> Ordering = match q.sort {
         SortKey::Id => |a, b| a.metering_id.cmp(&b.metering_id),
@@ -281,6 +388,7 @@ pub fn overview(
         SortKey::Percent => |a, b| share(a).cmp(&share(b)),
         SortKey::State => |a, b| a.state.cmp(&b.state),
         SortKey::Reset => |a, b| a.resets_in_s.cmp(&b.resets_in_s),
+        SortKey::Held => |a, b| a.held_units.cmp(&b.held_units),
     };
     rows.sort_unstable_by(|a, b| {
         let o = order(a, b).then_with(|| by_id(a, b));
@@ -299,7 +407,6 @@ pub fn overview(
 mod tests {
     use super::*;
     use tollgate_policy::PolicyRule;
-    use tollgate_quota::{MeteringId, TimeUnit, WindowKind};
 
     fn counter(id: &str, used: u64) -> CounterInfo {
         let now = Timestamp::now();
@@ -328,6 +435,14 @@ mod tests {
         }
     }
 
+    fn src<'a>(
+        counters: &'a [CounterInfo],
+        policies: &'a PolicySet,
+        routes: &'a [RouteLimit],
+    ) -> Sources<'a> {
+        Sources { counters, policies, routes, queue: &[] }
+    }
+
     fn policies(toml: &str) -> PolicySet {
         #[derive(Deserialize)]
         struct F {
@@ -347,7 +462,8 @@ mod tests {
         let fill = policies(r#"{"policy":[{"match":"ShipmentStatus:*","limit":3}]}"#);
         let counters = [counter("ShipmentStatus:ACME", 3)];
         let row = |set: &PolicySet| {
-            let page = overview(&counters, set, &[route()], Timestamp::now(), &Default::default());
+            let page =
+                overview(src(&counters, set, &[route()]), Timestamp::now(), &Default::default());
             let r = &page.rows[0];
             (r.limit, r.limit_source, r.state)
         };
@@ -366,7 +482,8 @@ mod tests {
             counter("Quiet:x", 5),
             counter("Other", 7),
         ];
-        let page = overview(&counters, &set, &[route()], Timestamp::now(), &Default::default());
+        let page =
+            overview(src(&counters, &set, &[route()]), Timestamp::now(), &Default::default());
         let states: Vec<(&str, RowState, &str)> = page
             .rows
             .iter()
@@ -395,16 +512,19 @@ mod tests {
             desc: true,
             ..Default::default()
         };
-        let page = overview(&counters, &PolicySet::default(), &[route()], Timestamp::now(), &q);
+        let page =
+            overview(src(&counters, &PolicySet::default(), &[route()]), Timestamp::now(), &q);
         assert_eq!((page.total, page.pages, page.page, page.rows.len()), (250, 3, 3, 50));
         assert_eq!(page.rows[0].partner, "P049");
         let q = OverviewQuery { state: Some(RowState::Exceeded), ..Default::default() };
-        let page = overview(&counters, &PolicySet::default(), &[route()], Timestamp::now(), &q);
+        let page =
+            overview(src(&counters, &PolicySet::default(), &[route()]), Timestamp::now(), &q);
         assert!(page.rows.iter().all(|r| r.used == 10) && page.total == 22, "{}", page.total);
         let q = OverviewQuery { partner: Some("p12".into()), ..Default::default() };
-        let page = overview(&counters, &PolicySet::default(), &[route()], Timestamp::now(), &q);
+        let page =
+            overview(src(&counters, &PolicySet::default(), &[route()]), Timestamp::now(), &q);
         assert_eq!(page.total, 10, "P120 … P129");
         let q = OverviewQuery { page: Some(99), ..Default::default() };
-        assert_eq!(overview(&[], &PolicySet::default(), &[], Timestamp::now(), &q).page, 1);
+        assert_eq!(overview(src(&[], &PolicySet::default(), &[]), Timestamp::now(), &q).page, 1);
     }
 }

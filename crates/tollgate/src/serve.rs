@@ -190,7 +190,7 @@ async fn serve(args: ServeArgs, file: ConfigFile, tls: Option<TlsAcceptor>) -> a
     app =
         app.route("/v1/admin/backup", axum::routing::post(crate::backup::route).with_state(backup));
     // The console at /ui/, a client of the same API (same guard, sessions and audit log).
-    app = app.merge(crate::console::router(&state, &file));
+    app = app.merge(crate::console::router(&state, &file, gateway.as_ref()));
     app = app.merge(crate::openapi::router(&crate::openapi::document(gateway.is_some())));
     // Every wrong credential, on any route, counts toward its source's failed logins.
     app = app.layer(axum::middleware::from_fn_with_state(
