@@ -90,17 +90,88 @@ function when(text) {
 
 // The usage history of one metering id (admitted and refused per 5-minute bucket) since
 // `hours` ago; an empty list when the server keeps none (404) or the call fails.
-async function usage(id, hours) {
-  const from = new Date(Date.now() - hours * 3600e3).toISOString();
+async function usage(id, hours, toMs) {
+  const to = toMs || Date.now();
+  const from = new Date(to - hours * 3600e3).toISOString();
   try {
     const res = await api("GET", "/v1/usage?metering_id=" + encodeURIComponent(id) +
-      "&from=" + encodeURIComponent(from));
+      "&from=" + encodeURIComponent(from) + "&to=" + encodeURIComponent(new Date(to).toISOString()));
     if (!res.ok) return { buckets: [], missing: res.status === 404 };
     const body = await res.json();
     return { buckets: Array.isArray(body.buckets) ? body.buckets : [], missing: false };
   } catch (_) {
     return { buckets: [], missing: true };
   }
+}
+
+// The series of the traffic chart: admitted above the axis; refused, held and duplicate
+// stacked below it.
+const SERIES = [
+  ["admitted", 1], ["refused", -1], ["held", -1], ["duplicate", -1],
+];
+
+// A traffic chart of one id between `fromMs` and `toMs`: bars per slot, a y axis with its
+// scale, time labels on the x axis, and a legend with each series' total.
+function trafficChart(buckets, fromMs, toMs, width, height) {
+  const left = 56, bottom = 20, top = 8, plotW = width - left - 8, plotH = height - top - bottom;
+  const span = Math.max(toMs - fromMs, 1);
+  const slots = Math.max(1, Math.min(Math.floor(plotW / 3), Math.ceil(span / 300e3)));
+  const sums = Object.fromEntries(SERIES.map(([k]) => [k, new Array(slots).fill(0)]));
+  for (const b of buckets) {
+    const t = Date.parse(b.start);
+    if (isNaN(t) || t < fromMs || t >= toMs) continue;
+    const i = Math.min(slots - 1, Math.floor(((t - fromMs) / span) * slots));
+    for (const [k] of SERIES) sums[k][i] += Number(b[k]) || 0;
+  }
+  const up = sums.admitted;
+  const down = up.map((_, i) => sums.refused[i] + sums.held[i] + sums.duplicate[i]);
+  const maxUp = Math.max(1, ...up), maxDown = Math.max(0, ...down);
+  const scale = plotH / (maxUp + maxDown);
+  const zero = top + maxUp * scale;
+  const s = svg("svg", { width, height, viewBox: `0 0 ${width} ${height}`, role: "img",
+    class: "chart traffic" });
+  const title = svg("title");
+  const totals = SERIES.map(([k]) => `${sums[k].reduce((a, b) => a + b, 0).toLocaleString("en-US")} ${k}`);
+  title.textContent = "Units per slot: " + totals.join(", ");
+  s.append(title);
+  const text = (x, y, t, cls) => {
+    const n = svg("text", { x, y, class: cls || "tick" });
+    n.textContent = t;
+    return n;
+  };
+  s.append(svg("line", { x1: left, y1: zero, x2: left + plotW, y2: zero, class: "axis" }));
+  s.append(svg("line", { x1: left, y1: top, x2: left, y2: top + plotH, class: "axis" }));
+  s.append(text(left - 4, top + 10, maxUp.toLocaleString("en-US"), "tick y"));
+  s.append(text(left - 4, zero + 4, "0", "tick y"));
+  if (maxDown > 0) s.append(text(left - 4, top + plotH, "−" + maxDown.toLocaleString("en-US"), "tick y"));
+  const w = plotW / slots;
+  for (let i = 0; i < slots; i++) {
+    const x = left + i * w;
+    if (up[i] > 0) s.append(svg("rect", { x, y: zero - up[i] * scale, width: Math.max(w - 0.5, 1),
+      height: up[i] * scale, class: "admitted" }));
+    let y = zero;
+    for (const k of ["refused", "held", "duplicate"]) {
+      const h = sums[k][i] * scale;
+      if (h > 0) {
+        s.append(svg("rect", { x, y, width: Math.max(w - 0.5, 1), height: h, class: k }));
+        y += h;
+      }
+    }
+  }
+  const ticks = 5;
+  for (let j = 0; j <= ticks; j++) {
+    const t = fromMs + (span * j) / ticks;
+    const d = new Date(t);
+    const label = span > 2 * 86400e3
+      ? d.toISOString().slice(5, 10) + " " + d.toISOString().slice(11, 16)
+      : d.toISOString().slice(11, 16);
+    const x = left + (plotW * j) / ticks;
+    s.append(svg("line", { x1: x, y1: top + plotH, x2: x, y2: top + plotH + 3, class: "axis" }));
+    s.append(text(x, height - 4, label, j === 0 ? "tick x first" : j === ticks ? "tick x last" : "tick x"));
+  }
+  const legend = el("ul", { class: "legend" }, ...SERIES.map(([k], i) =>
+    el("li", { class: k }, el("span", { class: "swatch " + k }), totals[i])));
+  return el("div", { class: "traffic-chart" }, s, legend);
 }
 
 // An SVG chart of admitted (up) and refused (down) units over `hours`, in `slots` columns.
@@ -204,23 +275,29 @@ async function initLogin() {
 
 const POLL_MS = 1000;
 const SPARK_MS = 60000;
+const BURST_MS = 10000;
 
-async function heldCounts() {
-  // Held items by metering id, from at most 10 pages of the queue.
-  const counts = new Map();
-  let url = "/v1/queue?state=held&limit=1000";
-  for (let i = 0; url && i < 10; i++) {
-    const res = await api("GET", url);
-    if (!res.ok) break;
-    for (const item of await res.json()) {
-      const id = item.metering_id || "";
-      counts.set(id, (counts.get(id) || 0) + 1);
-    }
-    const link = res.headers.get("Link") || "";
-    const m = /<([^>]+)>;\s*rel="next"/.exec(link);
-    url = m ? m[1] : null;
-  }
-  return counts;
+// The "bursting now" table: held, surging, near and silent ids, worst first.
+async function bursting() {
+  const res = await api("GET", "/ui/api/bursting");
+  if (!res.ok) return;
+  const list = await res.json();
+  const n = (x) => Number(x || 0).toLocaleString("en-US");
+  const rows = list.slice(0, 20).map((b) => {
+    const why = b.held_units ? `${n(b.held)} held (${n(b.held_units)} units)`
+      : b.silent ? "silent for 24 h" : b.state === "exceeded" ? "limit reached" : "rising";
+    const rate = b.ratio === null ? `${n(b.last_hour)} in the last hour`
+      : `${n(b.last_hour)} in the last hour, ${b.ratio.toFixed(1)} × usual`;
+    return el("tr", { "data-id": b.metering_id, class: "severity-" + b.severity },
+      el("td", {}, el("a", { href: "/ui/partner?name=" + encodeURIComponent(b.partner) }, b.partner)),
+      el("td", {}, b.route),
+      el("td", {}, why),
+      el("td", {}, b.held_since ? when(b.held_since) : "—"),
+      el("td", {}, rate),
+      el("td", {}, b.drain_s === null ? "—" : duration(b.drain_s)));
+  });
+  $("bursting").tBodies[0].replaceChildren(...rows);
+  $("bursting-empty").hidden = rows.length > 0;
 }
 
 async function initOverview() {
@@ -236,7 +313,6 @@ async function initOverview() {
     if ($("f-state").value) p.set("state", $("f-state").value);
     return p.toString();
   };
-  let gateway = true;
   const spark = (id) => {
     let s = sparks.get(id);
     if (!s || Date.now() - s.at > SPARK_MS) {
@@ -258,14 +334,6 @@ async function initOverview() {
       return;
     }
     const data = await res.json();
-    let held = new Map();
-    if (gateway) {
-      try {
-        held = await heldCounts();
-      } catch (_) {
-        gateway = false;
-      }
-    }
     const routeSel = $("f-route");
     const have = new Set([...routeSel.options].map((o) => o.value));
     for (const r of data.routes) if (!have.has(r)) routeSel.append(el("option", { value: r }, r));
@@ -288,7 +356,10 @@ async function initOverview() {
         el("td", {}, duration(r.resets_in_s)),
         el("td", {}, el("span", { class: "badge " + r.state },
           r.state === "shadow" ? "shadow would-reject" : r.state)),
-        el("td", { class: "held" }, String(held.get(r.metering_id) || 0)),
+        el("td", { class: "held" }, r.held ? el("a", { href: "/ui/queue?state=held&partner=" +
+          encodeURIComponent(r.partner) + "&route=" + encodeURIComponent(r.route),
+          title: `${r.held_units.toLocaleString("en-US")} units held` },
+          r.held.toLocaleString("en-US")) : "0"),
         el("td", {}, spark(r.metering_id)));
     });
     $("overview").tBodies[0].replaceChildren(...rows);
@@ -301,15 +372,23 @@ async function initOverview() {
     status("");
   };
   let timer = null;
+  let burstAt = 0;
+  // Refreshes only while the page is visible; a hidden tab costs the server nothing.
   const loop = async () => {
     clearTimeout(timer);
+    if (document.hidden) return;
     try {
       await refresh();
+      if (Date.now() - burstAt > BURST_MS) {
+        burstAt = Date.now();
+        await bursting();
+      }
     } catch (e) {
       status("cannot reach the server: " + (e.message || e), true);
     }
     timer = setTimeout(loop, POLL_MS);
   };
+  document.addEventListener("visibilitychange", () => { if (!document.hidden) loop(); });
   $("filters").addEventListener("input", () => { page = 1; loop(); });
   $("filters").addEventListener("submit", (e) => e.preventDefault());
   $("prev").addEventListener("click", () => { page -= 1; loop(); });
@@ -331,30 +410,51 @@ async function initPartner() {
   const rows = (await res.json()).rows.filter((r) => r.partner === name);
   const box = $("partner-routes");
   if (!rows.length) box.append(el("p", {}, "No counters for this partner in their current windows."));
+  const ranges = { "1h": 1, "24h": 24, "7d": 168 };
+  const draw = [];
   for (const r of rows) {
     const fig = el("figure", { class: "route-chart" });
     const cap = el("figcaption", {}, el("strong", {}, r.route || r.metering_id), " — ",
-      r.metering_id, ": ", `${r.used} / ${r.limit === null ? "—" : r.limit} used, ${r.state}`);
+      r.metering_id, ": ", `${r.used.toLocaleString("en-US")} / ` +
+      `${r.limit === null ? "—" : r.limit.toLocaleString("en-US")} used, ${r.state}` +
+      (r.held ? `, ${r.held.toLocaleString("en-US")} held (${r.held_units.toLocaleString("en-US")} units)` : ""));
     fig.append(cap);
-    const holder = el("div", {}, "loading the last 7 days…");
+    const holder = el("div", { class: "chart-holder" }, "loading…");
     fig.append(holder);
     box.append(fig);
-    usage(r.metering_id, 7 * 24).then((u) => {
-      holder.replaceChildren(chart(u.buckets, 7 * 24, 600, 80, "last 7 days"),
+    draw.push(async (fromMs, toMs) => {
+      const u = await usage(r.metering_id, (toMs - fromMs) / 3600e3, toMs);
+      holder.replaceChildren(trafficChart(u.buckets, fromMs, toMs, 720, 180),
         el("p", { class: "note" }, u.missing ? "No usage history kept for this id yet."
-          : "Last 7 days: admitted above the line, refused below."));
+          : "Units per slot (UTC): admitted above the line; refused, held and duplicate below."));
     });
   }
-  // Recent interchanges: the newest 50 of this partner among the last 10 pages of the queue.
-  const found = [];
-  let url = "/v1/queue?limit=1000";
-  for (let i = 0; url && i < 10; i++) {
-    const q = await api("GET", url);
-    if (!q.ok) break;
-    for (const item of await q.json()) if (item.partner === name) found.push(item);
-    const m = /<([^>]+)>;\s*rel="next"/.exec(q.headers.get("Link") || "");
-    url = m ? m[1] : null;
-  }
+  const redraw = () => {
+    const pick = $("range").value;
+    let toMs = Date.now(), fromMs = toMs - (ranges[pick] || 24) * 3600e3;
+    $("custom-range").hidden = pick !== "custom";
+    if (pick === "custom") {
+      const f = Date.parse($("range-from").value + "Z"), t = Date.parse($("range-to").value + "Z");
+      if (isNaN(f) || isNaN(t) || f >= t) return;
+      fromMs = f;
+      toMs = t;
+    }
+    for (const d of draw) d(fromMs, toMs);
+  };
+  $("range-form").addEventListener("input", redraw);
+  $("range-form").addEventListener("submit", (e) => e.preventDefault());
+  redraw();
+  // Recent interchanges: the partner's items of the last 24 hours, newest first (the
+  // server filters; the total says how many there are in all).
+  const since = new Date(Date.now() - 24 * 3600e3).toISOString();
+  const q = await api("GET", "/v1/queue?limit=1000&partner=" + encodeURIComponent(name) +
+    "&from=" + encodeURIComponent(since));
+  const found = q.ok ? await q.json() : [];
+  const all = q.ok ? Number(q.headers.get("X-Total-Count")) || 0 : 0;
+  $("recent-total").textContent = all
+    ? `${all.toLocaleString("en-US")} interchange${all === 1 ? "" : "s"} in the last 24 hours` +
+      (all > 1000 ? "; the first 1,000 are read, the newest 50 shown." : "")
+    : "No interchange from this partner in the last 24 hours.";
   found.reverse();
   const payload = (it) => {
     if (!session.may.payload) return el("td", {}, "—");
@@ -388,12 +488,24 @@ async function initQueue() {
   let cursorUrl = null;
   let nextUrl = null;
   let items = [];
-  const first = () => {
+  // The filter as query parameters, as GET /v1/queue and the bulk actions take it.
+  const filter = () => {
     const p = new URLSearchParams();
     if ($("q-state").value) p.set("state", $("q-state").value);
+    if ($("q-partner").value) p.set("partner", $("q-partner").value);
+    if ($("q-route").value) p.set("route", $("q-route").value);
+    for (const k of ["from", "to"]) {
+      const v = $("q-" + k).value;
+      if (v) p.set(k, new Date(v + "Z").toISOString());
+    }
+    return p;
+  };
+  const first = () => {
+    const p = filter();
     p.set("limit", $("q-limit").value);
     return "/v1/queue?" + p.toString();
   };
+  let total = 0;
   const selected = () => [...document.querySelectorAll("#queue tbody input:checked")]
     .map((c) => items.find((i) => i.id === c.value)).filter(Boolean);
   let onFirst = true;
@@ -408,9 +520,9 @@ async function initQueue() {
     const all = await res.json();
     const m = /<([^>]+)>;\s*rel="next"/.exec(res.headers.get("Link") || "");
     nextUrl = m ? m[1] : null;
-    const needle = $("q-partner").value.toLowerCase();
     const checked = new Set(selected().map((i) => i.id));
-    items = all.filter((i) => !needle || String(i.partner).toLowerCase().includes(needle));
+    items = all;
+    total = Number(res.headers.get("X-Total-Count")) || 0;
     if (!items.some((i) => checked.has(i.id))) $("q-all").checked = false;
     $("queue").tBodies[0].replaceChildren(...items.map((it) => el("tr", { "data-id": it.id },
       el("td", {}, el("input", { type: "checkbox", value: it.id, checked: checked.has(it.id),
@@ -422,8 +534,11 @@ async function initQueue() {
       el("td", {}, when(it.received_at)), el("td", { class: "reason" }, it.reason || ""))));
     $("q-next").disabled = !nextUrl;
     $("q-count").textContent = items.length
-      ? `${items.length} item${items.length === 1 ? "" : "s"} on this page` : "No items.";
+      ? `${total.toLocaleString("en-US")} item${total === 1 ? "" : "s"} match; ` +
+        `${items.length.toLocaleString("en-US")} on this page` : "No items.";
   };
+  const given = new URLSearchParams(location.search);
+  for (const k of ["state", "partner", "route"]) if (given.has(k)) $("q-" + k).value = given.get(k);
   $("q-actions").hidden = !session.may.queue;
   $("qfilters").addEventListener("input", () => load(first()));
   $("qfilters").addEventListener("submit", (e) => e.preventDefault());
@@ -480,6 +595,68 @@ async function initQueue() {
     status(`${op}: ${done} of ${picked.length} done` + (errors.length ? "; " + errors.join("; ") : ""),
       errors.length > 0);
   };
+  // A bulk action on the whole filter: confirmed with its count, then followed to its end.
+  const bulk = async (op) => {
+    const p = filter();
+    const what = [...p.entries()].map(([k, v]) => `${k} ${v}`).join(", ");
+    if (!what) {
+      status("Choose a filter first (a state, partner, route or time).", true);
+      return;
+    }
+    $("confirm-text").textContent = op === "purge"
+      ? `Purge all ${total.toLocaleString("en-US")} items matching ${what}? Their bytes are deleted and cannot be delivered or recovered.`
+      : `Release all ${total.toLocaleString("en-US")} items matching ${what} without metering?`;
+    const dlg = $("confirm");
+    const answer = await new Promise((resolve) => {
+      dlg.addEventListener("close", () => resolve(dlg.returnValue), { once: true });
+      dlg.returnValue = "cancel";
+      dlg.showModal();
+      $("confirm-cancel").focus();
+    });
+    if (answer !== "ok") {
+      status("Nothing done.");
+      return;
+    }
+    const res = await api("POST", `/v1/queue/${op}?` + p.toString());
+    if (res.status !== 202) {
+      status(await problemText(res), true);
+      return;
+    }
+    await follow(res.headers.get("Location"));
+  };
+  const follow = async (at) => {
+    busy = true;
+    $("q-job").hidden = false;
+    const stop = () => api("DELETE", at);
+    $("q-job-stop").addEventListener("click", stop, { once: true });
+    try {
+      for (;;) {
+        const r = await api("GET", at);
+        if (!r.ok) {
+          status(await problemText(r), true);
+          return;
+        }
+        const job = await r.json();
+        $("q-job-progress").max = Math.max(job.total, 1);
+        $("q-job-progress").value = job.done + job.skipped;
+        $("q-job-text").textContent = `${job.action}: ${job.done.toLocaleString("en-US")} of ` +
+          `${job.total.toLocaleString("en-US")} done` +
+          (job.skipped ? `, ${job.skipped.toLocaleString("en-US")} skipped` : "") + ` (${job.state})`;
+        if (job.state !== "running") {
+          status(`${job.action} of the filter ${job.state}: ${job.done.toLocaleString("en-US")} done`,
+            job.state === "failed");
+          break;
+        }
+        await new Promise((ok) => setTimeout(ok, 500));
+      }
+    } finally {
+      $("q-job-stop").removeEventListener("click", stop);
+      busy = false;
+      await load(first());
+    }
+  };
+  $("q-release-all").addEventListener("click", () => bulk("release"));
+  $("q-purge-all").addEventListener("click", () => bulk("purge"));
   $("q-retry").addEventListener("click", () => act("retry"));
   $("q-release").addEventListener("click", () => act("release"));
   $("q-purge").addEventListener("click", () => act("purge"));
