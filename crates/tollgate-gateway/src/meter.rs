@@ -15,16 +15,23 @@
 //! silently switch throttling off. The item is held, the reason is shown by `/readyz` (see
 //! [`Meter::misconfiguration`]) and counted in `tollgate_gateway_quota_misconfigured_total`,
 //! and it is logged once until the service accepts a request again.
+//!
+//! Units held or found duplicate get no decision, so the pipeline reports them here
+//! ([`Meter::held`], [`Meter::duplicate`]): embedded metering passes them to its store's
+//! observer (the server's usage history counts them beside the decisions); a remote service
+//! keeps the history of its own decisions, so nothing is reported for it.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tollgate_policy::{Asked, DecideError, Decider, DecisionOutcome, Transport};
+use tollgate_quota::store::Withheld;
 use tollgate_quota::{MeteringId, QuotaSpec};
 
 use crate::breaker::Breaker;
 use crate::config::RemoteQuota;
+use crate::item::{Item, State};
 
 /// The answer to one metering call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -124,6 +131,28 @@ impl Meter {
                 *m = None;
             }
             (None, false) => {}
+        }
+    }
+
+    /// Reports `item`'s weight as held, the first time it is held: call it before the item's
+    /// `held_at` is set. An item held before (re-held, or held again after an operator's
+    /// retry) is not reported again.
+    pub fn held(&self, item: &Item) {
+        if item.state != State::Held && item.held_at.is_none() {
+            self.withheld(item, Withheld::Held);
+        }
+    }
+
+    /// Reports `item`'s weight as duplicate: once, when it becomes a duplicate.
+    pub fn duplicate(&self, item: &Item) {
+        self.withheld(item, Withheld::Duplicate);
+    }
+
+    /// Reports `item`'s weight withheld as `kind` to the embedded store's observer, when the
+    /// item has a metering id (see the module docs).
+    fn withheld(&self, item: &Item, kind: Withheld) {
+        if let (Backend::Embedded(decider), Some(id)) = (&self.backend, &item.metering_id) {
+            decider.store().withheld(id, kind, item.weight);
         }
     }
 

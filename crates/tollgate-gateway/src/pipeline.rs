@@ -404,6 +404,7 @@ impl Pipeline {
         } else {
             item.attempts += 1;
         }
+        self.parts.meter.held(item);
         item.state = State::Held;
         item.held_at.get_or_insert(self.parts.spool.now_ms());
         item.next_attempt_at = Some(at);

@@ -24,7 +24,7 @@ use crate::window;
 pub use corrupt::OnCorrupt;
 pub use embedded::{Durability, EmbeddedOptions, EmbeddedStore};
 pub use memory::MemoryStore;
-pub use observer::{DecisionObserver, ObserverSlot};
+pub use observer::{DecisionObserver, ObserverSlot, Withheld};
 pub use redis::{OnStoreUnavailable, RedisOptions, RedisStore, StoreHealth};
 pub use seen::Seen;
 
@@ -120,7 +120,8 @@ pub trait Store: Send + Sync + 'static {
 }
 
 /// A store chosen at run time (by config or command line). Every decision through it is
-/// reported to its observer, when one is attached ([`AnyStore::observe`]).
+/// reported to its observer, when one is attached ([`AnyStore::observe`]), and so are the
+/// units its callers withhold ([`AnyStore::withheld`]).
 pub enum AnyStore {
     /// Counters in this process only.
     Memory(MemoryStore),
@@ -154,12 +155,22 @@ impl AnyStore {
     /// Attaches `observer`, which then sees every decision made through this store (see
     /// [`observer`]); `false` when one is already attached.
     pub fn observe(&self, observer: std::sync::Arc<dyn DecisionObserver>) -> bool {
-        let slot = match self {
+        self.observer_slot().set(observer)
+    }
+
+    /// Reports `weight` units of `id` that the caller withheld as `kind` without a decision
+    /// admitting them (an item held over quota, a duplicate) to the observer, if any. The
+    /// caller reports each withholding once (see [`observer`]); nothing is counted.
+    pub fn withheld(&self, id: &MeteringId, kind: Withheld, weight: u64) {
+        self.observer_slot().report_withheld(id, kind, weight);
+    }
+
+    fn observer_slot(&self) -> &ObserverSlot {
+        match self {
             Self::Memory(s) => s.observer_slot(),
             Self::Embedded(s) => s.observer_slot(),
             Self::Redis(s) => s.observer_slot(),
-        };
-        slot.set(observer)
+        }
     }
 
     /// Whether the store answers from where it should: for `/readyz` and metrics.

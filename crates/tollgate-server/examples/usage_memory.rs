@@ -18,7 +18,7 @@ fn main() {
     let aggregate = Aggregate::new(count, 16 * count);
     let before = resident_bytes();
     for id in &ids {
-        aggregate.record(id, Delta { bucket: 5_900_000, admitted: 1, refused: 0 });
+        aggregate.record(id, Delta { admitted: 1, ..Delta::empty(5_900_000) });
     }
     let pending = resident_bytes();
     let drained = aggregate.drain();

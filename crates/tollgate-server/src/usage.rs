@@ -1,6 +1,6 @@
-//! The usage history: per metering id, the units admitted and refused in 5-minute buckets
-//! (aligned to UTC) over the last 7 days. The console's sparklines and charts read it through
-//! [`UsageHistory::series`], scripts through `GET /v1/usage` ([`http`]).
+//! The usage history: per metering id, the units admitted, refused, held and duplicate in
+//! 5-minute buckets (aligned to UTC) over the last 7 days. The console's sparklines and charts
+//! read it through [`UsageHistory::series`], scripts through `GET /v1/usage` ([`http`]).
 //!
 //! Every decision of the server's store is seen here, whoever asked for it — `/v1/quota`, the
 //! gateway's in-process metering, gRPC — through the store's one decision observer
@@ -8,16 +8,23 @@
 //! admitted; the weight of a refused one (over quota, heavier than the limit, and a shadow
 //! policy's would-reject, which the engine refused although the caller went on) as refused.
 //!
+//! The same observer hears of units kept back without a decision, which the gateway reports
+//! through [`AnyStore::withheld`]: an item's weight counts as held once, when the item first
+//! becomes held (over quota, or waiting behind held items of its id; not at each re-check),
+//! and as duplicate when the item is found to be a duplicate. These count events, not a
+//! backlog: a held item admitted later counts as held and then as admitted.
+//!
 //! Invariants:
 //! - **Never in a decision's way.** A decision adds to an in-memory [`aggregate`] (one shard
 //!   lock, no allocation for a known id). A task writes the aggregate to the [`ledger`] every
 //!   [`FLUSH_INTERVAL`]: one redb write transaction, or one Redis pipeline. A write that fails
 //!   (a full disk, Redis down) is counted in `tollgate_usage_flush_errors_total` and its batch
 //!   retried with the next flush, within the aggregate's bounds.
-//! - **Bounded.** At most `max_ids` ids are tracked (default [`DEFAULT_MAX_IDS`]); decisions of
-//!   further ids are counted in `tollgate_usage_untracked_total` and not kept. Each id keeps at
-//!   most [`RETENTION_BUCKETS`] buckets; older ones are dropped. Unflushed deltas are capped at
-//!   [`PENDING_PER_ID`] × `max_ids` (beyond: `tollgate_usage_dropped_total`).
+//! - **Bounded.** At most `max_ids` ids are tracked (default [`DEFAULT_MAX_IDS`]); decisions and
+//!   withheld units of further ids are counted in `tollgate_usage_untracked_total` and not
+//!   kept. Each id keeps at most [`RETENTION_BUCKETS`] buckets; older ones are dropped.
+//!   Unflushed deltas are capped at [`PENDING_PER_ID`] × `max_ids` (beyond:
+//!   `tollgate_usage_dropped_total`).
 //! - **Durability follows the store.** memory: lost with the process; embedded:
 //!   `<data>/usage.redb`; Redis: hashes expiring 7 days after their day. A graceful stop
 //!   flushes; a crash loses at most the last flush interval.
@@ -36,7 +43,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use serde::Serialize;
 use tollgate_quota::store::OnCorrupt;
-use tollgate_quota::store::observer::DecisionObserver;
+use tollgate_quota::store::observer::{DecisionObserver, Withheld};
 use tollgate_quota::{AnyStore, Decision, MeteringId, Outcome};
 
 use aggregate::{Aggregate, Delta, Recorded};
@@ -56,7 +63,7 @@ pub const FLUSH_INTERVAL: Duration = Duration::from_secs(1);
 /// How often ids idle for the whole retention are untracked.
 const PRUNE_EVERY_SECS: i64 = 60;
 
-/// Decisions for ids beyond the cap.
+/// Decisions and withheld reports for ids beyond the cap.
 pub const UNTRACKED: &str = "tollgate_usage_untracked_total";
 /// Deltas dropped because the unflushed aggregate was full.
 pub const DROPPED: &str = "tollgate_usage_dropped_total";
@@ -75,6 +82,10 @@ pub struct UsageBucket {
     pub admitted: u64,
     /// Units refused in it (shadow would-rejects included).
     pub refused: u64,
+    /// Units that became held in it (over quota, or waiting behind held items of the id).
+    pub held: u64,
+    /// Units found to be duplicates in it.
+    pub duplicate: u64,
 }
 
 /// The history could not be opened or read.
@@ -222,7 +233,13 @@ impl UsageHistory {
 
     /// Records one decision's units at `now` (the observer does this for every decision).
     pub fn record(&self, id: &MeteringId, now: Timestamp, admitted: u64, refused: u64) {
-        self.inner.record(id, Delta { bucket: bucket_of(now), admitted, refused });
+        self.inner.record(id, Delta { admitted, refused, ..Delta::empty(bucket_of(now)) });
+    }
+
+    /// Records `weight` units withheld as `kind` at `now` (the observer does this for every
+    /// report through [`AnyStore::withheld`]).
+    pub fn record_withheld(&self, id: &MeteringId, now: Timestamp, kind: Withheld, weight: u64) {
+        self.inner.record(id, withheld(bucket_of(now), kind, weight));
     }
 
     /// Writes what is pending to the ledger (see the module invariants); on failure the batch
@@ -295,27 +312,27 @@ impl UsageHistory {
             return Ok(Vec::new());
         }
         let _held = self.inner.flush.lock().await;
-        let mut rows: std::collections::BTreeMap<i64, (u64, u64)> = self
+        let mut rows: std::collections::BTreeMap<i64, Delta> = self
             .inner
             .ledger
             .read(&id, from, to)
             .await
             .map_err(UsageError::Unavailable)?
             .into_iter()
-            .map(|d| (d.bucket, (d.admitted, d.refused)))
+            .map(|d| (d.bucket, d))
             .collect();
         for d in self.inner.aggregate.pending(&id, from, to) {
-            let row = rows.entry(d.bucket).or_default();
-            row.0 = row.0.saturating_add(d.admitted);
-            row.1 = row.1.saturating_add(d.refused);
+            rows.entry(d.bucket).or_insert_with(|| Delta::empty(d.bucket)).add(&d);
         }
         Ok(rows
-            .into_iter()
-            .filter(|(_, (a, r))| *a > 0 || *r > 0)
-            .map(|(b, (admitted, refused))| UsageBucket {
-                start: bucket_start(b),
-                admitted,
-                refused,
+            .into_values()
+            .filter(|d| !d.is_empty())
+            .map(|d| UsageBucket {
+                start: bucket_start(d.bucket),
+                admitted: d.admitted,
+                refused: d.refused,
+                held: d.held,
+                duplicate: d.duplicate,
             })
             .collect())
     }
@@ -342,7 +359,20 @@ impl DecisionObserver for Observer {
             Outcome::Exceeded | Outcome::WeightExceedsLimit => (0, d.weight),
         };
         let bucket = bucket_of(Timestamp::now());
-        inner.record(&d.identifier, Delta { bucket, admitted, refused });
+        inner.record(&d.identifier, Delta { admitted, refused, ..Delta::empty(bucket) });
+    }
+
+    fn withheld(&self, id: &MeteringId, kind: Withheld, weight: u64) {
+        let Some(inner) = self.0.upgrade() else { return };
+        inner.record(id, withheld(bucket_of(Timestamp::now()), kind, weight));
+    }
+}
+
+/// The delta of `weight` units withheld as `kind` in `bucket`.
+fn withheld(bucket: i64, kind: Withheld, weight: u64) -> Delta {
+    match kind {
+        Withheld::Held => Delta { held: weight, ..Delta::empty(bucket) },
+        Withheld::Duplicate => Delta { duplicate: weight, ..Delta::empty(bucket) },
     }
 }
 
@@ -362,13 +392,25 @@ mod tests {
         h.flush().await.unwrap();
         h.record(&id, at("2026-12-01T15:59:59Z"), 2, 3);
         h.record(&id, at("2026-12-01T16:00:00Z"), 0, 7);
+        h.record_withheld(&id, at("2026-12-01T16:01:00Z"), Withheld::Held, 40);
+        h.flush().await.unwrap();
+        h.record_withheld(&id, at("2026-12-01T16:02:00Z"), Withheld::Held, 9);
+        h.record_withheld(&id, at("2026-12-01T16:05:00Z"), Withheld::Duplicate, 5);
         let all = h.series("S:A", at("2026-12-01T15:00:00Z"), at("2026-12-01T17:00:00Z")).await;
         let all = all.unwrap();
+        let bucket = |start, admitted, refused, held, duplicate| UsageBucket {
+            start: at(start),
+            admitted,
+            refused,
+            held,
+            duplicate,
+        };
         assert_eq!(
             all,
             [
-                UsageBucket { start: at("2026-12-01T15:55:00Z"), admitted: 12, refused: 3 },
-                UsageBucket { start: at("2026-12-01T16:00:00Z"), admitted: 0, refused: 7 },
+                bucket("2026-12-01T15:55:00Z", 12, 3, 0, 0),
+                bucket("2026-12-01T16:00:00Z", 0, 7, 49, 0),
+                bucket("2026-12-01T16:05:00Z", 0, 0, 0, 5),
             ]
         );
         // `to` is exclusive, `from` rounds down to its bucket.
@@ -380,5 +422,27 @@ mod tests {
                 .unwrap()
                 .is_empty()
         );
+    }
+
+    #[tokio::test]
+    async fn the_store_observer_records_decisions_and_withheld_units() {
+        use tollgate_quota::store::{MemoryStore, Store};
+        let store = AnyStore::Memory(MemoryStore::new());
+        let h = UsageHistory::in_memory(10);
+        assert!(h.attach(&store));
+        let id = MeteringId::new("S:A").unwrap();
+        let spec = tollgate_quota::QuotaSpec::new(5, 1, tollgate_quota::TimeUnit::Day).unwrap();
+        assert!(store.check(&id, &spec, 4).await.unwrap().allowed());
+        assert!(!store.check(&id, &spec, 4).await.unwrap().allowed());
+        store.withheld(&id, Withheld::Held, 4);
+        store.withheld(&id, Withheld::Held, 6);
+        store.withheld(&id, Withheld::Duplicate, 3);
+        let now = Timestamp::now();
+        let week = jiff::SignedDuration::from_hours(7 * 24);
+        let all = h.series("S:A", now - week, now + week).await.unwrap();
+        let sum = all.iter().fold((0, 0, 0, 0), |s, b| {
+            (s.0 + b.admitted, s.1 + b.refused, s.2 + b.held, s.3 + b.duplicate)
+        });
+        assert_eq!(sum, (4, 4, 10, 3), "{all:?}");
     }
 }

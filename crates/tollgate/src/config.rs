@@ -88,8 +88,8 @@ pub struct ServerSection {
     /// `tls_client_ca`: clients must present a certificate signed by this CA (PEM); needs
     /// `tls_cert` and `tls_key`.
     pub tls_client_ca: Option<PathBuf>,
-    /// `usage_history`: keep admitted and refused units per metering id in 5-minute buckets
-    /// for 7 days, served at `GET /v1/usage` (default true).
+    /// `usage_history`: keep admitted, refused, held and duplicate units per metering id in
+    /// 5-minute buckets for 7 days, served at `GET /v1/usage` (default true).
     #[serde(deserialize_with = "fields::usage_history")]
     pub usage_history: Option<bool>,
     /// `usage_max_ids`: the most metering ids the usage history tracks (1 to 10,000,000;

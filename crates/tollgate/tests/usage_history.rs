@@ -1,5 +1,7 @@
 //! The usage history (`GET /v1/usage`) through the real `tollgate serve`: decisions from
 //! `/v1/quota`, gRPC and the gateway show up as admitted and refused units in 5-minute buckets;
+//! the gateway's held and duplicate interchanges as held and duplicate units, equal to what its
+//! queue holds (embedded and Redis);
 //! the history survives a graceful restart and a kill -9 (embedded) and a restart on Redis;
 //! bad parameters are 400 naming them; `usage_history = false` turns it off (404); the `read`
 //! permission is enforced once users exist; and the id cap holds (counted in a metric).
@@ -34,23 +36,32 @@ fn usage(server: &Server, id: &str, headers: &str) -> Value {
     serde_json::from_str(&body).unwrap()
 }
 
-/// Admitted and refused units over every bucket, after checking the buckets' shape.
-fn totals(answer: &Value) -> (u64, u64) {
+/// Admitted, refused, held and duplicate units over every bucket, after checking the
+/// buckets' shape.
+fn units(answer: &Value) -> [u64; 4] {
     assert_eq!(answer["bucket_seconds"], 300, "{answer}");
     let buckets = answer["buckets"].as_array().unwrap();
     let mut last = None;
-    let (mut a, mut r) = (0, 0);
+    let mut sum = [0; 4];
     for b in buckets {
         let start: jiff::Timestamp = b["start"].as_str().unwrap().parse().unwrap();
         assert_eq!(start.as_second() % 300, 0, "aligned to 5 minutes: {answer}");
         assert!(last < Some(start), "ascending: {answer}");
         last = Some(start);
-        let (ba, br) = (b["admitted"].as_u64().unwrap(), b["refused"].as_u64().unwrap());
-        assert!(ba + br > 0, "only buckets with data: {answer}");
-        a += ba;
-        r += br;
+        let fields = ["admitted", "refused", "held", "duplicate"];
+        let got = fields.map(|f| b[f].as_u64().unwrap_or_else(|| panic!("{f}: {answer}")));
+        assert!(got.iter().sum::<u64>() > 0, "only buckets with data: {answer}");
+        for (s, g) in sum.iter_mut().zip(got) {
+            *s += g;
+        }
     }
-    (a, r)
+    sum
+}
+
+/// Admitted and refused units over every bucket (see [`units`]).
+fn totals(answer: &Value) -> (u64, u64) {
+    let [admitted, refused, ..] = units(answer);
+    (admitted, refused)
 }
 
 fn config(dir: &Path, text: &str) -> String {
@@ -159,6 +170,120 @@ fn grpc_and_gateway_decisions_are_recorded_too() {
     let id = counter["identifier"].as_str().unwrap();
     assert!(used > 0, "{counters}");
     assert_eq!(totals(&usage(&server, id, "")), (used, 0), "the gateway's units, as counted");
+}
+
+/// A config with `rest` first, then a `[gateway]` taking uploads, whose one 214 route allows
+/// `limit` units a day (never split) and delivers to `out`.
+fn small_route(out: &Path, limit: u64, rest: &str) -> String {
+    format!(
+        "{rest}\n[gateway]\n\n[[gateway.route]]\nname = \"ShipmentStatus\"\ndocuments = [\"214\"]\n\
+         limit = {limit}\nunit = \"day\"\ndeliver = \"dir:{}\"\n",
+        out.display()
+    )
+}
+
+/// `POST /v1/interchanges` with `body` (must be 202).
+fn upload(server: &Server, body: &[u8]) {
+    let m = server.request("POST", "/v1/interchanges", &[], body);
+    assert_eq!(m.status, 202, "{}", m.text());
+}
+
+/// The queue's items in `state` (one page of up to 1,000 is all of them here).
+fn queue(server: &Server, state: &str) -> Vec<Value> {
+    let (status, body) = get(server, &format!("/v1/queue?state={state}&limit=1000"), "");
+    assert_eq!(status, 200, "{body}");
+    serde_json::from_str::<Value>(&body).unwrap().as_array().unwrap().clone()
+}
+
+/// The queue's units per state: `[admitted or delivered, held, duplicate]`, and the one
+/// metering id of its items.
+fn queued_units(server: &Server) -> ([u64; 3], String) {
+    let weight = |items: &[Value]| items.iter().map(|i| i["weight"].as_u64().unwrap()).sum();
+    let (admitted, delivered) = (queue(server, "admitted"), queue(server, "delivered"));
+    let (held, duplicate) = (queue(server, "held"), queue(server, "duplicate"));
+    let mut ids: Vec<&str> = [&admitted, &delivered, &held, &duplicate]
+        .into_iter()
+        .flatten()
+        .map(|i| i["metering_id"].as_str().unwrap())
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 1, "one metering id: {ids:?}");
+    let units = [weight(&admitted) + weight(&delivered), weight(&held), weight(&duplicate)];
+    (units, ids[0].to_owned())
+}
+
+/// Eight interchanges of CARRIERA (weights 2, 1, 2, 1, …) against 7 units a day, then the
+/// first one again: four are delivered, the fifth does not fit and is held (refused once) with
+/// the three after it waiting behind, and the copy is a duplicate. The usage history shows
+/// what the queue holds. Returns the metering id and the units per state.
+fn hold_and_resend(server: &Server) -> (String, [u64; 3]) {
+    let burst: Vec<u8> = (1..=8)
+        .flat_map(|c| Status214::new("CARRIERA", c).transactions(1 + c as usize % 2).build())
+        .collect();
+    upload(server, &burst);
+    wait_until("eight interchanges delivered or held", Duration::from_secs(20), || {
+        queue(server, "delivered").len() + queue(server, "held").len() == 8
+    });
+    upload(server, &Status214::new("CARRIERA", 1).transactions(2).build());
+    wait_until("the copy marked duplicate", Duration::from_secs(20), || {
+        queue(server, "duplicate").len() == 1
+    });
+    let (queued, id) = queued_units(server);
+    assert_eq!(queued, [2 + 1 + 2 + 1, 2 + 1 + 2 + 1, 2], "the fifth does not fit");
+    let [admitted, held, duplicate] = queued;
+    let [a, r, h, d] = units(&usage(server, &id, ""));
+    assert_eq!((a, h, d), (admitted, held, duplicate), "usage of {id} against the queue");
+    assert_eq!(r, 2, "the fifth interchange was refused once; those behind it never asked");
+    (id, queued)
+}
+
+#[test]
+fn held_and_duplicate_units_equal_what_the_queue_holds_and_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let cfg = config(dir.path(), &small_route(&dir.path().join("out"), 7, ""));
+    let server = serve("embedded", &data, &cfg);
+    let (id, [admitted, held, duplicate]) = hold_and_resend(&server);
+
+    // Reloaded held items are not reported again; the history is read back from usage.redb.
+    let before = units(&usage(&server, &id, ""));
+    assert!(server.sigterm().success());
+    let server = serve("embedded", &data, &cfg);
+    assert_eq!(
+        queue(&server, "held").iter().map(|i| i["weight"].as_u64().unwrap()).sum::<u64>(),
+        held
+    );
+    assert_eq!(units(&usage(&server, &id, "")), before);
+    assert_eq!([before[0], before[2], before[3]], [admitted, held, duplicate]);
+}
+
+#[test]
+fn redis_keeps_held_and_duplicate_units_in_their_own_fields() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(redis) = RedisServer::start() else { return };
+    let rest = "[store]\ntimeout_ms = 2000\n";
+    let cfg = config(dir.path(), &small_route(&dir.path().join("out"), 7, rest));
+    let server = serve(&redis.url(), &dir.path().join("data"), &cfg);
+    let (id, [_, held, duplicate]) = hold_and_resend(&server);
+    // Once flushed, the day's hash has `<bucket>h` and `<bucket>d` fields summing to them.
+    let day = jiff::Timestamp::now().as_second().div_euclid(86_400);
+    let key = format!("tollgate:usage:{{{id}}}:{day}");
+    let sum = |kind: &str| -> u64 {
+        let script = "local s = 0 local t = redis.call('HGETALL', KEYS[1]) for i = 1, #t, 2 do \
+                      if string.sub(t[i], -1) == ARGV[1] then s = s + tonumber(t[i + 1]) end \
+                      end return s";
+        let reply = redis.command(&format!("EVAL \"{script}\" 1 {key} {kind}")).unwrap();
+        reply.trim_start_matches(':').parse().unwrap_or_else(|_| panic!("{reply}"))
+    };
+    wait_until("the held and duplicate fields flushed", Duration::from_secs(10), || {
+        (sum("h"), sum("d")) == (held, duplicate)
+    });
+    // Read back by another instance on the same Redis.
+    assert!(server.sigterm().success());
+    let server = serve(&redis.url(), &dir.path().join("other"), &cfg);
+    let [_, _, h, d] = units(&usage(&server, &id, ""));
+    assert_eq!((h, d), (held, duplicate));
 }
 
 #[test]

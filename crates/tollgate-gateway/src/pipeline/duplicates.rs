@@ -179,6 +179,7 @@ impl Pipeline {
         tracing::info!(item = id, transactions = n, "duplicate: every transaction was sent before");
         telemetry::count(Counter::Duplicate, &item, &self.parts.plan);
         telemetry::count_by(Counter::DuplicateTransactions, &item, &self.parts.plan, n as u64);
+        self.parts.meter.duplicate(&item);
         batch.put(&item);
         if let Some(m) = item.metering_id.clone() {
             telemetry::held_depth(&self.parts.plan, &item, self.held.depth(&m));
@@ -248,6 +249,7 @@ impl Pipeline {
         };
         tracing::info!(item = id, duplicate = %dup_id, resent = copies.len(), kept = kept_count, "resent transactions removed");
         telemetry::count(Counter::Duplicate, &dup, &self.parts.plan);
+        self.parts.meter.duplicate(&dup);
         telemetry::count_by(
             Counter::DuplicateTransactions,
             &dup,

@@ -16,6 +16,7 @@ impl Pipeline {
                 self.held.head(&m).and_then(|h| self.live.get(h)).and_then(|h| h.next_attempt_at);
             let now = self.parts.spool.now_ms();
             if let Some(item) = self.live.get_mut(id) {
+                self.parts.meter.held(item);
                 item.state = State::Held;
                 item.held_at.get_or_insert(now);
                 item.next_attempt_at = head_at;

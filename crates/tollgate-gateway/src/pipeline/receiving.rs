@@ -65,7 +65,8 @@ impl Pipeline {
                 match item.state {
                     State::Rejected => telemetry::count(Counter::Rejected, &item, &self.parts.plan),
                     State::Duplicate => {
-                        telemetry::count(Counter::Duplicate, &item, &self.parts.plan)
+                        telemetry::count(Counter::Duplicate, &item, &self.parts.plan);
+                        self.parts.meter.duplicate(&item);
                     }
                     _ => {}
                 }

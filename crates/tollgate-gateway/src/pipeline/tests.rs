@@ -1,13 +1,15 @@
 //! The pipeline's use of the parser, through the test hooks on its one parse call
-//! ([`crate::envelope::hooks`]): how often a file is parsed, and what a parser panic does.
+//! ([`crate::envelope::hooks`]): how often a file is parsed, and what a parser panic does;
+//! and the held and duplicate units it reports to its store's observer.
 
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tollgate_http::AccessGuard;
 use tollgate_policy::Decider;
-use tollgate_quota::AnyStore;
-use tollgate_quota::store::MemoryStore;
+use tollgate_quota::store::{DecisionObserver, MemoryStore, Withheld};
+use tollgate_quota::{AnyStore, Decision, MeteringId};
 
 use crate::envelope::hooks;
 use crate::item::{Item, State};
@@ -28,6 +30,11 @@ fn x12(sender: &str, control: u32, txs: usize) -> Vec<u8> {
 
 /// A gateway with a landing dir `in/`, a split route of `limit` per hour into `out/`.
 async fn gateway(dir: &Path, limit: u64) -> Gateway {
+    gateway_on(dir, limit, Arc::new(AnyStore::Memory(MemoryStore::new()))).await
+}
+
+/// [`gateway`] metering on `store`.
+async fn gateway_on(dir: &Path, limit: u64, store: Arc<AnyStore>) -> Gateway {
     let text = format!(
         r#"
 inbound = ["{inbound}"]
@@ -47,7 +54,6 @@ deliver = "dir:{out}"
         out = dir.join("out").display(),
     );
     let config: GatewayConfig = toml::from_str(&text).unwrap();
-    let store = std::sync::Arc::new(AnyStore::Memory(MemoryStore::new()));
     Gateway::builder(config, &dir.join("data"), Decider::without_policies(store))
         .start()
         .await
@@ -188,5 +194,65 @@ async fn an_item_stored_without_a_layout_is_still_split() {
     let rest = items.iter().find(|i| i.state == State::Held).unwrap();
     assert_eq!(rest.weight, 2);
     assert_eq!(rest.layout.as_ref().map(crate::envelope::Layout::weights), Some(vec![1, 1]));
+    gw.shutdown().await;
+}
+
+/// Writes down the units reported withheld, in order.
+#[derive(Default)]
+struct Withholdings(Mutex<Vec<(String, Withheld, u64)>>);
+
+impl DecisionObserver for Withholdings {
+    fn decided(&self, _: &Decision) {}
+    fn withheld(&self, id: &MeteringId, kind: Withheld, weight: u64) {
+        self.0.lock().unwrap().push((id.to_string(), kind, weight));
+    }
+}
+
+impl Withholdings {
+    /// The units reported as `kind`, summed.
+    fn total(&self, kind: Withheld) -> u64 {
+        self.0.lock().unwrap().iter().filter(|(_, k, _)| *k == kind).map(|(_, _, w)| w).sum()
+    }
+}
+
+fn weight_of(items: &[Item], state: State) -> u64 {
+    items.iter().filter(|i| i.state == state).map(|i| i.weight).sum()
+}
+
+#[tokio::test]
+async fn held_and_duplicate_units_are_reported_once_to_the_stores_observer() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(AnyStore::Memory(MemoryStore::new()));
+    let notes = Arc::new(Withholdings::default());
+    assert!(store.observe(notes.clone()));
+    let gw = gateway_on(dir.path(), 3, store).await;
+    // 5 transactions against 3 an hour: 3 split off and delivered, 2 held.
+    std::fs::write(dir.path().join("in/a.edi"), x12("WITHHOLD1", 1, 5)).unwrap();
+    until(&gw, "a split part delivered and the rest held", |items| {
+        count(items, State::Delivered) == 1 && count(items, State::Held) == 1
+    })
+    .await;
+    // A second interchange waits behind the held one; the first, sent again, is a duplicate.
+    let mut file = x12("WITHHOLD1", 2, 4);
+    file.extend(x12("WITHHOLD1", 1, 5));
+    std::fs::write(dir.path().join("in/b.edi"), &file).unwrap();
+    let items = until(&gw, "two held and one duplicate", |items| {
+        count(items, State::Held) == 2 && count(items, State::Duplicate) == 1
+    })
+    .await;
+    assert_eq!(notes.total(Withheld::Held), 2 + 4);
+    assert_eq!(notes.total(Withheld::Held), weight_of(&items, State::Held));
+    assert_eq!(notes.total(Withheld::Duplicate), 5);
+    assert_eq!(notes.total(Withheld::Duplicate), weight_of(&items, State::Duplicate));
+    assert!(notes.0.lock().unwrap().iter().all(|(id, _, _)| id == "Status:ZZ:WITHHOLD1"));
+
+    // An operator's retry of a held item that stays held is not reported again.
+    let held = items.iter().find(|i| i.state == State::Held && i.control_number.ends_with('1'));
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    let id = held.unwrap().id.clone();
+    gw.events.send(super::Event::Admin { id, op: super::AdminOp::Retry, reply }).unwrap();
+    let retried = answer.await.unwrap().unwrap().unwrap();
+    assert_eq!((retried.state, retried.attempts), (State::Held, 0));
+    assert_eq!(notes.0.lock().unwrap().len(), 3, "{:?}", notes.0.lock().unwrap());
     gw.shutdown().await;
 }

@@ -1,13 +1,15 @@
-//! The in-memory aggregate: what decisions added since the last flush, per metering id and
-//! bucket, and which ids are tracked at all.
+//! The in-memory aggregate: what decisions (admitted, refused) and withheld units (held,
+//! duplicate) added since the last flush, per metering id and bucket, and which ids are
+//! tracked at all.
 //!
 //! Invariants:
-//! - **No allocation per decision for a known id.** A decision locks one of [`SHARDS`] shards,
-//!   finds its id and adds to the id's newest pending bucket; a new bucket (once per id per
-//!   five minutes) pushes into a vector that kept its capacity across flushes.
+//! - **No allocation per decision for a known id.** A decision (or a withheld report) locks
+//!   one of [`SHARDS`] shards, finds its id and adds to the id's newest pending bucket; a new
+//!   bucket (once per id per five minutes) pushes into a vector that kept its capacity across
+//!   flushes.
 //! - **At most `max_ids` ids tracked.** A new id takes a slot ([`Aggregate::tracked`]) or is
 //!   refused (the caller counts it); a slot is given back only when the id is pruned, after it
-//!   had no decision for the whole retention.
+//!   had no units (decided or withheld) for the whole retention.
 //! - **At most `max_pending` pending deltas** (across ids), so a store that stays down keeps
 //!   memory bounded: a delta that would need a new one beyond it is dropped (and counted).
 //!   Deltas older than the retention are dropped when the aggregate is pruned.
@@ -22,7 +24,7 @@ use tollgate_quota::MeteringId;
 /// Shards of the id map: decisions on different ids rarely wait for each other.
 pub const SHARDS: usize = 32;
 
-/// Units added to one bucket of one id.
+/// Units added to one bucket of one id (40 bytes: one pending entry).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Delta {
     /// The bucket's index: its start in Unix seconds divided by the bucket length.
@@ -31,6 +33,30 @@ pub struct Delta {
     pub admitted: u64,
     /// Units refused.
     pub refused: u64,
+    /// Units held over quota (counted once per item, when it first becomes held).
+    pub held: u64,
+    /// Units found to be duplicates.
+    pub duplicate: u64,
+}
+
+impl Delta {
+    /// No units in `bucket`.
+    pub fn empty(bucket: i64) -> Self {
+        Self { bucket, admitted: 0, refused: 0, held: 0, duplicate: 0 }
+    }
+
+    /// Adds `other`'s units (saturating), whatever its bucket.
+    pub fn add(&mut self, other: &Delta) {
+        self.admitted = self.admitted.saturating_add(other.admitted);
+        self.refused = self.refused.saturating_add(other.refused);
+        self.held = self.held.saturating_add(other.held);
+        self.duplicate = self.duplicate.saturating_add(other.duplicate);
+    }
+
+    /// Whether it holds no units at all.
+    pub fn is_empty(&self) -> bool {
+        self.admitted == 0 && self.refused == 0 && self.held == 0 && self.duplicate == 0
+    }
 }
 
 /// What one record did.
@@ -45,7 +71,7 @@ pub enum Recorded {
 }
 
 struct Track {
-    /// The newest bucket this id had a decision in.
+    /// The newest bucket this id had units in.
     last: i64,
     /// Deltas not yet written to the store; usually the current bucket only.
     pending: Vec<Delta>,
@@ -114,8 +140,7 @@ impl Aggregate {
         t.last = t.last.max(d.bucket);
         // The newest pending bucket is almost always the one (a restored batch may add older).
         if let Some(p) = t.pending.iter_mut().rev().find(|p| p.bucket == d.bucket) {
-            p.admitted = p.admitted.saturating_add(d.admitted);
-            p.refused = p.refused.saturating_add(d.refused);
+            p.add(&d);
             return Recorded::Kept;
         }
         let taken = self.pending.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
@@ -173,7 +198,7 @@ impl Aggregate {
     }
 
     /// Drops pending deltas older than `cutoff` (a bucket index) and untracks the ids whose
-    /// newest decision is older; returns the untracked ids (their rows may go from the store).
+    /// newest units are older; returns the untracked ids (their rows may go from the store).
     pub fn prune(&self, cutoff: i64) -> Vec<MeteringId> {
         let mut gone = Vec::new();
         let mut dropped = 0;
@@ -220,7 +245,7 @@ mod tests {
     }
 
     fn d(bucket: i64, admitted: u64, refused: u64) -> Delta {
-        Delta { bucket, admitted, refused }
+        Delta { admitted, refused, ..Delta::empty(bucket) }
     }
 
     #[test]
@@ -239,6 +264,23 @@ mod tests {
     }
 
     #[test]
+    fn held_and_duplicate_units_add_up_beside_the_decisions() {
+        let a = Aggregate::new(10, 100);
+        let held = Delta { held: 7, ..Delta::empty(5) };
+        let dup = Delta { duplicate: 2, ..Delta::empty(5) };
+        assert_eq!(a.record(&id("A:1"), held), Recorded::Kept);
+        assert_eq!(a.record(&id("A:1"), d(5, 3, 1)), Recorded::Kept);
+        assert_eq!(a.record(&id("A:1"), dup), Recorded::Kept);
+        assert_eq!(a.record(&id("A:1"), held), Recorded::Kept);
+        let want = Delta { bucket: 5, admitted: 3, refused: 1, held: 14, duplicate: 2 };
+        assert_eq!(a.pending(&id("A:1"), 0, 10), [want]);
+        // A new id reported only through withheld units takes a slot like a decision does.
+        assert_eq!(a.record(&id("A:2"), dup), Recorded::Kept);
+        assert_eq!(a.tracked(), 2);
+        assert!(Delta::empty(5).is_empty() && !held.is_empty() && !dup.is_empty());
+    }
+
+    #[test]
     fn ids_beyond_the_cap_are_not_tracked_until_one_is_pruned() {
         let a = Aggregate::new(2, 100);
         assert_eq!(a.record(&id("A:1"), d(5, 1, 0)), Recorded::Kept);
@@ -247,7 +289,7 @@ mod tests {
         assert_eq!(a.record(&id("A:2"), d(5, 1, 0)), Recorded::Kept);
         assert_eq!(a.tracked(), 2);
         a.drain();
-        // A:2's newest decision is bucket 5 now; nothing older than 6 survives.
+        // A:2's newest units are in bucket 5 now; nothing older than 6 survives.
         let mut gone = a.prune(6);
         gone.sort();
         assert_eq!(gone, [id("A:1"), id("A:2")]);

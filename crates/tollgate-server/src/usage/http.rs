@@ -1,5 +1,6 @@
 //! `GET /v1/usage?metering_id=ID[&from=RFC3339][&to=RFC3339]`: one id's usage history as JSON,
-//! `{metering_id, bucket_seconds, from, to, buckets: [{start, admitted, refused}]}`.
+//! `{metering_id, bucket_seconds, from, to, buckets: [{start, admitted, refused, held,
+//! duplicate}]}` (see [`UsageBucket`] for what each counts).
 //!
 //! - `from` and `to` default to the last 7 days (now − 7 d .. now); an omitted `to` is now (or
 //!   `from`, when that is later), an omitted `from` is 7 days before `to`. The history keeps no more:
@@ -59,7 +60,7 @@ pub struct UsageAnswer<'a> {
     path = "/v1/usage",
     tag = "admin",
     operation_id = "getUsage",
-    summary = "One metering id's admitted and refused units in 5-minute buckets, up to 7 days",
+    summary = "One metering id's admitted, refused, held and duplicate units in 5-minute buckets, up to 7 days",
     params(
         ("metering_id" = String, Query, description = "The metering id: 1 to 256 bytes of visible ASCII.", min_length = 1, max_length = 256, pattern = r"^[!-~]{1,256}$"),
         ("from" = Option<String>, Query, description = "RFC 3339; default 7 days before `to`, clamped to the oldest bucket kept.", format = DateTime),

@@ -1,12 +1,17 @@
-//! The ledger of an embedded store: the table `usage` in `<data>/usage.redb`, beside the
-//! counters file. Key `(metering id, bucket index)`, value `(admitted, refused)`.
+//! The ledger of an embedded store: two tables in `<data>/usage.redb`, beside the counters
+//! file, both keyed `(metering id, bucket index)`: `usage` holds `(admitted, refused)` and
+//! `usage_withheld` holds `(held, duplicate)`. A bucket has a row in a table only when it has
+//! units of that table's kinds.
 //!
 //! Invariants:
+//! - **Files written before `usage_withheld` open as they are.** The old table keeps its
+//!   value type; the new one is created, empty, when the file is opened.
 //! - **One write transaction per flush**, committed off the runtime (`spawn_blocking`); a
 //!   failed one (a full disk) changes nothing, and the caller retries its batch.
 //! - **Bounded rows.** Each write drops the rows older than the retention of the ids it
-//!   writes, and every row of the ids the aggregate stopped tracking; so the table holds at
-//!   most `max_ids` ids × 2,016 buckets.
+//!   writes, and every row of the ids the aggregate stopped tracking, in both tables; so each
+//!   table holds at most `max_ids` ids × 2,016 buckets (the ids of both tables are listed at
+//!   start-up, so the cap counts every id with rows).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -18,8 +23,14 @@ use tollgate_quota::store::corrupt;
 
 use crate::usage::aggregate::Delta;
 
-/// The usage table: `(id, bucket) → (admitted, refused)`.
-const TABLE: TableDefinition<'static, (&str, i64), (u64, u64)> = TableDefinition::new("usage");
+/// A table of the file: `(id, bucket) → (units, units)`.
+type Table = TableDefinition<'static, (&'static str, i64), (u64, u64)>;
+
+/// The decided units: `(id, bucket) → (admitted, refused)`.
+const TABLE: Table = TableDefinition::new("usage");
+
+/// The withheld units: `(id, bucket) → (held, duplicate)`.
+const WITHHELD: Table = TableDefinition::new("usage_withheld");
 
 /// The file's name in the data directory.
 pub const FILE_NAME: &str = "usage.redb";
@@ -55,7 +66,7 @@ impl FileLedger {
         }
     }
 
-    /// Copies every row into a new `usage.redb` in `dir` (a backup), from one read
+    /// Copies every row of both tables into a new `usage.redb` in `dir` (a backup), from one read
     /// transaction: a consistent snapshot while flushes go on.
     pub async fn backup_to(&self, dir: &Path) -> Result<(), String> {
         let db = Arc::clone(&self.db);
@@ -64,11 +75,11 @@ impl FileLedger {
             let shown = path.display().to_string();
             let copy = || -> Result<(), redb::Error> {
                 let from = db.begin_read()?;
-                let rows = from.open_table(TABLE)?;
                 let to = Database::create(&path)?;
                 let tx = to.begin_write()?;
-                {
-                    let mut table = tx.open_table(TABLE)?;
+                for def in [TABLE, WITHHELD] {
+                    let rows = from.open_table(def)?;
+                    let mut table = tx.open_table(def)?;
                     for row in rows.iter()? {
                         let (k, v) = row?;
                         table.insert(k.value(), v.value())?;
@@ -119,17 +130,35 @@ fn open_and_list(path: &PathBuf) -> Result<(Database, Vec<(MeteringId, i64)>), S
         .set_cache_size(PAGE_CACHE_BYTES)
         .create(path)
         .map_err(|e| format!("{shown}: {e}"))?;
+    // Creates the tables a file lacks: a new file, or `usage_withheld` in an older one.
     let tx = db.begin_write().map_err(|e| format!("{shown}: {e}"))?;
     tx.open_table(TABLE).map_err(|e| format!("{shown}: {e}"))?;
+    tx.open_table(WITHHELD).map_err(|e| format!("{shown}: {e}"))?;
     tx.commit().map_err(|e| format!("{shown}: {e}"))?;
     let ids = list(&db).map_err(|e| format!("{shown}: {e}"))?;
     Ok((db, ids))
 }
 
-/// Every id in the table with its newest bucket: one seek per id, not a scan of every row.
+/// Every id with rows in either table, with its newest bucket.
 fn list(db: &Database) -> Result<Vec<(MeteringId, i64)>, redb::Error> {
     let tx = db.begin_read()?;
-    let table = tx.open_table(TABLE)?;
+    let mut newest = std::collections::BTreeMap::<String, i64>::new();
+    for def in [TABLE, WITHHELD] {
+        for (id, last) in newest_per_id(&tx.open_table(def)?)? {
+            let entry = newest.entry(id).or_insert(last);
+            *entry = (*entry).max(last);
+        }
+    }
+    Ok(newest
+        .into_iter()
+        .filter_map(|(id, last)| Some((MeteringId::new(&id).ok()?, last)))
+        .collect())
+}
+
+/// Every id in `table` with its newest bucket: one seek per id, not a scan of every row.
+fn newest_per_id(
+    table: &impl ReadableTable<(&'static str, i64), (u64, u64)>,
+) -> Result<Vec<(String, i64)>, redb::Error> {
     let mut ids = Vec::new();
     let mut next: Option<String> = None;
     loop {
@@ -143,8 +172,8 @@ fn list(db: &Database) -> Result<Vec<(MeteringId, i64)>, redb::Error> {
         let (key, _) = row?;
         let id = key.value().0.to_owned();
         let newest = table.range((id.as_str(), i64::MIN)..=(id.as_str(), i64::MAX))?.next_back();
-        if let (Some(Ok((k, _))), Ok(mid)) = (newest, MeteringId::new(&id)) {
-            ids.push((mid, k.value().1));
+        if let Some(Ok((k, _))) = newest {
+            ids.push((id.clone(), k.value().1));
         }
         next = Some(id);
     }
@@ -160,22 +189,33 @@ fn write(
     let run = || -> Result<(), redb::Error> {
         let tx = db.begin_write()?;
         {
-            let mut table = tx.open_table(TABLE)?;
+            let mut decided = tx.open_table(TABLE)?;
+            let mut withheld = tx.open_table(WITHHELD)?;
             let mut written: Vec<&str> = Vec::new();
             for (id, d) in batch {
                 let key = (id.as_str(), d.bucket);
-                let (a, r) = table.get(key)?.map_or((0, 0), |v| v.value());
-                table.insert(key, (a.saturating_add(d.admitted), r.saturating_add(d.refused)))?;
+                if d.admitted > 0 || d.refused > 0 {
+                    let (a, r) = decided.get(key)?.map_or((0, 0), |v| v.value());
+                    let sum = (a.saturating_add(d.admitted), r.saturating_add(d.refused));
+                    decided.insert(key, sum)?;
+                }
+                if d.held > 0 || d.duplicate > 0 {
+                    let (h, u) = withheld.get(key)?.map_or((0, 0), |v| v.value());
+                    let sum = (h.saturating_add(d.held), u.saturating_add(d.duplicate));
+                    withheld.insert(key, sum)?;
+                }
                 written.push(id.as_str());
             }
             written.sort_unstable();
             written.dedup();
-            for id in written {
-                table.retain_in((id, i64::MIN)..(id, cutoff), |_, _| false)?;
-            }
-            for id in gone {
-                let id = id.as_str();
-                table.retain_in((id, i64::MIN)..=(id, i64::MAX), |_, _| false)?;
+            for table in [&mut decided, &mut withheld] {
+                for id in &written {
+                    table.retain_in((*id, i64::MIN)..(*id, cutoff), |_, _| false)?;
+                }
+                for id in gone {
+                    let id = id.as_str();
+                    table.retain_in((id, i64::MIN)..=(id, i64::MAX), |_, _| false)?;
+                }
             }
         }
         tx.commit()?;
@@ -187,14 +227,97 @@ fn write(
 fn read(db: &Database, id: &str, from: i64, to: i64) -> Result<Vec<Delta>, String> {
     let run = || -> Result<Vec<Delta>, redb::Error> {
         let tx = db.begin_read()?;
-        let table = tx.open_table(TABLE)?;
-        let mut out = Vec::new();
-        for row in table.range((id, from)..(id, to))? {
+        let mut rows = std::collections::BTreeMap::<i64, Delta>::new();
+        for row in tx.open_table(TABLE)?.range((id, from)..(id, to))? {
             let (k, v) = row?;
+            let bucket = k.value().1;
             let (admitted, refused) = v.value();
-            out.push(Delta { bucket: k.value().1, admitted, refused });
+            rows.insert(bucket, Delta { admitted, refused, ..Delta::empty(bucket) });
         }
-        Ok(out)
+        for row in tx.open_table(WITHHELD)?.range((id, from)..(id, to))? {
+            let (k, v) = row?;
+            let bucket = k.value().1;
+            let (held, duplicate) = v.value();
+            rows.entry(bucket).or_insert_with(|| Delta::empty(bucket)).add(&Delta {
+                held,
+                duplicate,
+                ..Delta::empty(bucket)
+            });
+        }
+        Ok(rows.into_values().collect())
     };
     run().map_err(|e| format!("usage.redb: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(s: &str) -> MeteringId {
+        MeteringId::new(s).unwrap()
+    }
+
+    fn units(bucket: i64, admitted: u64, refused: u64, held: u64, duplicate: u64) -> Delta {
+        Delta { bucket, admitted, refused, held, duplicate }
+    }
+
+    #[tokio::test]
+    async fn held_and_duplicate_units_survive_a_reopen_and_their_ids_are_listed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (l, ids) = FileLedger::open(dir.path(), OnCorrupt::Refuse).unwrap();
+        assert!(ids.is_empty());
+        let batch = vec![
+            (id("S:A"), units(100, 5, 1, 0, 0)),
+            (id("S:A"), units(101, 0, 0, 40, 2)),
+            // An id with withheld units only.
+            (id("S:B"), units(103, 0, 0, 0, 7)),
+        ];
+        l.write(batch.clone(), 0, Vec::new()).await.unwrap();
+        l.write(vec![(id("S:A"), units(101, 3, 0, 9, 0))], 0, Vec::new()).await.unwrap();
+        drop(l);
+
+        let (l, mut ids) = FileLedger::open(dir.path(), OnCorrupt::Refuse).unwrap();
+        ids.sort();
+        assert_eq!(ids, [(id("S:A"), 101), (id("S:B"), 103)]);
+        assert_eq!(
+            l.read(id("S:A"), 0, 200).await.unwrap(),
+            [units(100, 5, 1, 0, 0), units(101, 3, 0, 49, 2)]
+        );
+        assert_eq!(l.read(id("S:B"), 0, 200).await.unwrap(), [units(103, 0, 0, 0, 7)]);
+        assert_eq!(l.read(id("S:A"), 101, 102).await.unwrap(), [units(101, 3, 0, 49, 2)]);
+
+        // The retention and untracked ids drop the rows of both tables.
+        l.write(vec![(id("S:A"), units(102, 1, 0, 0, 0))], 101, vec![id("S:B")]).await.unwrap();
+        assert_eq!(
+            l.read(id("S:A"), 0, 200).await.unwrap(),
+            [units(101, 3, 0, 49, 2), units(102, 1, 0, 0, 0)]
+        );
+        assert!(l.read(id("S:B"), 0, 200).await.unwrap().is_empty());
+
+        // A backup copies both tables.
+        let copy = tempfile::tempdir().unwrap();
+        l.backup_to(copy.path()).await.unwrap();
+        let (b, _) = FileLedger::open(copy.path(), OnCorrupt::Refuse).unwrap();
+        assert_eq!(
+            b.read(id("S:A"), 0, 200).await.unwrap(),
+            l.read(id("S:A"), 0, 200).await.unwrap()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_file_written_before_the_withheld_table_opens_and_keeps_its_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            // What an older server wrote: the `usage` table alone.
+            let db = Database::create(dir.path().join(FILE_NAME)).unwrap();
+            let tx = db.begin_write().unwrap();
+            tx.open_table(TABLE).unwrap().insert(("S:Old", 100), (8, 2)).unwrap();
+            tx.commit().unwrap();
+        }
+        let (l, ids) = FileLedger::open(dir.path(), OnCorrupt::Refuse).unwrap();
+        assert_eq!(ids, [(id("S:Old"), 100)]);
+        assert_eq!(l.read(id("S:Old"), 0, 200).await.unwrap(), [units(100, 8, 2, 0, 0)]);
+        l.write(vec![(id("S:Old"), units(100, 0, 0, 6, 1))], 0, Vec::new()).await.unwrap();
+        assert_eq!(l.read(id("S:Old"), 0, 200).await.unwrap(), [units(100, 8, 2, 6, 1)]);
+    }
 }

@@ -7,10 +7,10 @@ use tollgate_quota::MeteringId;
 
 use crate::usage::aggregate::Delta;
 
-/// One id's buckets: bucket index → `(admitted, refused)`.
-type Rows = BTreeMap<i64, (u64, u64)>;
+/// One id's buckets: bucket index → its units.
+type Rows = BTreeMap<i64, Delta>;
 
-/// Per id, per bucket: `(admitted, refused)`.
+/// Per id, per bucket: admitted, refused, held and duplicate units.
 #[derive(Default)]
 pub struct MemoryLedger {
     ids: Mutex<HashMap<MeteringId, Rows>>,
@@ -22,9 +22,7 @@ impl MemoryLedger {
         let mut ids = self.ids.lock().unwrap_or_else(PoisonError::into_inner);
         for (id, d) in batch {
             let rows = ids.entry(id.clone()).or_default();
-            let row = rows.entry(d.bucket).or_default();
-            row.0 = row.0.saturating_add(d.admitted);
-            row.1 = row.1.saturating_add(d.refused);
+            rows.entry(d.bucket).or_insert_with(|| Delta::empty(d.bucket)).add(d);
             if rows.first_key_value().is_some_and(|(b, _)| *b < cutoff) {
                 *rows = rows.split_off(&cutoff);
             }
@@ -40,10 +38,6 @@ impl MemoryLedger {
             return Vec::new();
         }
         let ids = self.ids.lock().unwrap_or_else(PoisonError::into_inner);
-        ids.get(id).map_or_else(Vec::new, |rows| {
-            rows.range(from..to)
-                .map(|(b, (a, r))| Delta { bucket: *b, admitted: *a, refused: *r })
-                .collect()
-        })
+        ids.get(id).map_or_else(Vec::new, |rows| rows.range(from..to).map(|(_, d)| *d).collect())
     }
 }

@@ -1,6 +1,7 @@
 //! The ledger of a Redis store: one hash per id and UTC day,
 //! `<prefix>usage:{<id>}:<day>` (hash-tagged by the id, so an id's days share a Cluster slot),
-//! with fields `<bucket>a` (admitted) and `<bucket>r` (refused), each incremented by `HINCRBY`.
+//! with fields `<bucket>a` (admitted), `<bucket>r` (refused), `<bucket>h` (held) and
+//! `<bucket>d` (duplicate), each incremented by `HINCRBY` and written only when not zero.
 //!
 //! Invariants:
 //! - **No round trip per decision**: a flush is one pipeline (split every
@@ -29,6 +30,9 @@ const DAY_BUCKETS: i64 = 86_400 / BUCKET_SECONDS;
 
 /// The most commands sent in one pipeline.
 pub const MAX_PIPELINE: usize = 10_000;
+
+/// The most commands one delta adds to a pipeline: four `HINCRBY` and one `EXPIREAT`.
+const COMMANDS_PER_DELTA: usize = 5;
 
 /// The per-key pipelines a flush keeps in flight at once on a Redis Cluster.
 pub const CLUSTER_IN_FLIGHT: usize = 64;
@@ -73,7 +77,7 @@ impl RedisLedger {
             return Ok(());
         }
         let mut conn = self.conn.clone();
-        for chunk in batch.chunks(MAX_PIPELINE / 3) {
+        for chunk in batch.chunks(MAX_PIPELINE / COMMANDS_PER_DELTA) {
             let mut pipe = redis::pipe();
             for (id, d) in chunk {
                 self.add(&mut pipe, id, d);
@@ -89,11 +93,10 @@ impl RedisLedger {
     fn add(&self, pipe: &mut redis::Pipeline, id: &MeteringId, d: &Delta) {
         let day = d.bucket.div_euclid(DAY_BUCKETS);
         let key = self.key(id, day);
-        if d.admitted > 0 {
-            pipe.cmd("HINCRBY").arg(&key).arg(format!("{}a", d.bucket)).arg(d.admitted).ignore();
-        }
-        if d.refused > 0 {
-            pipe.cmd("HINCRBY").arg(&key).arg(format!("{}r", d.bucket)).arg(d.refused).ignore();
+        for (kind, n) in [('a', d.admitted), ('r', d.refused), ('h', d.held), ('d', d.duplicate)] {
+            if n > 0 {
+                pipe.cmd("HINCRBY").arg(&key).arg(format!("{}{kind}", d.bucket)).arg(n).ignore();
+            }
         }
         let expire_at = (day + 1) * 86_400 + RETENTION_BUCKETS * BUCKET_SECONDS;
         pipe.cmd("EXPIREAT").arg(&key).arg(expire_at).ignore();
@@ -120,23 +123,22 @@ impl RedisLedger {
         let mut conn = self.conn.clone();
         let asked = pipe.query_async::<Vec<Vec<(String, u64)>>>(&mut conn);
         let hashes = self.bounded(asked).await?.map_err(|e| format!("redis: {e}"))?;
-        let mut rows = std::collections::BTreeMap::<i64, (u64, u64)>::new();
+        let mut rows = std::collections::BTreeMap::<i64, Delta>::new();
         for (field, n) in hashes.into_iter().flatten() {
             let (bucket, kind) = field.split_at(field.len().saturating_sub(1));
             let Ok(bucket) = bucket.parse::<i64>() else { continue };
             if !(from..to).contains(&bucket) {
                 continue;
             }
-            let row = rows.entry(bucket).or_default();
+            let row = rows.entry(bucket).or_insert_with(|| Delta::empty(bucket));
             match kind {
-                "a" => row.0 = n,
-                "r" => row.1 = n,
+                "a" => row.admitted = n,
+                "r" => row.refused = n,
+                "h" => row.held = n,
+                "d" => row.duplicate = n,
                 _ => {}
             }
         }
-        Ok(rows
-            .into_iter()
-            .map(|(bucket, (admitted, refused))| Delta { bucket, admitted, refused })
-            .collect())
+        Ok(rows.into_values().collect())
     }
 }
