@@ -54,7 +54,7 @@ pub mod bench {
     pub use crate::meter::Meter;
     pub use crate::pipeline::{Parts, fingerprint_key};
     pub use crate::receipt::{parse, prepare};
-    pub use crate::spool::{FileRecord, Spool};
+    pub use crate::spool::{Change, FileRecord, Spool};
 }
 
 use std::path::Path;

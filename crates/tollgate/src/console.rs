@@ -78,7 +78,9 @@ impl TrafficSource for History {
                 let mut t = Traffic::default();
                 let mut before = 0u64;
                 for b in &buckets {
-                    let units = b.admitted.saturating_add(b.refused);
+                    let units = [b.refused, b.held, b.duplicate]
+                        .into_iter()
+                        .fold(b.admitted, u64::saturating_add);
                     if b.start >= hour {
                         t.last_hour = t.last_hour.saturating_add(units);
                     } else {

@@ -74,4 +74,3 @@ pub(super) fn instance_of(db: &Database) -> Result<u64, SpoolError> {
     tx.commit().map_err(db_err)?;
     Ok(id)
 }
-

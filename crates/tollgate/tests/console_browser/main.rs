@@ -13,6 +13,7 @@ mod browser;
 mod common;
 mod cross_origin;
 mod limits;
+mod scale;
 
 use std::path::Path;
 use std::time::Duration;
@@ -108,7 +109,7 @@ fn the_overview_follows_a_gateway_burst_while_it_happens() {
         let Some(b) = browser().await else { return };
         let c = b.c();
         login(c, &s.server.url, "root-token").await;
-        let used = r#"const r = document.querySelector('tr[data-id="ShipmentStatus:ZZ:BURST"]');
+        let used = r#"const r = document.querySelector('#overview tr[data-id="ShipmentStatus:ZZ:BURST"]');
             return r ? Number(r.querySelector('.used .num').textContent.split(' / ')[0]) : 0;"#;
         // 30 interchanges, one every 200 ms: the page (refreshed every second) shows the count
         // rising meanwhile.
@@ -133,12 +134,12 @@ fn the_overview_follows_a_gateway_burst_while_it_happens() {
         burst.await.unwrap();
         let between: Vec<&u64> = seen.iter().filter(|n| (1..30).contains(*n)).collect();
         assert!(between.len() >= 2, "the page showed the burst only as {seen:?}");
-        let all = r#"const r = document.querySelector('tr[data-id="ShipmentStatus:ZZ:BURST"]');
+        let all = r#"const r = document.querySelector('#overview tr[data-id="ShipmentStatus:ZZ:BURST"]');
             return !!r && r.querySelector('.used .num').textContent === '30 / 36';"#;
         wait_js(c, "all 30 shown", all).await;
         let row = js(
             c,
-            r#"const r = document.querySelector('tr[data-id="ShipmentStatus:ZZ:BURST"]');
+            r#"const r = document.querySelector('#overview tr[data-id="ShipmentStatus:ZZ:BURST"]');
             return [r.querySelector('.badge').textContent, r.querySelector('meter').value,
                     r.cells[1].textContent, r.cells[2].textContent]"#,
         )
