@@ -34,6 +34,152 @@ function svg(tag, attrs) {
   return e;
 }
 
+// ---- numbers, sizes, times and tables for people -----------------------------------------
+
+const NUMBER = new Intl.NumberFormat("en-US");
+
+// A count with thousands separators ("1,000"); "—" when there is none.
+function num(n) {
+  if (n === null || n === undefined || n === "") return "—";
+  const v = Number(n);
+  return Number.isFinite(v) ? NUMBER.format(v) : String(n);
+}
+
+// A size in bytes for people: "512 bytes", "3.0 MiB".
+function bytes(n) {
+  const v = Number(n);
+  if (!Number.isFinite(v)) return String(n);
+  if (Math.abs(v) < 1024) return num(v) + (v === 1 ? " byte" : " bytes");
+  const units = ["KiB", "MiB", "GiB", "TiB"];
+  let x = v / 1024, i = 0;
+  while (Math.abs(x) >= 1024 && i < units.length - 1) { x /= 1024; i++; }
+  return x.toLocaleString("en-US", { minimumFractionDigits: 1, maximumFractionDigits: 1 }) +
+    " " + units[i];
+}
+
+const ZONE_KEY = "tollgate.zone";
+
+// The zone times are shown in: "utc" (the default: quota windows are UTC) or "local", as
+// chosen in the header and kept in this browser.
+function zone() {
+  try { return localStorage.getItem(ZONE_KEY) === "local" ? "local" : "utc"; } catch (_) { return "utc"; }
+}
+
+const STAMPS = {};
+function stampParts(d) {
+  const z = zone();
+  STAMPS[z] = STAMPS[z] || new Intl.DateTimeFormat("en-US", {
+    timeZone: z === "utc" ? "UTC" : undefined, year: "numeric", month: "2-digit", day: "2-digit",
+    hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23", timeZoneName: "short",
+  });
+  return Object.fromEntries(STAMPS[z].formatToParts(d).map((p) => [p.type, p.value]));
+}
+
+// An absolute time with its zone: "2026-02-12 04:13:23 UTC" (or the local zone's name).
+function stamp(t) {
+  const d = t instanceof Date ? t : new Date(t);
+  if (isNaN(d)) return String(t);
+  const p = stampParts(d);
+  return `${p.year}-${p.month}-${p.day} ${p.hour}:${p.minute}:${p.second} ${p.timeZoneName}`;
+}
+
+// The time of day with its zone: "04:13:23 UTC".
+function clock(t) {
+  const d = t instanceof Date ? t : new Date(t);
+  if (isNaN(d)) return String(t);
+  const p = stampParts(d);
+  return `${p.hour}:${p.minute}:${p.second} ${p.timeZoneName}`;
+}
+
+// How far `t` is from now, for people: "just now", "3 min ago", "in 2 h", "5 d ago".
+function ago(t) {
+  const ms = (t instanceof Date ? t : new Date(t)).getTime() - Date.now();
+  if (isNaN(ms)) return "";
+  const s = Math.abs(ms) / 1000;
+  if (s < 45) return ms < 0 ? "just now" : "in a moment";
+  const m = Math.round(s / 60), h = Math.round(s / 3600), d = Math.round(s / 86400);
+  const text = m < 60 ? `${m} min` : h < 48 ? `${h} h` : `${num(d)} d`;
+  return ms < 0 ? text + " ago" : "in " + text;
+}
+
+// A time as text: absolute with its zone, then relative ("2026-02-12 04:13:23 UTC, 3 min ago").
+function when(text) {
+  if (!text) return "";
+  const t = new Date(text);
+  return isNaN(t) ? String(text) : stamp(t) + ", " + ago(t);
+}
+
+// A time as an element that follows the zone chosen and stays current (see `initZone`).
+function timeEl(text) {
+  if (!text) return "";
+  const t = new Date(text);
+  if (isNaN(t)) return String(text);
+  return el("time", { datetime: t.toISOString(), "data-at": t.toISOString() }, when(t));
+}
+
+// Writes every time on the page again (after a zone change, and every 30 s).
+function refreshTimes() {
+  for (const t of document.querySelectorAll("time[data-at]")) t.textContent = when(t.dataset.at);
+}
+
+// The header's zone choice: kept in this browser; a change rewrites every time shown.
+function initZone() {
+  const sel = $("zone");
+  if (!sel) return;
+  let local = "";
+  try { local = Intl.DateTimeFormat().resolvedOptions().timeZone || ""; } catch (_) { /* none */ }
+  sel.options[1].textContent = local ? `local time (${local})` : "local time";
+  sel.value = zone();
+  sel.addEventListener("change", () => {
+    try { localStorage.setItem(ZONE_KEY, sel.value); } catch (_) { /* private mode */ }
+    refreshTimes();
+    document.dispatchEvent(new Event("zonechange"));
+  });
+  setInterval(refreshTimes, 30000);
+}
+
+// Puts `rows` in `table`'s body, each cell with its column's classes (from the header: which
+// columns a phone hides, which need a role), or, with no rows, the sentence `empty` below.
+function fill(table, rows, empty) {
+  const heads = table.tHead ? [...table.tHead.rows[0].cells] : [];
+  for (const r of rows) {
+    [...r.cells].forEach((c, i) => {
+      if (heads[i] && heads[i].classList.length) c.classList.add(...heads[i].classList);
+    });
+  }
+  table.tBodies[0].replaceChildren(...rows);
+  const foot = table.tFoot || table.createTFoot();
+  foot.replaceChildren();
+  if (!rows.length && empty) {
+    foot.append(el("tr", { class: "empty" }, el("td", { colspan: heads.length || 1 }, empty)));
+  }
+}
+
+// What an empty queue page says, from its filters.
+function queueEmpty(state, partner) {
+  return `No ${state ? state + " " : ""}items` +
+    (partner ? ` for partners whose name holds "${partner}"` : "") + " on this page.";
+}
+
+// The partner a partner page is about (`?name=` or `?partner=`).
+function partnerParam() {
+  const q = new URLSearchParams(location.search);
+  return q.get("name") || q.get("partner") || "";
+}
+
+// On a partner page: when nothing is known of the partner, one sentence instead of empty
+// sections.
+function partnerKnown(name, known) {
+  const note = $("partner-unknown");
+  for (const s of document.querySelectorAll("main section")) s.hidden = !known;
+  note.hidden = known;
+  if (known) return;
+  note.replaceChildren(name
+    ? `No traffic and no queue item is known for partner "${name}": no counter in a current ` +
+      "window and no interchange in the queue. Check the name, or "
+    : "No partner named. Pick one on ", el("a", { href: "/ui/" }, "the overview"), ".");
+}
+
 const $ = (id) => document.getElementById(id);
 
 function status(text, isError) {
@@ -82,12 +228,6 @@ function duration(seconds) {
   return s + " s";
 }
 
-function when(text) {
-  if (!text) return "";
-  const t = new Date(text);
-  return isNaN(t) ? String(text) : t.toLocaleString();
-}
-
 // The usage history of one metering id (admitted and refused per 5-minute bucket) since
 // `hours` ago; an empty list when the server keeps none (404) or the call fails.
 async function usage(id, hours) {
@@ -120,7 +260,7 @@ function chart(buckets, hours, width, height, label) {
     class: "chart" });
   const title = svg("title");
   const ta = admitted.reduce((a, b) => a + b, 0), tr = refused.reduce((a, b) => a + b, 0);
-  title.textContent = `${label}: ${ta} admitted, ${tr} refused`;
+  title.textContent = `${label}: ${num(ta)} admitted, ${num(tr)} refused`;
   s.append(title);
   const mid = height / 2, w = width / slots;
   s.append(svg("line", { x1: 0, y1: mid, x2: width, y2: mid, class: "axis" }));
@@ -142,6 +282,8 @@ document.addEventListener("DOMContentLoaded", async () => {
     if (a.dataset.nav === page) a.setAttribute("aria-current", "page");
   }
   if (page === "login") return initLogin();
+  initZone();
+  if (page === "notfound") return initNotFound();
   const res = await fetch("/ui/api/session", { credentials: "same-origin" });
   if (res.status === 401) {
     location.replace("/ui/login?next=" + encodeURIComponent(location.pathname + location.search));
@@ -151,7 +293,15 @@ document.addEventListener("DOMContentLoaded", async () => {
     status(await problemText(res), true);
     return;
   }
-  session = await res.json();
+  showSession(await res.json());
+  const init = { overview: initOverview, partner: initPartner, queue: initQueue,
+    limits: initLimits, health: initHealth, audit: initAudit }[page];
+  if (init) init().catch((e) => status(String(e.message || e), true));
+});
+
+// Shows who is logged in, the navigation, and what the role may do.
+function showSession(s) {
+  session = s;
   $("who").textContent = session.open ? "open on loopback (no credentials configured)"
     : `${session.name} (${session.role})`;
   if (!session.open) {
@@ -161,10 +311,16 @@ document.addEventListener("DOMContentLoaded", async () => {
   }
   document.body.classList.toggle("may-queue", !!session.may.queue);
   document.body.classList.toggle("may-limits", !!session.may.limits);
-  const init = { overview: initOverview, partner: initPartner, queue: initQueue,
-    limits: initLimits, health: initHealth, audit: initAudit }[page];
-  if (init) init().catch((e) => status(String(e.message || e), true));
-});
+  $("nav").hidden = false;
+  $("who-box").hidden = false;
+}
+
+// The "page not found" page: names the path; shows the navigation only to a session.
+async function initNotFound() {
+  $("nf-path").textContent = location.pathname;
+  const res = await fetch("/ui/api/session", { credentials: "same-origin" });
+  if (res.ok) showSession(await res.json());
+}
 
 async function logout() {
   const res = await api("POST", "/ui/logout");
@@ -282,19 +438,20 @@ async function initOverview() {
         el("td", {}, partner),
         el("td", {}, r.route),
         el("td", { class: "used" }, bar, " ",
-          el("span", { class: "num" }, r.used + " / " + (r.limit === null ? "—" : r.limit)),
+          el("span", { class: "num" }, num(r.used) + " / " + num(r.limit)),
           r.limit_source ? el("span", { class: "source", title: "the limit in force is the " +
             r.limit_source + "'s" }, " (" + r.limit_source + ")") : null),
         el("td", {}, duration(r.resets_in_s)),
         el("td", {}, el("span", { class: "badge " + r.state },
           r.state === "shadow" ? "shadow would-reject" : r.state)),
-        el("td", { class: "held" }, String(held.get(r.metering_id) || 0)),
+        el("td", { class: "held" }, num(held.get(r.metering_id) || 0)),
         el("td", {}, spark(r.metering_id)));
     });
-    $("overview").tBodies[0].replaceChildren(...rows);
-    $("summary").textContent = `${data.total} metering ids` +
-      (data.total ? `, ${data.rows.length} shown` : "") + `; updated ${new Date().toLocaleTimeString()}`;
-    $("pageinfo").textContent = `Page ${data.page} of ${data.pages}`;
+    fill($("overview"), rows, "No metering id to show: none has a counter in its current window, " +
+      "or none matches these filters.");
+    $("summary").textContent = `${num(data.total)} metering ids` +
+      (data.total ? `, ${num(data.rows.length)} shown` : "") + `; updated ${clock(new Date())}`;
+    $("pageinfo").textContent = `Page ${num(data.page)} of ${num(data.pages)}`;
     page = data.page;
     $("prev").disabled = data.page <= 1;
     $("next").disabled = data.page >= data.pages;
@@ -320,7 +477,7 @@ async function initOverview() {
 // ---- partner -------------------------------------------------------------------------------
 
 async function initPartner() {
-  const name = new URLSearchParams(location.search).get("name") || "";
+  const name = partnerParam();
   $("title").textContent = "Partner " + name;
   document.title = "Partner " + name + " · Tollgate console";
   const res = await api("GET", "/ui/api/overview?per_page=500&partner=" + encodeURIComponent(name));
@@ -334,7 +491,7 @@ async function initPartner() {
   for (const r of rows) {
     const fig = el("figure", { class: "route-chart" });
     const cap = el("figcaption", {}, el("strong", {}, r.route || r.metering_id), " — ",
-      r.metering_id, ": ", `${r.used} / ${r.limit === null ? "—" : r.limit} used, ${r.state}`);
+      r.metering_id, ": ", `${num(r.used)} / ${num(r.limit)} used, ${r.state}`);
     fig.append(cap);
     const holder = el("div", {}, "loading the last 7 days…");
     fig.append(holder);
@@ -370,15 +527,16 @@ async function initPartner() {
       pre.dataset.loaded = "1";
       const more = res.headers.get("Tollgate-Payload-Truncated") === "true";
       pre.textContent = (await res.text()) + (more ? "\n… (cut at 64 KiB of " +
-        res.headers.get("Tollgate-Payload-Bytes") + " bytes)" : "");
+        bytes(res.headers.get("Tollgate-Payload-Bytes")) + ")" : "");
     });
     return el("td", {}, box);
   };
-  $("recent").tBodies[0].replaceChildren(...found.slice(0, 50).map((it) => el("tr", {},
-    el("td", {}, when(it.received_at)), el("td", {}, it.state), el("td", {}, it.reason || ""),
-    el("td", {}, String(it.weight)), el("td", {}, it.sender || ""), el("td", {}, it.receiver || ""),
+  fill($("recent"), found.slice(0, 50).map((it) => el("tr", {},
+    el("td", {}, timeEl(it.received_at)), el("td", {}, it.state), el("td", {}, reasonNode(it.reason)),
+    el("td", {}, num(it.weight)), el("td", {}, it.sender || ""), el("td", {}, it.receiver || ""),
     el("td", {}, it.control_number || ""), el("td", {}, it.document), el("td", {}, it.route || ""),
-    payload(it))));
+    payload(it))), "No interchange of this partner is in the queue.");
+  partnerKnown(name, rows.length + found.length > 0);
 }
 
 // ---- queue ---------------------------------------------------------------------------------
@@ -412,17 +570,18 @@ async function initQueue() {
     const checked = new Set(selected().map((i) => i.id));
     items = all.filter((i) => !needle || String(i.partner).toLowerCase().includes(needle));
     if (!items.some((i) => checked.has(i.id))) $("q-all").checked = false;
-    $("queue").tBodies[0].replaceChildren(...items.map((it) => el("tr", { "data-id": it.id },
+    fill($("queue"), items.map((it) => el("tr", { "data-id": it.id },
       el("td", {}, el("input", { type: "checkbox", value: it.id, checked: checked.has(it.id),
         "aria-label": "Select " + it.id, class: "pick" })),
       el("td", { class: "id" }, it.id), el("td", {}, it.state), el("td", {}, it.partner),
       el("td", {}, it.sender || ""), el("td", {}, it.receiver || ""),
       el("td", {}, it.control_number || ""), el("td", {}, it.document),
-      el("td", {}, it.route || ""), el("td", { class: "num" }, String(it.weight)),
-      el("td", {}, when(it.received_at)), el("td", { class: "reason" }, it.reason || ""))));
+      el("td", {}, it.route || ""), el("td", { class: "num" }, num(it.weight)),
+      el("td", {}, timeEl(it.received_at)), el("td", { class: "reason" }, reasonNode(it.reason)))),
+      queueEmpty($("q-state").value, $("q-partner").value));
     $("q-next").disabled = !nextUrl;
     $("q-count").textContent = items.length
-      ? `${items.length} item${items.length === 1 ? "" : "s"} on this page` : "No items.";
+      ? `${num(items.length)} item${items.length === 1 ? "" : "s"} on this page` : "No items.";
   };
   $("q-actions").hidden = !session.may.queue;
   $("qfilters").addEventListener("input", () => load(first()));
@@ -449,7 +608,7 @@ async function initQueue() {
     }
     const records = picked.reduce((a, i) => a + (Number(i.weight) || 0), 0);
     const routes = [...new Set(picked.map((i) => i.route || "no route"))].join(", ");
-    const n = `${picked.length} interchange${picked.length === 1 ? "" : "s"} (${records} record${records === 1 ? "" : "s"})`;
+    const n = `${num(picked.length)} interchange${picked.length === 1 ? "" : "s"} (${num(records)} record${records === 1 ? "" : "s"})`;
     const text = {
       release: `Release ${n} to ${routes} without metering?`,
       retry: `Retry ${n}: meter them again now against ${routes}, and deliver those that fit?`,
@@ -477,7 +636,7 @@ async function initQueue() {
       else errors.push(it.id + ": " + await problemText(res));
     }
     await load(cursorUrl, !onFirst);
-    status(`${op}: ${done} of ${picked.length} done` + (errors.length ? "; " + errors.join("; ") : ""),
+    status(`${op}: ${num(done)} of ${num(picked.length)} done` + (errors.length ? "; " + errors.join("; ") : ""),
       errors.length > 0);
   };
   $("q-retry").addEventListener("click", () => act("retry"));
@@ -569,7 +728,8 @@ async function initLimits() {
       if (k === "mode" && v === "enforce") continue;
       r[k] = (k === "limit" || k === "interval") && /^-?\d+$/.test(v) ? Number(v) : v;
     }
-    if ($("shadow-first").checked && JSON.stringify(r) !== fs.dataset.original) r.mode = "shadow";
+    const original = fs.dataset.original ? JSON.parse(fs.dataset.original) : null;
+    if ($("shadow-first").checked && !samePolicy(r, original)) r.mode = "shadow";
     return r;
   });
   const clearErrors = () => {
@@ -587,12 +747,11 @@ async function initLimits() {
     version = res.headers.get("ETag");
     current = body.policies;
     $("pol-source").textContent = (body.source ? "From " + body.source : "Not kept in a file") +
-      `; generation ${body.generation}` + (body.last_error ? "; last reload error: " + body.last_error : "");
+      `; generation ${num(body.generation)}` + (body.last_error ? "; last reload error: " + body.last_error : "");
     rulesBox.replaceChildren();
     current.forEach((r, i) => addRule({ ...r, __index: i }));
     if (!current.length) rulesBox.append(el("p", { class: "empty" }, "No policies."));
   };
-  const line = (r) => "[[policy]] " + Object.entries(r).map(([k, v]) => `${k} = ${JSON.stringify(v)}`).join(", ");
   $("add-rule").addEventListener("click", () => {
     const empty = rulesBox.querySelector("p.empty");
     if (empty) empty.remove();
@@ -606,13 +765,9 @@ async function initLimits() {
     ev.preventDefault();
     clearErrors();
     proposed = fromForm();
-    const before = current.map(line), after = proposed.map(line);
-    const out = [];
-    for (const l of before) if (!after.includes(l)) out.push("- " + l);
-    for (const l of after) out.push((before.includes(l) ? "  " : "+ ") + l);
-    $("diff").textContent = out.length ? out.join("\n") : "(no policies)";
+    $("diff").textContent = policyDiffText(current, proposed);
     $("diff-box").hidden = false;
-    $("apply").disabled = before.join("\n") === after.join("\n");
+    $("apply").disabled = policyDiff(current, proposed).lines.length === 0;
     if ($("apply").disabled) status("No change to apply.");
     $("apply").focus();
   });
@@ -623,7 +778,7 @@ async function initLimits() {
     $("diff-box").hidden = true;
     if (res.ok) {
       await load();
-      status(`Applied: ${current.length} policies in force.`);
+      status(`Applied: ${num(current.length)} policies in force.`);
       return;
     }
     if (res.status === 412) {
@@ -659,9 +814,10 @@ async function initLimits() {
   });
   const routes = await api("GET", "/ui/api/routes");
   if (routes.ok) {
-    $("routes").tBodies[0].replaceChildren(...(await routes.json()).map((r) => el("tr", {},
+    fill($("routes"), (await routes.json()).map((r) => el("tr", {},
       el("td", {}, r.name), el("td", {}, r.documents.join(", ")), el("td", {}, r.metering_id),
-      el("td", { class: "num" }, String(r.limit)), el("td", {}, `${r.interval} ${r.unit}`))));
+      el("td", { class: "num" }, num(r.limit)), el("td", {}, `${num(r.interval)} ${r.unit}`))),
+      "No gateway route: this server runs no gateway, or its config declares none.");
   }
   await load();
 }
@@ -694,23 +850,24 @@ async function initHealth() {
     const facts = [
       ["Overall", r.status],
       ["Store", r.store + (r.store_error ? " — degraded: " + r.store_error : " — ok")],
-      ["Policies", `${r.policies.count} in force, generation ${r.policies.generation}` +
+      ["Policies", `${num(r.policies.count)} in force, generation ${num(r.policies.generation)}` +
         (r.policies.source ? ", from " + r.policies.source : "")],
       ["Policy reload error", r.policies.last_error || "none"],
       ["Breakers", breakers.length ? (open.length ? "open: " + open.map((b) => b.labels).join("; ")
-        : `${breakers.length} closed`) : "no delivery breaker (no gateway)"],
+        : `${num(breakers.length)} closed`) : "no delivery breaker (no gateway)"],
       ["Spool", metrics.includes("tollgate_gateway_spool_files")
-        ? `${sum("tollgate_gateway_spool_files")} files, ${sum("tollgate_gateway_spool_bytes")} bytes`
+        ? `${num(sum("tollgate_gateway_spool_files"))} files, ${bytes(sum("tollgate_gateway_spool_bytes"))}`
         : "no gateway"],
-      ["Queue depth", String(sum("tollgate_gateway_queue_depth"))],
-      ["Held", String(sum("tollgate_gateway_held"))],
+      ["Queue depth", num(sum("tollgate_gateway_queue_depth"))],
+      ["Held", num(sum("tollgate_gateway_held"))],
       ["Restart needed for", (r.restart_needed || []).join(", ") || "nothing"],
       ["Version", session.version],
     ];
     if (r.tls) facts.push(["TLS", r.tls.cert + (r.tls.last_error ? " — " + r.tls.last_error : "")]);
     $("health").replaceChildren(...facts.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
-    $("checks").tBodies[0].replaceChildren(...Object.entries(r.checks || {}).map(([k, v]) =>
-      el("tr", {}, el("td", {}, k), el("td", {}, v.ok ? "ok" : "failing"), el("td", {}, v.error || ""))));
+    fill($("checks"), Object.entries(r.checks || {}).map(([k, v]) =>
+      el("tr", {}, el("td", {}, k), el("td", {}, v.ok ? "ok" : "failing"), el("td", {}, v.error || ""))),
+      "No readiness check is registered.");
   };
   const loop = async () => {
     try { await refresh(); status(""); } catch (e) { status(String(e.message || e), true); }
@@ -721,20 +878,73 @@ async function initHealth() {
 
 // ---- audit ---------------------------------------------------------------------------------
 
-async function initAudit() {
-  const res = await api("GET", "/v1/audit?limit=200");
-  if (!res.ok) {
-    status(await problemText(res), true);
-    return;
+// What a record changed: for a policies.replace, only the policies that changed (from the
+// whole lists, or from the bounded diff of a large change); the record as stored below.
+function auditChange(r) {
+  const raw = el("details", {}, el("summary", {}, "show the record"),
+    el("pre", {}, "before: " + JSON.stringify(r.before, null, 1) + "\nafter: " +
+      JSON.stringify(r.after, null, 1) +
+      // Large changes are stored as their size and hash plus a bounded diff.
+      (r.diff ? "\ndiff: " + JSON.stringify(r.diff, null, 1) : "")));
+  if (r.action !== "policies.replace") return raw;
+  let lists = null;
+  if (Array.isArray(r.before) && Array.isArray(r.after)) lists = [r.before, r.after];
+  else if (r.diff && (Array.isArray(r.diff.removed) || Array.isArray(r.diff.added))) {
+    lists = [r.diff.removed, r.diff.added];
   }
-  const records = await res.json();
-  $("audit").tBodies[0].replaceChildren(...records.map((r) => el("tr", {},
-    el("td", {}, when(r.at)), el("td", {}, r.who), el("td", {}, r.role), el("td", {}, r.action),
-    el("td", { class: "id" }, r.target),
-    el("td", {}, el("details", {}, el("summary", {}, "show"),
-      el("pre", {}, "before: " + JSON.stringify(r.before, null, 1) + "\nafter: " +
-        JSON.stringify(r.after, null, 1) +
-        // Large changes are stored as their size and hash plus a bounded diff.
-        (r.diff ? "\ndiff: " + JSON.stringify(r.diff, null, 1) : "")))))));
-  status(records.length ? "" : "No changes recorded yet.");
+  if (!lists) return raw;
+  return el("div", {}, el("pre", { class: "diff" }, policyDiffText(lists[0], lists[1])), raw);
+}
+
+function auditRow(r) {
+  return el("tr", {}, el("td", {}, timeEl(r.at)), el("td", {}, r.who), el("td", {}, r.role),
+    el("td", {}, r.action), el("td", { class: "id" }, r.target), el("td", {}, auditChange(r)));
+}
+
+// The audit log, 50 records a page, newest first: filters on action, author and target
+// (any case, on the server), "Older" follows the answer's Link.
+async function initAudit() {
+  let next = null, pageNo = 1, seq = 0;
+  const first = () => {
+    const p = new URLSearchParams({ limit: "50" });
+    for (const k of ["action", "who", "target"]) {
+      const v = $("a-" + k).value.trim();
+      if (v) p.set(k, v);
+    }
+    return "/v1/audit?" + p.toString();
+  };
+  const load = async (url, n) => {
+    const mine = ++seq;
+    const res = await api("GET", url);
+    if (mine !== seq) return;
+    if (!res.ok) {
+      status(await problemText(res), true);
+      return;
+    }
+    const records = await res.json();
+    if (mine !== seq) return;
+    const m = /<([^>]+)>;\s*rel="next"/.exec(res.headers.get("Link") || "");
+    next = m ? m[1] : null;
+    pageNo = n;
+    const filtered = ["action", "who", "target"].some((k) => $("a-" + k).value.trim());
+    fill($("audit"), records.map(auditRow), filtered ? "No recorded change matches these filters."
+      : n > 1 ? "No older changes." : "No changes recorded yet.");
+    $("a-older").disabled = !next;
+    $("a-newest").disabled = n === 1;
+    $("a-count").textContent = records.length ? `Page ${num(n)}: ${num(records.length)} ` +
+      `change${records.length === 1 ? "" : "s"}, newest first.` : "";
+    status("");
+  };
+  let typing = null;
+  $("a-filters").addEventListener("input", () => {
+    clearTimeout(typing);
+    typing = setTimeout(() => load(first(), 1), 250);
+  });
+  $("a-filters").addEventListener("submit", (e) => {
+    e.preventDefault();
+    load(first(), 1);
+  });
+  $("a-older").addEventListener("click", () => next && load(next, pageNo + 1));
+  $("a-newest").addEventListener("click", () => load(first(), 1));
+  await load(first(), 1);
 }
