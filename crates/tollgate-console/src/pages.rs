@@ -14,9 +14,12 @@ const LAYOUT: &str = include_str!("../assets/layout.html");
 const NAV: &str = include_str!("../assets/nav.html");
 /// The login page's header: the name alone, no link anywhere.
 const NO_NAV: &str = "  <span class=\"brand\">Tollgate</span>";
-/// One script, from one file per concept: the pages, reasons in plain words, policy diffs.
+/// One script, from one file per concept: the shared helpers and most pages, the Limits and
+/// Audit log pages, reasons in plain words, policy diffs.
 const SCRIPT: &str = concat!(
     include_str!("../assets/console.js"),
+    include_str!("../assets/limits.js"),
+    include_str!("../assets/audit.js"),
     include_str!("../assets/reasons.js"),
     include_str!("../assets/policy_diff.js"),
 );

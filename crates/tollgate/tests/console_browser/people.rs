@@ -49,7 +49,8 @@ fn numbers_carry_separators_and_times_show_the_zone_chosen() {
                  return r ? r.querySelector('.used .num').textContent : null"
             )
         };
-        let gateway_row = "const r = document.querySelector('tr[data-id=\"ShipmentStatus:ZZ:CARRIERA\"]'); \
+        let gateway_row = "const r = document\
+                           .querySelector('tr[data-id=\"ShipmentStatus:ZZ:CARRIERA\"]'); \
                            return !!r && r.querySelector('.used .num').textContent === '1 / 1,000'";
         wait_js(c, "the gateway's row", gateway_row).await;
         assert_eq!(js(c, &used("Quota:BIG")).await, json!("12,345 / 20,000"));
@@ -172,7 +173,8 @@ fn a_viewer_gets_no_controls_and_phones_keep_the_columns_that_matter() {
         c.goto(&format!("{base}/ui/queue")).await.unwrap();
         wait_js(c, "the held item", held_row).await;
         assert_eq!(js(c, checkboxes).await, 0);
-        let controls = "return [...document.querySelectorAll('main button, main input[type=checkbox]')]\
+        let controls = "return [...document\
+                        .querySelectorAll('main button, main input[type=checkbox]')]\
                         .filter(b => b.offsetParent !== null).map(b => b.id)";
         assert_eq!(js(c, controls).await, json!(["q-first", "q-next"]));
         // The reason, with its plain sentence.
@@ -216,7 +218,8 @@ fn a_viewer_gets_no_controls_and_phones_keep_the_columns_that_matter() {
             json!(["Partner", "Used / limit", "State"])
         );
         let row = "const r = document.querySelector('#overview tbody tr'); \
-                   return [...r.cells].filter(d => d.offsetParent !== null).map(d => d.textContent.trim())";
+                   return [...r.cells].filter(d => d.offsetParent !== null)\
+                   .map(d => d.textContent.trim())";
         let row = js(c, row).await;
         assert_eq!(row[0], "ZZ:CARRIERA");
         assert!(row[1].as_str().unwrap().starts_with("1 / 1"), "{row}");
