@@ -86,8 +86,8 @@ pub(crate) struct AuditRecord {
     summary = "The audit log of admin changes, newest first, a page at a time",
     params(
         ("limit" = Option<u32>, Query, description = "Records to list, 1 to 1,000 (default 100).", minimum = 1, maximum = 1000),
-        ("before" = Option<String>, Query, description = "List the records older than this one: the position `FILE-OFFSET` of the last record of the previous page, as the `Link` header gives it.",
-            pattern = "^[0-9]{1,19}-[0-9]{1,19}$"),
+        ("before" = Option<String>, Query, description = "List the records older than this one: the position `FILE-OFFSET` of the last record of the previous page, as the `Link` header gives it; from the newest when empty or absent.",
+            pattern = "^([0-9]{1,19}-[0-9]{1,19})?$"),
         ("action" = Option<String>, Query, description = "Only records whose action holds this text, in any case (e.g. `release`); empty for all.", max_length = 200),
         ("who" = Option<String>, Query, description = "Only records whose author holds this text, in any case; empty for all.", max_length = 200),
         ("target" = Option<String>, Query, description = "Only records whose target holds this text, in any case (a metering id, an item id); empty for all.", max_length = 200),
