@@ -34,6 +34,160 @@ function svg(tag, attrs) {
   return e;
 }
 
+// ---- numbers, sizes, times and tables for people -----------------------------------------
+
+const NUMBER = new Intl.NumberFormat("en-US");
+
+// A count with thousands separators ("1,000"); "—" when there is none.
+function num(n) {
+  if (n === null || n === undefined || n === "") return "—";
+  const v = Number(n);
+  return Number.isFinite(v) ? NUMBER.format(v) : String(n);
+}
+
+// A size in bytes for people: "512 bytes", "3.0 MiB".
+function bytes(n) {
+  const v = Number(n);
+  if (!Number.isFinite(v)) return String(n);
+  if (Math.abs(v) < 1024) return num(v) + (v === 1 ? " byte" : " bytes");
+  const units = ["KiB", "MiB", "GiB", "TiB"];
+  let x = v / 1024, i = 0;
+  while (Math.abs(x) >= 1024 && i < units.length - 1) { x /= 1024; i++; }
+  return x.toLocaleString("en-US", { minimumFractionDigits: 1, maximumFractionDigits: 1 }) +
+    " " + units[i];
+}
+
+const ZONE_KEY = "tollgate.zone";
+
+// The zone times are shown in: "utc" (the default: quota windows are UTC) or "local", as
+// chosen in the header and kept in this browser.
+function zone() {
+  try { return localStorage.getItem(ZONE_KEY) === "local" ? "local" : "utc"; } catch (_) { return "utc"; }
+}
+
+const STAMPS = {};
+function stampParts(d) {
+  const z = zone();
+  STAMPS[z] = STAMPS[z] || new Intl.DateTimeFormat("en-US", {
+    timeZone: z === "utc" ? "UTC" : undefined, year: "numeric", month: "2-digit", day: "2-digit",
+    hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23", timeZoneName: "short",
+  });
+  return Object.fromEntries(STAMPS[z].formatToParts(d).map((p) => [p.type, p.value]));
+}
+
+// An absolute time with its zone: "2026-02-12 04:13:23 UTC" (or the local zone's name).
+function stamp(t) {
+  const d = t instanceof Date ? t : new Date(t);
+  if (isNaN(d)) return String(t);
+  const p = stampParts(d);
+  return `${p.year}-${p.month}-${p.day} ${p.hour}:${p.minute}:${p.second} ${p.timeZoneName}`;
+}
+
+// The time of day with its zone: "04:13:23 UTC".
+function clock(t) {
+  const d = t instanceof Date ? t : new Date(t);
+  if (isNaN(d)) return String(t);
+  const p = stampParts(d);
+  return `${p.hour}:${p.minute}:${p.second} ${p.timeZoneName}`;
+}
+
+// How far `t` is from now, for people: "just now", "3 min ago", "in 2 h", "5 d ago".
+function ago(t) {
+  const ms = (t instanceof Date ? t : new Date(t)).getTime() - Date.now();
+  if (isNaN(ms)) return "";
+  const s = Math.abs(ms) / 1000;
+  if (s < 45) return ms < 0 ? "just now" : "in a moment";
+  const m = Math.round(s / 60), h = Math.round(s / 3600), d = Math.round(s / 86400);
+  const text = m < 60 ? `${m} min` : h < 48 ? `${h} h` : `${num(d)} d`;
+  return ms < 0 ? text + " ago" : "in " + text;
+}
+
+// A time as text: absolute with its zone, then relative ("2026-02-12 04:13:23 UTC, 3 min ago").
+function when(text) {
+  if (!text) return "";
+  const t = new Date(text);
+  return isNaN(t) ? String(text) : stamp(t) + ", " + ago(t);
+}
+
+// The parts of a time element: the absolute time (kept on one line), then how long ago.
+function timeParts(t) {
+  return [el("span", { class: "stamp" }, stamp(t)), ", ", el("span", { class: "ago" }, ago(t))];
+}
+
+// A time as an element that follows the zone chosen and stays current (see `initZone`); its
+// text is `when`'s.
+function timeEl(text) {
+  if (!text) return "";
+  const t = new Date(text);
+  if (isNaN(t)) return String(text);
+  return el("time", { datetime: t.toISOString(), "data-at": t.toISOString() }, ...timeParts(t));
+}
+
+// Writes every time on the page again (after a zone change, and every 30 s).
+function refreshTimes() {
+  for (const t of document.querySelectorAll("time[data-at]")) {
+    t.replaceChildren(...timeParts(new Date(t.dataset.at)));
+  }
+}
+
+// The header's zone choice: kept in this browser; a change rewrites every time shown.
+function initZone() {
+  const sel = $("zone");
+  if (!sel) return;
+  let local = "";
+  try { local = Intl.DateTimeFormat().resolvedOptions().timeZone || ""; } catch (_) { /* none */ }
+  sel.options[1].textContent = local ? `local time (${local})` : "local time";
+  sel.value = zone();
+  sel.addEventListener("change", () => {
+    try { localStorage.setItem(ZONE_KEY, sel.value); } catch (_) { /* private mode */ }
+    refreshTimes();
+    document.dispatchEvent(new Event("zonechange"));
+  });
+  setInterval(refreshTimes, 30000);
+}
+
+// Puts `rows` in `table`'s body, each cell with its column's classes (from the header: which
+// columns a phone hides, which need a role), or, with no rows, the sentence `empty` below.
+function fill(table, rows, empty) {
+  const heads = table.tHead ? [...table.tHead.rows[0].cells] : [];
+  for (const r of rows) {
+    [...r.cells].forEach((c, i) => {
+      if (heads[i] && heads[i].classList.length) c.classList.add(...heads[i].classList);
+    });
+  }
+  table.tBodies[0].replaceChildren(...rows);
+  const foot = table.tFoot || table.createTFoot();
+  foot.replaceChildren();
+  if (!rows.length && empty) {
+    foot.append(el("tr", { class: "empty" }, el("td", { colspan: heads.length || 1 }, empty)));
+  }
+}
+
+// What an empty queue page says, from its filters.
+function queueEmpty(state, partner) {
+  return `No ${state ? state + " " : ""}items` +
+    (partner ? ` for partners whose name holds "${partner}"` : "") + " on this page.";
+}
+
+// The partner a partner page is about (`?name=` or `?partner=`).
+function partnerParam() {
+  const q = new URLSearchParams(location.search);
+  return q.get("name") || q.get("partner") || "";
+}
+
+// On a partner page: when nothing is known of the partner, one sentence instead of empty
+// sections.
+function partnerKnown(name, known) {
+  const note = $("partner-unknown");
+  for (const s of document.querySelectorAll("main section")) s.hidden = !known;
+  note.hidden = known;
+  if (known) return;
+  note.replaceChildren(name
+    ? `No traffic and no queue item is known for partner "${name}": no counter in a current ` +
+      "window and no interchange in the queue. Check the name, or "
+    : "No partner named. Pick one on ", el("a", { href: "/ui/" }, "the overview"), ".");
+}
+
 const $ = (id) => document.getElementById(id);
 
 function status(text, isError) {
@@ -80,12 +234,6 @@ function duration(seconds) {
   if (h) return h + " h " + m + " min";
   if (m) return m + " min " + s + " s";
   return s + " s";
-}
-
-function when(text) {
-  if (!text) return "";
-  const t = new Date(text);
-  return isNaN(t) ? String(text) : t.toLocaleString();
 }
 
 // The usage history of one metering id (admitted and refused per 5-minute bucket) since
@@ -191,7 +339,7 @@ function chart(buckets, hours, width, height, label) {
     class: "chart" });
   const title = svg("title");
   const ta = admitted.reduce((a, b) => a + b, 0), tr = refused.reduce((a, b) => a + b, 0);
-  title.textContent = `${label}: ${ta} admitted, ${tr} refused`;
+  title.textContent = `${label}: ${num(ta)} admitted, ${num(tr)} refused`;
   s.append(title);
   const mid = height / 2, w = width / slots;
   s.append(svg("line", { x1: 0, y1: mid, x2: width, y2: mid, class: "axis" }));
@@ -213,6 +361,8 @@ document.addEventListener("DOMContentLoaded", async () => {
     if (a.dataset.nav === page) a.setAttribute("aria-current", "page");
   }
   if (page === "login") return initLogin();
+  initZone();
+  if (page === "notfound") return initNotFound();
   const res = await fetch("/ui/api/session", { credentials: "same-origin" });
   if (res.status === 401) {
     location.replace("/ui/login?next=" + encodeURIComponent(location.pathname + location.search));
@@ -222,7 +372,15 @@ document.addEventListener("DOMContentLoaded", async () => {
     status(await problemText(res), true);
     return;
   }
-  session = await res.json();
+  showSession(await res.json());
+  const init = { overview: initOverview, partner: initPartner, queue: initQueue,
+    limits: initLimits, health: initHealth, audit: initAudit }[page];
+  if (init) init().catch((e) => status(String(e.message || e), true));
+});
+
+// Shows who is logged in, the navigation, and what the role may do.
+function showSession(s) {
+  session = s;
   $("who").textContent = session.open ? "open on loopback (no credentials configured)"
     : `${session.name} (${session.role})`;
   if (!session.open) {
@@ -232,10 +390,16 @@ document.addEventListener("DOMContentLoaded", async () => {
   }
   document.body.classList.toggle("may-queue", !!session.may.queue);
   document.body.classList.toggle("may-limits", !!session.may.limits);
-  const init = { overview: initOverview, partner: initPartner, queue: initQueue,
-    limits: initLimits, health: initHealth, audit: initAudit }[page];
-  if (init) init().catch((e) => status(String(e.message || e), true));
-});
+  $("nav").hidden = false;
+  $("who-box").hidden = false;
+}
+
+// The "page not found" page: names the path; shows the navigation only to a session.
+async function initNotFound() {
+  $("nf-path").textContent = location.pathname;
+  const res = await fetch("/ui/api/session", { credentials: "same-origin" });
+  if (res.ok) showSession(await res.json());
+}
 
 async function logout() {
   const res = await api("POST", "/ui/logout");
@@ -350,7 +514,7 @@ async function initOverview() {
         el("td", {}, partner),
         el("td", {}, r.route),
         el("td", { class: "used" }, bar, " ",
-          el("span", { class: "num" }, r.used + " / " + (r.limit === null ? "—" : r.limit)),
+          el("span", { class: "num" }, num(r.used) + " / " + num(r.limit)),
           r.limit_source ? el("span", { class: "source", title: "the limit in force is the " +
             r.limit_source + "'s" }, " (" + r.limit_source + ")") : null),
         el("td", {}, duration(r.resets_in_s)),
@@ -358,14 +522,14 @@ async function initOverview() {
           r.state === "shadow" ? "shadow would-reject" : r.state)),
         el("td", { class: "held" }, r.held ? el("a", { href: "/ui/queue?state=held&partner=" +
           encodeURIComponent(r.partner) + "&route=" + encodeURIComponent(r.route),
-          title: `${r.held_units.toLocaleString("en-US")} units held` },
-          r.held.toLocaleString("en-US")) : "0"),
+          title: `${num(r.held_units)} units held` }, num(r.held)) : "0"),
         el("td", {}, spark(r.metering_id)));
     });
-    $("overview").tBodies[0].replaceChildren(...rows);
-    $("summary").textContent = `${data.total} metering ids` +
-      (data.total ? `, ${data.rows.length} shown` : "") + `; updated ${new Date().toLocaleTimeString()}`;
-    $("pageinfo").textContent = `Page ${data.page} of ${data.pages}`;
+    fill($("overview"), rows, "No metering id to show: none has a counter in its current window, " +
+      "or none matches these filters.");
+    $("summary").textContent = `${num(data.total)} metering ids` +
+      (data.total ? `, ${num(data.rows.length)} shown` : "") + `; updated ${clock(new Date())}`;
+    $("pageinfo").textContent = `Page ${num(data.page)} of ${num(data.pages)}`;
     page = data.page;
     $("prev").disabled = data.page <= 1;
     $("next").disabled = data.page >= data.pages;
@@ -399,7 +563,7 @@ async function initOverview() {
 // ---- partner -------------------------------------------------------------------------------
 
 async function initPartner() {
-  const name = new URLSearchParams(location.search).get("name") || "";
+  const name = partnerParam();
   $("title").textContent = "Partner " + name;
   document.title = "Partner " + name + " · Tollgate console";
   const res = await api("GET", "/ui/api/overview?per_page=500&partner=" + encodeURIComponent(name));
@@ -415,9 +579,8 @@ async function initPartner() {
   for (const r of rows) {
     const fig = el("figure", { class: "route-chart" });
     const cap = el("figcaption", {}, el("strong", {}, r.route || r.metering_id), " — ",
-      r.metering_id, ": ", `${r.used.toLocaleString("en-US")} / ` +
-      `${r.limit === null ? "—" : r.limit.toLocaleString("en-US")} used, ${r.state}` +
-      (r.held ? `, ${r.held.toLocaleString("en-US")} held (${r.held_units.toLocaleString("en-US")} units)` : ""));
+      r.metering_id, ": ", `${num(r.used)} / ${num(r.limit)} used, ${r.state}` +
+      (r.held ? `, ${num(r.held)} held (${num(r.held_units)} units)` : ""));
     fig.append(cap);
     const holder = el("div", { class: "chart-holder" }, "loading…");
     fig.append(holder);
@@ -470,15 +633,16 @@ async function initPartner() {
       pre.dataset.loaded = "1";
       const more = res.headers.get("Tollgate-Payload-Truncated") === "true";
       pre.textContent = (await res.text()) + (more ? "\n… (cut at 64 KiB of " +
-        res.headers.get("Tollgate-Payload-Bytes") + " bytes)" : "");
+        bytes(res.headers.get("Tollgate-Payload-Bytes")) + ")" : "");
     });
     return el("td", {}, box);
   };
-  $("recent").tBodies[0].replaceChildren(...found.slice(0, 50).map((it) => el("tr", {},
-    el("td", {}, when(it.received_at)), el("td", {}, it.state), el("td", {}, it.reason || ""),
-    el("td", {}, String(it.weight)), el("td", {}, it.sender || ""), el("td", {}, it.receiver || ""),
+  fill($("recent"), found.slice(0, 50).map((it) => el("tr", {},
+    el("td", {}, timeEl(it.received_at)), el("td", {}, it.state), el("td", {}, reasonNode(it.reason)),
+    el("td", {}, num(it.weight)), el("td", {}, it.sender || ""), el("td", {}, it.receiver || ""),
     el("td", {}, it.control_number || ""), el("td", {}, it.document), el("td", {}, it.route || ""),
-    payload(it))));
+    payload(it))), "No interchange of this partner is in the queue.");
+  partnerKnown(name, rows.length + found.length > 0);
 }
 
 // ---- queue ---------------------------------------------------------------------------------
@@ -524,18 +688,19 @@ async function initQueue() {
     items = all;
     total = Number(res.headers.get("X-Total-Count")) || 0;
     if (!items.some((i) => checked.has(i.id))) $("q-all").checked = false;
-    $("queue").tBodies[0].replaceChildren(...items.map((it) => el("tr", { "data-id": it.id },
+    fill($("queue"), items.map((it) => el("tr", { "data-id": it.id },
       el("td", {}, el("input", { type: "checkbox", value: it.id, checked: checked.has(it.id),
         "aria-label": "Select " + it.id, class: "pick" })),
       el("td", { class: "id" }, it.id), el("td", {}, it.state), el("td", {}, it.partner),
       el("td", {}, it.sender || ""), el("td", {}, it.receiver || ""),
       el("td", {}, it.control_number || ""), el("td", {}, it.document),
-      el("td", {}, it.route || ""), el("td", { class: "num" }, String(it.weight)),
-      el("td", {}, when(it.received_at)), el("td", { class: "reason" }, it.reason || ""))));
+      el("td", {}, it.route || ""), el("td", { class: "num" }, num(it.weight)),
+      el("td", {}, timeEl(it.received_at)), el("td", { class: "reason" }, reasonNode(it.reason)))),
+      queueEmpty($("q-state").value, $("q-partner").value));
     $("q-next").disabled = !nextUrl;
     $("q-count").textContent = items.length
-      ? `${total.toLocaleString("en-US")} item${total === 1 ? "" : "s"} match; ` +
-        `${items.length.toLocaleString("en-US")} on this page` : "No items.";
+      ? `${num(total)} item${total === 1 ? "" : "s"} match; ` +
+        `${num(items.length)} on this page` : "No items.";
   };
   const given = new URLSearchParams(location.search);
   for (const k of ["state", "partner", "route"]) if (given.has(k)) $("q-" + k).value = given.get(k);
@@ -564,7 +729,7 @@ async function initQueue() {
     }
     const records = picked.reduce((a, i) => a + (Number(i.weight) || 0), 0);
     const routes = [...new Set(picked.map((i) => i.route || "no route"))].join(", ");
-    const n = `${picked.length} interchange${picked.length === 1 ? "" : "s"} (${records} record${records === 1 ? "" : "s"})`;
+    const n = `${num(picked.length)} interchange${picked.length === 1 ? "" : "s"} (${num(records)} record${records === 1 ? "" : "s"})`;
     const text = {
       release: `Release ${n} to ${routes} without metering?`,
       retry: `Retry ${n}: meter them again now against ${routes}, and deliver those that fit?`,
@@ -592,7 +757,7 @@ async function initQueue() {
       else errors.push(it.id + ": " + await problemText(res));
     }
     await load(cursorUrl, !onFirst);
-    status(`${op}: ${done} of ${picked.length} done` + (errors.length ? "; " + errors.join("; ") : ""),
+    status(`${op}: ${num(done)} of ${num(picked.length)} done` + (errors.length ? "; " + errors.join("; ") : ""),
       errors.length > 0);
   };
   // A bulk action on the whole filter: confirmed with its count, then followed to its end.
@@ -674,175 +839,6 @@ async function initQueue() {
   setTimeout(poll, 2000);
 }
 
-// ---- limits --------------------------------------------------------------------------------
-
-const FIELDS = [
-  { key: "match", label: "Metering ids (glob)", kind: "text" },
-  { key: "limit", label: "Limit (units per window)", kind: "number" },
-  { key: "interval", label: "Interval", kind: "number" },
-  { key: "unit", label: "Unit", kind: "select", options: ["", "second", "minute", "hour", "day", "week", "month"] },
-  { key: "window", label: "Window", kind: "select", options: ["", "calendar", "flexi", "rolling"] },
-  { key: "mode", label: "Mode", kind: "select", options: ["enforce", "shadow"] },
-  { key: "override", label: "Beats the limit a route or request asks (needed to change a route's limit)", kind: "check" },
-];
-
-async function initLimits() {
-  let current = [];
-  let proposed = null;
-  // The version of the policies this page loaded (their ETag): applying sends it back in
-  // If-Match, so a change someone else made meanwhile is not silently overwritten (412).
-  let version = null;
-  const editable = !!session.may.limits;
-  document.body.classList.toggle("read-only", !editable);
-  const rulesBox = $("rules");
-  let serial = 0;
-  const addRule = (rule) => {
-    const n = serial++;
-    const fs = el("fieldset", { class: "rule", "data-rule": n });
-    fs.append(el("legend", {}, "Policy"));
-    for (const f of FIELDS) {
-      const id = `r${n}-${f.key}`;
-      const err = el("span", { class: "field-error", id: id + "-error", role: "alert" });
-      let input;
-      const value = rule[f.key];
-      if (f.kind === "select") {
-        input = el("select", { id, name: f.key, disabled: !editable });
-        for (const o of f.options) input.append(el("option", { value: o }, o || "(not set)"));
-        input.value = value === undefined || value === null ? f.options[0] : String(value);
-      } else if (f.kind === "check") {
-        input = el("input", { id, name: f.key, type: "checkbox", disabled: !editable });
-        input.checked = !!value;
-      } else {
-        input = el("input", { id, name: f.key, type: "text", disabled: !editable,
-          inputmode: f.kind === "number" ? "numeric" : null });
-        input.value = value === undefined || value === null ? "" : String(value);
-      }
-      input.setAttribute("aria-describedby", id + "-error");
-      input.dataset.key = f.key;
-      const wrap = el("div", { class: "field field-" + f.key });
-      if (f.kind === "check") wrap.append(el("label", { for: id }, input, " ", f.label));
-      else wrap.append(el("label", { for: id }, f.label), input);
-      wrap.append(err);
-      fs.append(wrap);
-    }
-    if (editable) {
-      const rm = el("button", { type: "button", class: "remove" }, "Remove this policy");
-      rm.addEventListener("click", () => fs.remove());
-      fs.append(rm);
-    }
-    fs.dataset.original = rule.__index === undefined ? "" : JSON.stringify(current[rule.__index]);
-    rulesBox.append(fs);
-  };
-  const fromForm = () => [...rulesBox.querySelectorAll("fieldset.rule")].map((fs) => {
-    const r = {};
-    for (const input of fs.querySelectorAll("[data-key]")) {
-      const k = input.dataset.key;
-      if (input.type === "checkbox") {
-        if (input.checked) r[k] = true;
-        continue;
-      }
-      const v = input.value.trim();
-      if (v === "") continue;
-      if (k === "mode" && v === "enforce") continue;
-      r[k] = (k === "limit" || k === "interval") && /^-?\d+$/.test(v) ? Number(v) : v;
-    }
-    if ($("shadow-first").checked && JSON.stringify(r) !== fs.dataset.original) r.mode = "shadow";
-    return r;
-  });
-  const clearErrors = () => {
-    for (const e of document.querySelectorAll(".field-error")) e.textContent = "";
-    for (const i of document.querySelectorAll("[aria-invalid]")) i.removeAttribute("aria-invalid");
-    $("form-error").textContent = "";
-  };
-  const load = async () => {
-    const res = await api("GET", "/v1/policies");
-    if (!res.ok) {
-      status(await problemText(res), true);
-      return;
-    }
-    const body = await res.json();
-    version = res.headers.get("ETag");
-    current = body.policies;
-    $("pol-source").textContent = (body.source ? "From " + body.source : "Not kept in a file") +
-      `; generation ${body.generation}` + (body.last_error ? "; last reload error: " + body.last_error : "");
-    rulesBox.replaceChildren();
-    current.forEach((r, i) => addRule({ ...r, __index: i }));
-    if (!current.length) rulesBox.append(el("p", { class: "empty" }, "No policies."));
-  };
-  const line = (r) => "[[policy]] " + Object.entries(r).map(([k, v]) => `${k} = ${JSON.stringify(v)}`).join(", ");
-  $("add-rule").addEventListener("click", () => {
-    const empty = rulesBox.querySelector("p.empty");
-    if (empty) empty.remove();
-    // A new policy is how a functional team changes a partner's limit: it overrides what the
-    // route or the middleware asks unless the editor unticks it.
-    addRule({ override: true });
-    const last = rulesBox.querySelector("fieldset.rule:last-of-type input");
-    if (last) last.focus();
-  });
-  $("policies").addEventListener("submit", (ev) => {
-    ev.preventDefault();
-    clearErrors();
-    proposed = fromForm();
-    const before = current.map(line), after = proposed.map(line);
-    const out = [];
-    for (const l of before) if (!after.includes(l)) out.push("- " + l);
-    for (const l of after) out.push((before.includes(l) ? "  " : "+ ") + l);
-    $("diff").textContent = out.length ? out.join("\n") : "(no policies)";
-    $("diff-box").hidden = false;
-    $("apply").disabled = before.join("\n") === after.join("\n");
-    if ($("apply").disabled) status("No change to apply.");
-    $("apply").focus();
-  });
-  $("back").addEventListener("click", () => { $("diff-box").hidden = true; });
-  $("apply").addEventListener("click", async () => {
-    const res = await api("PUT", "/v1/policies", { policies: proposed },
-      version ? { "If-Match": version } : undefined);
-    $("diff-box").hidden = true;
-    if (res.ok) {
-      await load();
-      status(`Applied: ${current.length} policies in force.`);
-      return;
-    }
-    if (res.status === 412) {
-      // Someone else applied a change since this page loaded the policies: nothing was
-      // changed; reloading shows theirs (and drops the edits made here).
-      const reload = el("button", { type: "button", id: "reload-policies" }, "Reload the limits");
-      reload.addEventListener("click", async () => {
-        clearErrors();
-        await load();
-        status("Reloaded: these are the limits in force now.");
-      });
-      $("form-error").replaceChildren(
-        "Not applied: someone else changed the limits since you loaded them; reload to see " +
-        "their change, then make yours again. ", reload);
-      status("Not applied: someone else changed the limits; reload.", true);
-      return;
-    }
-    let p = {};
-    try { p = await res.json(); } catch (_) { /* not JSON */ }
-    const msg = (p.detail || p.title || ("HTTP " + res.status));
-    const fieldsets = rulesBox.querySelectorAll("fieldset.rule");
-    const fs = Number.isInteger(p.index) ? fieldsets[p.index] : null;
-    const input = fs && p.field ? fs.querySelector(`[data-key="${CSS.escape(p.field)}"]`) : null;
-    if (input) {
-      input.setAttribute("aria-invalid", "true");
-      $(input.id + "-error").textContent = msg;
-      input.focus();
-      status("Not applied: see the field marked.", true);
-    } else {
-      $("form-error").textContent = msg;
-      status("Not applied.", true);
-    }
-  });
-  const routes = await api("GET", "/ui/api/routes");
-  if (routes.ok) {
-    $("routes").tBodies[0].replaceChildren(...(await routes.json()).map((r) => el("tr", {},
-      el("td", {}, r.name), el("td", {}, r.documents.join(", ")), el("td", {}, r.metering_id),
-      el("td", { class: "num" }, String(r.limit)), el("td", {}, `${r.interval} ${r.unit}`))));
-  }
-  await load();
-}
-
 // ---- health --------------------------------------------------------------------------------
 
 function metricValues(text, name) {
@@ -871,47 +867,28 @@ async function initHealth() {
     const facts = [
       ["Overall", r.status],
       ["Store", r.store + (r.store_error ? " — degraded: " + r.store_error : " — ok")],
-      ["Policies", `${r.policies.count} in force, generation ${r.policies.generation}` +
+      ["Policies", `${num(r.policies.count)} in force, generation ${num(r.policies.generation)}` +
         (r.policies.source ? ", from " + r.policies.source : "")],
       ["Policy reload error", r.policies.last_error || "none"],
       ["Breakers", breakers.length ? (open.length ? "open: " + open.map((b) => b.labels).join("; ")
-        : `${breakers.length} closed`) : "no delivery breaker (no gateway)"],
+        : `${num(breakers.length)} closed`) : "no delivery breaker (no gateway)"],
       ["Spool", metrics.includes("tollgate_gateway_spool_files")
-        ? `${sum("tollgate_gateway_spool_files")} files, ${sum("tollgate_gateway_spool_bytes")} bytes`
+        ? `${num(sum("tollgate_gateway_spool_files"))} files, ${bytes(sum("tollgate_gateway_spool_bytes"))}`
         : "no gateway"],
-      ["Queue depth", String(sum("tollgate_gateway_queue_depth"))],
-      ["Held", String(sum("tollgate_gateway_held"))],
+      ["Queue depth", num(sum("tollgate_gateway_queue_depth"))],
+      ["Held", num(sum("tollgate_gateway_held"))],
       ["Restart needed for", (r.restart_needed || []).join(", ") || "nothing"],
       ["Version", session.version],
     ];
     if (r.tls) facts.push(["TLS", r.tls.cert + (r.tls.last_error ? " — " + r.tls.last_error : "")]);
     $("health").replaceChildren(...facts.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
-    $("checks").tBodies[0].replaceChildren(...Object.entries(r.checks || {}).map(([k, v]) =>
-      el("tr", {}, el("td", {}, k), el("td", {}, v.ok ? "ok" : "failing"), el("td", {}, v.error || ""))));
+    fill($("checks"), Object.entries(r.checks || {}).map(([k, v]) =>
+      el("tr", {}, el("td", {}, k), el("td", {}, v.ok ? "ok" : "failing"), el("td", {}, v.error || ""))),
+      "No readiness check is registered.");
   };
   const loop = async () => {
     try { await refresh(); status(""); } catch (e) { status(String(e.message || e), true); }
     setTimeout(loop, 2000);
   };
   await loop();
-}
-
-// ---- audit ---------------------------------------------------------------------------------
-
-async function initAudit() {
-  const res = await api("GET", "/v1/audit?limit=200");
-  if (!res.ok) {
-    status(await problemText(res), true);
-    return;
-  }
-  const records = await res.json();
-  $("audit").tBodies[0].replaceChildren(...records.map((r) => el("tr", {},
-    el("td", {}, when(r.at)), el("td", {}, r.who), el("td", {}, r.role), el("td", {}, r.action),
-    el("td", { class: "id" }, r.target),
-    el("td", {}, el("details", {}, el("summary", {}, "show"),
-      el("pre", {}, "before: " + JSON.stringify(r.before, null, 1) + "\nafter: " +
-        JSON.stringify(r.after, null, 1) +
-        // Large changes are stored as their size and hash plus a bounded diff.
-        (r.diff ? "\ndiff: " + JSON.stringify(r.diff, null, 1) : "")))))));
-  status(records.length ? "" : "No changes recorded yet.");
 }

@@ -12,6 +12,9 @@
 //!   ([`overview`]), and `GET /ui/api/routes`, the gateway's route limits; both ask the admin
 //!   guard for read access, as `/v1/counters` does.
 //!
+//! An unknown page under `/ui/` is an HTML page saying so (status 404) with a link to the
+//! overview; an unknown path under `/ui/api/` is a problem+json 404, as under `/v1/`.
+//!
 //! Every answer under `/ui/` carries a Content-Security-Policy that allows only the console's
 //! own script and style (no inline script), `frame-ancestors 'none'` and `nosniff`; partner
 //! text (metering ids, sender ids, reasons) is only ever set as text by the script.
@@ -35,7 +38,7 @@ use axum::http::header::{
 use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Json, Redirect, Response};
-use axum::routing::{get, post};
+use axum::routing::{any, get, post};
 use tollgate_gateway::QueueTally;
 use tollgate_http::AccessGuard;
 use tollgate_http::problem::Problem;
@@ -119,6 +122,9 @@ impl Console {
             .route("/ui/api/overview", get(overview_json))
             .route("/ui/api/bursting", get(bursting_json))
             .route("/ui/api/routes", get(routes_json))
+            .route("/ui/api", any(api_not_found))
+            .route("/ui/api/{*rest}", any(api_not_found))
+            .route("/ui/{*rest}", any(pages::not_found))
             .layer(axum::middleware::from_fn(security_headers))
             .with_state(self)
     }
@@ -179,6 +185,11 @@ async fn bursting_json(State(c): State<Console>, headers: HeaderMap) -> Result<R
         None => vec![Traffic::default(); ids.len()],
     };
     Ok(Json(bursting::bursting(&rows, &ids, &traffic)).into_response())
+}
+
+/// An unknown path under `/ui/api`: a JSON 404, as the API answers.
+async fn api_not_found(uri: axum::http::Uri) -> Problem {
+    Problem::not_found(uri.path())
 }
 
 /// `GET /ui/api/routes`: the gateway's routes and their limits.

@@ -1,12 +1,28 @@
 //! The console's pages and assets, embedded in the binary: one layout (head, navigation,
 //! status line) around each page's static body, plus one script and one style sheet. Pages
 //! hold no data and no secret; the script fills them from the API, as text only.
+//!
+//! The navigation is left out of the login page, and is hidden on the others until the
+//! script knows the session. An unknown path under `/ui/` gets the "page not found" page
+//! (status 404) with a link to the overview.
 
+use axum::http::StatusCode;
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use axum::response::{IntoResponse, Response};
 
 const LAYOUT: &str = include_str!("../assets/layout.html");
-const SCRIPT: &str = include_str!("../assets/console.js");
+const NAV: &str = include_str!("../assets/nav.html");
+/// The login page's header: the name alone, no link anywhere.
+const NO_NAV: &str = "  <span class=\"brand\">Tollgate</span>";
+/// One script, from one file per concept: the shared helpers and most pages, the Limits and
+/// Audit log pages, reasons in plain words, policy diffs.
+const SCRIPT: &str = concat!(
+    include_str!("../assets/console.js"),
+    include_str!("../assets/limits.js"),
+    include_str!("../assets/audit.js"),
+    include_str!("../assets/reasons.js"),
+    include_str!("../assets/policy_diff.js"),
+);
 const STYLE: &str = include_str!("../assets/console.css");
 
 /// A page: its `data-page` name, title and body.
@@ -30,10 +46,20 @@ const AUDIT: Page =
     Page { name: "audit", title: "Audit log", body: include_str!("../assets/audit.html") };
 const LOGIN: Page =
     Page { name: "login", title: "Log in", body: include_str!("../assets/login.html") };
+const NOT_FOUND: Page = Page {
+    name: "notfound",
+    title: "Page not found",
+    body: include_str!("../assets/notfound.html"),
+};
+
+/// Every page, for the checks of their weight and markup.
+const ALL: [&Page; 8] = [&OVERVIEW, &PARTNER, &QUEUE, &LIMITS, &HEALTH, &AUDIT, &LOGIN, &NOT_FOUND];
 
 /// The HTML of `page`: the layout with its name, title and body in place.
 fn render(page: &Page) -> String {
+    let nav = if page.name == LOGIN.name { NO_NAV } else { NAV.trim_end() };
     LAYOUT
+        .replace("{{nav}}", nav)
         .replace("{{page}}", page.name)
         .replace("{{title}}", page.title)
         .replace("{{body}}", page.body)
@@ -71,6 +97,10 @@ pub(crate) async fn audit() -> Response {
 pub(crate) async fn login() -> Response {
     html(&LOGIN)
 }
+/// Any other path under `/ui/` (but `/ui/api/`): the "page not found" page, status 404.
+pub(crate) async fn not_found() -> Response {
+    (StatusCode::NOT_FOUND, html(&NOT_FOUND)).into_response()
+}
 
 /// `GET /ui/assets/console.js`.
 pub(crate) async fn script() -> Response {
@@ -89,10 +119,7 @@ fn asset(kind: &'static str, body: &'static str) -> Response {
 /// record of what a page costs to load.
 pub fn page_weights() -> Vec<(&'static str, usize)> {
     let mut w: Vec<(&'static str, usize)> =
-        [&OVERVIEW, &PARTNER, &QUEUE, &LIMITS, &HEALTH, &AUDIT, &LOGIN]
-            .iter()
-            .map(|p| (p.name, render(p).len() + SCRIPT.len() + STYLE.len()))
-            .collect();
+        ALL.iter().map(|p| (p.name, render(p).len() + SCRIPT.len() + STYLE.len())).collect();
     w.sort_by_key(|p| std::cmp::Reverse(p.1));
     w
 }
@@ -106,7 +133,7 @@ mod tests {
         for (name, weight) in page_weights() {
             assert!(weight <= 200 * 1024, "{name}: {weight} bytes");
         }
-        for p in [&OVERVIEW, &PARTNER, &QUEUE, &LIMITS, &HEALTH, &AUDIT, &LOGIN] {
+        for p in ALL {
             let html = render(p);
             assert!(!html.contains("{{"), "{}: a placeholder is left", p.name);
             assert!(html.contains(&format!("data-page=\"{}\"", p.name)));
@@ -118,12 +145,28 @@ mod tests {
         assert!(!SCRIPT.contains("innerHTML") && !SCRIPT.contains("outerHTML"));
         assert!(!SCRIPT.contains("insertAdjacentHTML") && !SCRIPT.contains("document.write"));
         assert!(!SCRIPT.contains("eval("));
-        for p in [&OVERVIEW, &PARTNER, &QUEUE, &LIMITS, &HEALTH, &AUDIT, &LOGIN] {
+        for p in ALL {
             let html = render(p);
             assert_eq!(html.matches("<script").count(), 1, "{}", p.name);
             assert!(html.contains("<script src=\"/ui/assets/console.js\" defer></script>"));
             assert!(!html.contains(" on") || !html.contains("onclick"), "{}", p.name);
             assert!(!html.contains("style="), "{}: inline style", p.name);
+        }
+    }
+
+    #[test]
+    fn the_login_page_has_no_navigation_and_the_others_hide_it_until_the_session_is_known() {
+        let login = render(&LOGIN);
+        assert!(!login.contains("<nav") && !login.contains("data-nav"), "{login}");
+        assert_eq!(login.matches("<a ").count(), 1, "only the skip link: {login}");
+        for p in ALL.iter().filter(|p| p.name != LOGIN.name) {
+            let html = render(p);
+            assert!(
+                html.contains("<nav id=\"nav\" aria-label=\"Console pages\" hidden>"),
+                "{}",
+                p.name
+            );
+            assert!(html.contains("<div class=\"who\" id=\"who-box\" hidden>"), "{}", p.name);
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The audit log: every change made through the admin API (policy edits, counter resets, queue
 //! retries, releases and purges), with who, when, what, and the state before and after. It is
-//! durable and listed newest first at `GET /v1/audit` (the quota service's handler).
+//! durable and listed newest first at `GET /v1/audit` (the quota service's handler), a page at
+//! a time from a record's position and through a filter (`listing`).
 //!
 //! Invariants:
 //! - **Durable before the answer.** A change is acknowledged only once its record is appended
@@ -21,9 +22,11 @@
 
 mod bounded;
 mod files;
+mod listing;
 
 pub use bounded::{DIFF_BYTES, INLINE_BYTES};
 pub use files::{KEEP_DAYS, KEEP_RECORDS, MAX_FILE_BYTES, MAX_TOTAL_BYTES};
+pub use listing::{Filter, Page, Position};
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -126,25 +129,35 @@ impl AuditLog {
 
     /// The newest `limit` records, newest first, from the active file and the segments.
     pub fn newest(&self, limit: usize) -> std::io::Result<Vec<Value>> {
-        let all = self.lock().all()?;
-        let mut out = Vec::new();
-        for file in all {
-            let text = match std::fs::read_to_string(&file) {
-                Ok(t) => t,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(e),
-            };
-            for line in text.lines().rev() {
-                if out.len() == limit {
-                    return Ok(out);
-                }
-                // A line cut by a crash mid-write (not yet repaired) is skipped, not fatal.
-                if let Ok(v) = serde_json::from_str::<Value>(line) {
-                    out.push(v);
-                }
+        Ok(self.page(None, &Filter::default(), limit)?.records)
+    }
+
+    /// Up to `limit` records older than `before` (from the newest when `None`) that `filter`
+    /// keeps, newest first, with the position to go on from when there are more (blocking:
+    /// reads the files).
+    pub fn page(
+        &self,
+        before: Option<Position>,
+        filter: &Filter,
+        limit: usize,
+    ) -> std::io::Result<Page> {
+        let snapshot = {
+            let files = self.lock();
+            let mut list = Vec::new();
+            for (i, (number, path)) in files.numbered()?.into_iter().enumerate() {
+                // The active file (the first) is read under the lock; segments never change.
+                let wanted = i == 0 && before.is_none_or(|b| b.file >= number);
+                let bytes = match wanted.then(|| std::fs::read(&path)) {
+                    None => None,
+                    Some(Ok(b)) => Some(b),
+                    Some(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => Some(Vec::new()),
+                    Some(Err(e)) => return Err(e),
+                };
+                list.push((number, path, bytes));
             }
-        }
-        Ok(out)
+            listing::Snapshot { files: list }
+        };
+        listing::walk(snapshot, before, filter, limit)
     }
 }
 
@@ -188,5 +201,85 @@ mod tests {
         let record = &log.newest(1).unwrap()[0];
         assert_eq!(record["after"]["omitted"], true);
         assert!(record["diff"]["added"].as_array().is_some_and(|a| !a.is_empty()));
+    }
+
+    /// Every `(action, target)` listed by pages of `size` through `filter`, and the cursors.
+    fn pages(log: &AuditLog, filter: &Filter, size: usize) -> (Vec<String>, Vec<Position>) {
+        let (mut seen, mut cursors, mut before) = (Vec::new(), Vec::new(), None);
+        loop {
+            let page = log.page(before, filter, size).unwrap();
+            assert!(page.records.len() <= size);
+            seen.extend(page.records.iter().map(|r| r["target"].as_str().unwrap().to_owned()));
+            match page.next {
+                Some(p) => {
+                    cursors.push(p);
+                    before = Some(p);
+                }
+                None => return (seen, cursors),
+            }
+        }
+    }
+
+    #[test]
+    fn pages_walk_back_through_segments_and_cursors_survive_appends_and_a_rotation() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = |i: u32, action: &str| {
+            json!({"at": "2026-01-01T00:00:00Z", "who": "otto", "role": "operator",
+                   "action": action, "target": format!("T{i}"), "before": null, "after": null})
+            .to_string()
+        };
+        let seg: String = (0..5).map(|i| old(i, "queue.purge") + "\n").collect();
+        std::fs::write(dir.path().join("audit.1.jsonl"), seg).unwrap();
+        let log = AuditLog::new(dir.path());
+        let lena = Actor { name: "Lena".into(), role: Role::Limits };
+        for i in 5..12 {
+            let action = if i % 2 == 0 { "counter.reset" } else { "policies.replace" };
+            log.record(&lena, action, &format!("T{i}"), json!(null), json!(null)).unwrap();
+        }
+        let newest_first: Vec<String> = (0..12).rev().map(|i| format!("T{i}")).collect();
+        for size in [1, 3, 5, 12, 100] {
+            let (seen, cursors) = pages(&log, &Filter::default(), size);
+            assert_eq!(seen, newest_first, "pages of {size}");
+            assert_eq!(cursors.len(), (12 - 1) / size, "pages of {size}");
+        }
+        // Filters: action and who, any case, across both files.
+        let (seen, _) = pages(&log, &Filter::new(Some("RESET"), None, None), 2);
+        assert_eq!(seen, ["T10", "T8", "T6"]);
+        let (seen, _) = pages(&log, &Filter::new(None, Some("ott"), Some("t")), 2);
+        assert_eq!(seen, ["T4", "T3", "T2", "T1", "T0"]);
+        let (seen, cursors) = pages(&log, &Filter::new(Some("purge"), None, Some("T4")), 1);
+        assert_eq!((seen, cursors), (vec!["T4".to_owned()], vec![]));
+        // A cursor names the same record after more appends, and after the active file
+        // became a segment.
+        let first = log.page(None, &Filter::default(), 4).unwrap();
+        let cursor = first.next.unwrap();
+        assert_eq!(cursor.file, 2, "the active file is numbered as the segment it becomes");
+        log.record(&lena, "counter.reset", "T12", json!(null), json!(null)).unwrap();
+        let after = |log: &AuditLog| {
+            let page = log.page(Some(cursor), &Filter::default(), 3).unwrap();
+            page.records
+                .iter()
+                .map(|r| r["target"].as_str().unwrap().to_owned())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(after(&log), ["T7", "T6", "T5"]);
+        drop(log);
+        std::fs::rename(dir.path().join("audit.jsonl"), dir.path().join("audit.2.jsonl")).unwrap();
+        let log = AuditLog::new(dir.path());
+        assert_eq!(after(&log), ["T7", "T6", "T5"]);
+        log.record(&lena, "counter.reset", "T13", json!(null), json!(null)).unwrap();
+        assert_eq!(log.newest(2).unwrap()[1]["target"], "T12");
+        // A cursor past a file's end or inside a line lists what is older, never a torn line.
+        let inside = Position { file: 2, offset: cursor.offset + 7 };
+        let page = log.page(Some(inside), &Filter::default(), 1).unwrap();
+        assert_eq!(page.records[0]["target"], "T7");
+        let far = Position { file: 9, offset: u64::MAX };
+        assert_eq!(log.page(Some(far), &Filter::default(), 1).unwrap().records[0]["target"], "T13");
+        assert!(
+            log.page(Some(Position { file: 1, offset: 0 }), &Filter::default(), 5)
+                .unwrap()
+                .records
+                .is_empty()
+        );
     }
 }

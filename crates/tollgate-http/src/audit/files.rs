@@ -9,7 +9,11 @@
 //!   swallows the next record.
 //! - **Retention by count and age.** A segment is removed only when the newer files hold at
 //!   least [`KEEP_RECORDS`] records *and* its newest record is older than [`KEEP_DAYS`] days,
-//!   or when keeping it would pass [`MAX_TOTAL_BYTES`] on disk (logged as an error).
+//!   or when keeping it would pass [`MAX_TOTAL_BYTES`] on disk (logged as an error). The
+//!   newest segment always stays, so segment numbers never start again at 1.
+//! - **Stable numbers.** A segment keeps its number N; the active file is numbered as the
+//!   segment it will become (one past the newest segment). A record's file number and byte
+//!   offset are therefore its position for good ([`super::Position`]).
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
@@ -46,8 +50,15 @@ impl Files {
 
     /// Every file of the log, newest first: the active file, then the segments.
     pub(super) fn all(&self) -> std::io::Result<Vec<PathBuf>> {
-        let mut files = vec![self.active()];
-        files.extend(segments(&self.dir)?.into_iter().rev().map(|(_, p)| p));
+        Ok(self.numbered()?.into_iter().map(|(_, p)| p).collect())
+    }
+
+    /// Every file of the log with its number, newest first (see the module invariants).
+    pub(super) fn numbered(&self) -> std::io::Result<Vec<(u64, PathBuf)>> {
+        let segments = segments(&self.dir)?;
+        let active = segments.last().map_or(1, |(n, _)| n + 1);
+        let mut files = vec![(active, self.active())];
+        files.extend(segments.into_iter().rev());
         Ok(files)
     }
 
@@ -130,11 +141,13 @@ impl Files {
         let mut records = count_lines(&self.active())?;
         let mut bytes = self.len;
         let oldest_kept = jiff::Timestamp::now() - jiff::SignedDuration::from_hours(24 * KEEP_DAYS);
-        for (_, segment) in segments(&self.dir)?.into_iter().rev() {
+        for (i, (_, segment)) in segments(&self.dir)?.into_iter().rev().enumerate() {
             let size = std::fs::metadata(&segment)?.len();
             let young = newest_at(&segment)?.is_none_or(|at| at >= oldest_kept);
             let over_cap = bytes + size > MAX_TOTAL_BYTES;
-            if over_cap || (records >= KEEP_RECORDS && !young) {
+            // The newest segment stays (it holds the numbering; with the active file it is
+            // far below the cap).
+            if i > 0 && (over_cap || (records >= KEEP_RECORDS && !young)) {
                 if over_cap && (young || records < KEEP_RECORDS) {
                     tracing::error!(
                         file = %segment.display(),
@@ -321,6 +334,24 @@ mod tests {
         files.append(&line(0, &now)).unwrap();
         assert!(dir.path().join("audit.4.jsonl").exists());
         assert!(!dir.path().join("audit.3.jsonl").exists(), "old, count met by 4 and 5");
+    }
+
+    #[test]
+    fn the_newest_segment_stays_so_numbers_go_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = "2000-01-01T00:00:00Z";
+        let text: Vec<u8> = (0..3).flat_map(|i| line(i, old)).collect();
+        std::fs::write(dir.path().join("audit.7.jsonl"), &text).unwrap();
+        std::fs::write(dir.path().join("audit.6.jsonl"), &text).unwrap();
+        let now = jiff::Timestamp::now().to_string();
+        let active: Vec<u8> = (0..KEEP_RECORDS).flat_map(|i| line(i, &now)).collect();
+        std::fs::write(dir.path().join(ACTIVE), active).unwrap();
+        let mut files = Files::new(dir.path());
+        files.append(&line(0, &now)).unwrap();
+        assert!(!dir.path().join("audit.6.jsonl").exists(), "old, and the count is met");
+        assert!(dir.path().join("audit.7.jsonl").exists(), "old, but the newest segment");
+        let numbers: Vec<u64> = files.numbered().unwrap().iter().map(|(n, _)| *n).collect();
+        assert_eq!(numbers, [8, 7]);
     }
 
     #[test]

@@ -101,6 +101,11 @@ impl Drop for Browser {
 /// A headless chromium at 1280×800, or `None` (with a notice) when it is not installed and
 /// `CI` is not set.
 pub async fn browser() -> Option<Browser> {
+    browser_in_zone(None).await
+}
+
+/// [`browser`], its local time zone `tz` (`TZ`, e.g. `Asia/Kolkata`) when given.
+pub async fn browser_in_zone(tz: Option<&str>) -> Option<Browser> {
     let missing: Vec<&str> =
         [CHROMIUM, CHROMEDRIVER].into_iter().filter(|p| !Path::new(p).exists()).collect();
     if !missing.is_empty() {
@@ -117,8 +122,11 @@ pub async fn browser() -> Option<Browser> {
     let port = free_port();
     let driver = {
         use std::os::unix::process::CommandExt;
-        Command::new(CHROMEDRIVER)
-            .arg(format!("--port={port}"))
+        let mut cmd = Command::new(CHROMEDRIVER);
+        if let Some(tz) = tz {
+            cmd.env("TZ", tz);
+        }
+        cmd.arg(format!("--port={port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .process_group(0)

@@ -35,7 +35,7 @@ fn limits_invalid_edit_is_refused_beside_the_field_and_a_valid_one_survives_a_re
         let c = b.c();
         let limit = review_limit(c, &s.server.url, "-5").await;
         let diff = js(c, "return document.getElementById('diff').textContent").await;
-        assert!(diff.as_str().unwrap().contains("+ [[policy]] match = \"Carrier:*\", limit = -5"));
+        assert_eq!(diff, "~ \"Carrier:*\": limit 100 → -5", "only the changed field");
         c.find(Locator::Id("apply")).await.unwrap().click().await.unwrap();
         wait_js(
             c,

@@ -13,6 +13,7 @@ mod browser;
 mod common;
 mod cross_origin;
 mod limits;
+mod people;
 mod scale;
 
 use std::path::Path;
