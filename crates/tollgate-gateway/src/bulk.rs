@@ -275,7 +275,7 @@ async fn begin(
             value: String::new(),
             why: "a bulk action needs a filter: at least one of partner, route, state, from or \
                   to"
-                .into(),
+            .into(),
         });
     }
     let started_ms = api.spool.now_ms();

@@ -182,22 +182,28 @@ mod tests {
         .unwrap();
         assert_eq!(f.state, Some(State::Held));
         assert_eq!(f.from_ms, Some(1_796_187_600_000));
-        assert_eq!(f.query(), "partner=Carrier%20XYZ%261&state=held&from=2026-12-02T05%3A00%3A00Z&");
+        assert_eq!(
+            f.query(),
+            "partner=Carrier%20XYZ%261&state=held&from=2026-12-02T05%3A00%3A00Z&"
+        );
         let bad = QueueFilter::parse(&q(&[("state", "parked")])).unwrap_err();
         assert_eq!((bad.name, bad.value.as_str()), ("state", "parked"));
         let bad = QueueFilter::parse(&q(&[("from", "yesterday")])).unwrap_err();
         assert_eq!((bad.name, bad.value.as_str()), ("from", "yesterday"));
         assert!(bad.why.contains("RFC 3339"), "{}", bad.why);
-        let bad =
-            QueueFilter::parse(&q(&[("from", "2026-12-02T05:00:00Z"), ("to", "2026-12-01T00:00:00Z")]))
-                .unwrap_err();
+        let bad = QueueFilter::parse(&q(&[
+            ("from", "2026-12-02T05:00:00Z"),
+            ("to", "2026-12-01T00:00:00Z"),
+        ]))
+        .unwrap_err();
         assert_eq!(bad.name, "to");
         assert_eq!(QueueFilter::parse(&q(&[("partner", "")])).unwrap(), QueueFilter::default());
     }
 
     #[test]
     fn time_bounds_widen_to_id_bounds() {
-        let f = QueueFilter { from_ms: Some(1_000_000), to_ms: Some(2_000_000), ..Default::default() };
+        let f =
+            QueueFilter { from_ms: Some(1_000_000), to_ms: Some(2_000_000), ..Default::default() };
         assert_eq!(
             f.id_bounds(),
             (Some("0000000940000".to_owned()), Some("0000002060000".to_owned()))
