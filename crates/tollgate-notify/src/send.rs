@@ -10,7 +10,9 @@
 //!   a 5xx is tried again after [`SendOptions::first_retry`], then twice as long each time, up
 //!   to [`SendOptions::attempts`] tries in all; any other answer but a 2xx (a 3xx: redirects
 //!   are not followed, so the signature goes nowhere else) ends the tries. Each event ends
-//!   counted as sent or failed (`tollgate_notify_sent_total`, `tollgate_notify_failed_total`).
+//!   counted as sent or failed (`tollgate_notify_sent_total`, `tollgate_notify_failed_total`);
+//!   events the detector's rate limit kept back are counted in
+//!   `tollgate_notify_suppressed_total`.
 //! - **Quiet about secrets.** Logs and answers name a webhook by its name and
 //!   [`Webhook::target`] (scheme, host and port); the URL's path, query and credentials, and
 //!   the key, are never shown (reqwest's errors are stripped of the URL).
@@ -31,6 +33,8 @@ const SENT: &str = "tollgate_notify_sent_total";
 const FAILED: &str = "tollgate_notify_failed_total";
 /// Events dropped from a full queue, by webhook.
 const DROPPED: &str = "tollgate_notify_dropped_total";
+/// Events the rate limit kept back, by event.
+const SUPPRESSED: &str = "tollgate_notify_suppressed_total";
 
 /// The longest wait between two tries.
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
@@ -160,6 +164,9 @@ impl Notifier {
             queue_len: options.queue_len.max(1),
             ..options
         };
+        for kind in EventKind::WATCHED {
+            metrics::counter!(SUPPRESSED, "event" => kind.as_str()).increment(0);
+        }
         let hooks: Arc<[Arc<Hook>]> = webhooks
             .into_iter()
             .map(|webhook| {
@@ -208,6 +215,15 @@ impl Notifier {
             drop(queue);
             hook.wake.notify_one();
         }
+    }
+
+    /// Counts `event` as kept back by the rate limit (see [`crate::Observed::suppressed`]).
+    pub fn suppressed(&self, event: &Event) {
+        metrics::counter!(SUPPRESSED, "event" => event.event.as_str()).increment(1);
+        tracing::debug!(
+            event = %event.event, partner = event.partner.as_deref().unwrap_or(""),
+            "not notifying: the same event went out for this partner within the minimum interval"
+        );
     }
 
     /// Sends a `test` event to every webhook at once, one try each, and says what each
