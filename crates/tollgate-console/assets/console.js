@@ -682,6 +682,10 @@ function metricValues(text, name) {
 }
 
 async function initHealth() {
+  // Only roles that may send a test notification see the button.
+  $("notify").hidden = !session.may.notify;
+  $("notify-test").addEventListener("click", () => testNotifications($("notify-test"),
+    $("notify-result")));
   const refresh = async () => {
     const res = await api("GET", "/readyz");
     const r = await res.json();
@@ -717,6 +721,28 @@ async function initHealth() {
     setTimeout(loop, 2000);
   };
   await loop();
+}
+
+// Sends a test notification to every webhook and shows, as text, what each one answered.
+async function testNotifications(button, out) {
+  button.disabled = true;
+  out.textContent = "Sending…";
+  try {
+    const res = await api("POST", "/v1/notify/test");
+    if (!res.ok) {
+      out.textContent = await problemText(res);
+      return;
+    }
+    const hooks = (await res.json()).webhooks || [];
+    out.textContent = hooks.length ? hooks.map((h) => `${h.name} (${h.target}): ` +
+      (h.ok ? `delivered, HTTP ${h.status}` : `failed: ${h.error}`) +
+      `, ${h.elapsed_ms} ms`).join("\n")
+      : "No webhook is configured: add [[notify.webhook]] to the config file.";
+  } catch (e) {
+    out.textContent = String(e.message || e);
+  } finally {
+    button.disabled = false;
+  }
 }
 
 // ---- audit ---------------------------------------------------------------------------------

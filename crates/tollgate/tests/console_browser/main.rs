@@ -13,6 +13,7 @@ mod browser;
 mod common;
 mod cross_origin;
 mod limits;
+mod notify;
 
 use std::path::Path;
 use std::time::Duration;
