@@ -723,7 +723,7 @@ async function initHealth() {
   await loop();
 }
 
-// Sends a test notification to every webhook and shows, as text, what each one answered.
+// Sends a test notification to every channel and shows, as text, what each one answered.
 async function testNotifications(button, out) {
   button.disabled = true;
   out.textContent = "Sending…";
@@ -733,11 +733,11 @@ async function testNotifications(button, out) {
       out.textContent = await problemText(res);
       return;
     }
-    const hooks = (await res.json()).webhooks || [];
-    out.textContent = hooks.length ? hooks.map((h) => `${h.name} (${h.target}): ` +
-      (h.ok ? `delivered, HTTP ${h.status}` : `failed: ${h.error}`) +
+    const channels = (await res.json()).channels || [];
+    out.textContent = channels.length ? channels.map((h) => `${h.name} (${h.target}): ` +
+      (h.ok ? "delivered" + (h.status ? `, HTTP ${h.status}` : "") : `failed: ${h.error}`) +
       `, ${h.elapsed_ms} ms`).join("\n")
-      : "No webhook is configured: add [[notify.webhook]] to the config file.";
+      : "No channel is configured: add [[notify.webhook]] or [notify.smtp] to the config file.";
   } catch (e) {
     out.textContent = String(e.message || e);
   } finally {

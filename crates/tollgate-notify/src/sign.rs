@@ -20,7 +20,12 @@ impl Secret {
         (!bytes.is_empty()).then(|| Self(Arc::from(bytes)))
     }
 
-    fn bytes(&self) -> &[u8] {
+    /// Whether the key is UTF-8 text (as an SMTP password must be).
+    pub fn is_utf8(&self) -> bool {
+        std::str::from_utf8(&self.0).is_ok()
+    }
+
+    pub(crate) fn bytes(&self) -> &[u8] {
         &self.0
     }
 }

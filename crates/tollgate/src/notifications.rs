@@ -1,6 +1,6 @@
 //! Notifications in `tollgate serve`: the watch that feeds the gateway's queue tally to the
 //! detector once a second and publishes what it finds, and `POST /v1/notify/test`, which sends
-//! a `test` event to every webhook and answers what each returned.
+//! a `test` event to every channel (webhooks and e-mail) and answers what each returned.
 //!
 //! The detection and the sending are `tollgate_notify`'s; this module only wires them to the
 //! gateway, the access guard and the audit log.
@@ -56,7 +56,7 @@ pub fn watch(tally: QueueTally, notifier: Notifier, rules: Rules) -> tokio::task
     })
 }
 
-/// What `POST /v1/notify/test` needs: the webhooks (none configured: `None`) and the guard.
+/// What `POST /v1/notify/test` needs: the channels (none configured: `None`) and the guard.
 #[derive(Clone)]
 pub struct NotifyApi {
     notifier: Option<Notifier>,
@@ -71,32 +71,40 @@ pub fn router(notifier: Option<Notifier>, guard: AccessGuard) -> Router {
 /// The answer of `POST /v1/notify/test`.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct TestAnswer {
-    /// One entry per configured webhook, in the config's order (empty when none is).
-    webhooks: Vec<WebhookAnswer>,
+    /// One entry per configured channel, the webhooks in the config's order, then e-mail
+    /// (empty when none is configured).
+    channels: Vec<ChannelAnswer>,
 }
 
-/// What one webhook answered to the test event.
+/// What one channel answered to the test event.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct WebhookAnswer {
-    /// The webhook's `name` (`webhook-N` when the config gives none).
+pub struct ChannelAnswer {
+    /// The channel's name: a webhook's `name` (`webhook-N` when the config gives none), or
+    /// `smtp` for e-mail.
     name: String,
-    /// Its URL's scheme, host and port (the rest may hold a token and is not shown).
+    /// `webhook` or `email`.
+    #[schema(pattern = "^(webhook|email)$")]
+    kind: String,
+    /// Where it sends: a webhook URL's scheme, host and port (the rest may hold a token and is
+    /// not shown), or `smtp://host:port` (`smtps://` with TLS from the start).
     target: String,
-    /// True when it answered 2xx.
+    /// True when it took the event: a 2xx answer, or the SMTP server accepted the message.
     ok: bool,
-    /// The HTTP status it answered; null when no answer came.
+    /// The HTTP status a webhook answered; null when no answer came, and for e-mail.
     #[schema(minimum = 100, maximum = 599)]
     status: Option<u16>,
-    /// Why it failed (no answer, a timeout, or a status other than 2xx); null when it did not.
+    /// Why it failed (no answer, a timeout, a status other than 2xx, the SMTP server's
+    /// refusal); null when it did not.
     error: Option<String>,
     /// How long the request took, in milliseconds.
     elapsed_ms: u64,
 }
 
-impl From<TestOutcome> for WebhookAnswer {
+impl From<TestOutcome> for ChannelAnswer {
     fn from(o: TestOutcome) -> Self {
         Self {
             name: o.name,
+            kind: o.kind.to_owned(),
             target: o.target,
             ok: o.ok,
             status: o.status,
@@ -106,17 +114,17 @@ impl From<TestOutcome> for WebhookAnswer {
     }
 }
 
-/// `POST /v1/notify/test`: sends a `test` event to every webhook, one try each, and answers
+/// `POST /v1/notify/test`: sends a `test` event to every channel, one try each, and answers
 /// what each returned; recorded in the audit log.
 #[utoipa::path(
     post,
     path = "/v1/notify/test",
     tag = "admin",
     operation_id = "notify_test",
-    summary = "Send a test notification to every webhook and say what each answered",
-    description = "Posts the event `{\"event\": \"test\", \"partner\": null, ...}`, signed as any notification (`X-Tollgate-Signature: sha256=<hex>`), to every `[[notify.webhook]]` at once, one try each without retries, and answers what each returned. Needs the operator or admin role; recorded in the audit log as `notify.test`.",
+    summary = "Send a test notification to every channel and say what each answered",
+    description = "Posts the event `{\"event\": \"test\", \"partner\": null, ...}`, signed as any notification (`X-Tollgate-Signature: sha256=<hex>`), to every `[[notify.webhook]]`, and mails it through `[notify.smtp]`, all at once, one try each without retries, and answers what each returned. Needs the operator or admin role; recorded in the audit log as `notify.test`.",
     responses(
-        (status = 200, description = "Sent; what each webhook answered (`ok` false for one that failed). An empty list when no webhook is configured.", body = TestAnswer),
+        (status = 200, description = "Sent; what each channel answered (`ok` false for one that failed). An empty list when no channel is configured.", body = TestAnswer),
         tollgate_http::openapi::AccessRefused,
         (status = 500, description = "The test was sent but its audit record could not be written (problem audit-write-failed), or the test could not be completed (problem notify-test-failed).", body = tollgate_http::openapi::ProblemDoc, content_type = "application/problem+json"),
     ),
@@ -133,11 +141,11 @@ pub async fn test(State(api): State<NotifyApi>, headers: HeaderMap) -> Response 
             Some(n) => n.test().await,
             None => Vec::new(),
         };
-        let answer = TestAnswer { webhooks: outcomes.into_iter().map(Into::into).collect() };
+        let answer = TestAnswer { channels: outcomes.into_iter().map(Into::into).collect() };
         let after = serde_json::to_value(&answer).unwrap_or_default();
         let guard = api.guard.clone();
         let recorded = tokio::task::spawn_blocking(move || {
-            guard.record(&who, "notify.test", "webhooks", serde_json::Value::Null, after)
+            guard.record(&who, "notify.test", "channels", serde_json::Value::Null, after)
         })
         .await
         .map_err(|e| e.to_string())

@@ -187,14 +187,14 @@ async fn serve(args: ServeArgs, file: ConfigFile, tls: Option<TlsAcceptor>) -> a
         None => None,
     };
 
-    // Notifications: the `[[notify.webhook]]`s get events found in the gateway's queue
-    // tally (when a gateway runs) and test events on request.
-    let webhooks = file.notify.webhooks();
-    let notifier = match webhooks.is_empty() {
+    // Notifications: the `[[notify.webhook]]`s and `[notify.smtp]` get events found in the
+    // gateway's queue tally (when a gateway runs) and test events on request.
+    let channels = file.notify.channels();
+    let notifier = match channels.is_empty() {
         true => None,
         false => Some(
-            tollgate_notify::Notifier::start(webhooks, file.notify.send_options())
-                .map_err(|e| anyhow::anyhow!(e))?,
+            tollgate_notify::Notifier::start(channels, file.notify.send_options())
+                .map_err(ConfigMistake)?,
         ),
     };
     let watch = match (&gateway, &notifier) {
@@ -202,7 +202,7 @@ async fn serve(args: ServeArgs, file: ConfigFile, tls: Option<TlsAcceptor>) -> a
             Some(crate::notifications::watch(gw.tally(), n.clone(), file.notify.rules()))
         }
         (None, Some(_)) => {
-            tracing::warn!("[[notify.webhook]] without a [gateway]: only test events are sent");
+            tracing::warn!("[notify] channels without a [gateway]: only test events are sent");
             None
         }
         _ => None,

@@ -311,13 +311,13 @@ fn the_test_endpoint_reaches_every_webhook_for_operators_and_is_audited() {
     let m = post("olga-token");
     assert_eq!(m.status, 200, "{}", m.text());
     assert!(!m.text().contains("SECRETPATH"), "the URL's path is not shown: {}", m.text());
-    let hooks = m.json()["webhooks"].as_array().unwrap().clone();
+    let hooks = m.json()["channels"].as_array().unwrap().clone();
     assert_eq!(hooks.len(), 2, "{}", m.text());
     assert_eq!(
         (&hooks[0]["name"], &hooks[0]["target"], &hooks[0]["ok"], &hooks[0]["status"]),
         (&Value::from("ops"), &Value::from(ok.stub.url()), &Value::from(true), &Value::from(200)),
     );
-    assert_eq!(hooks[0]["error"], Value::Null);
+    assert_eq!((&hooks[0]["error"], &hooks[0]["kind"]), (&Value::Null, &Value::from("webhook")));
     assert_eq!((&hooks[1]["name"], &hooks[1]["ok"]), (&Value::from("pager"), &Value::from(false)));
     assert_eq!(hooks[1]["status"], 500);
     assert!(text(&hooks[1]["error"]).contains("500"), "{}", m.text());
@@ -332,7 +332,7 @@ fn the_test_endpoint_reaches_every_webhook_for_operators_and_is_audited() {
     let record = records.as_array().unwrap().iter().find(|r| r["action"] == "notify.test");
     let record = record.unwrap_or_else(|| panic!("no notify.test record: {records}"));
     assert_eq!((&record["who"], &record["role"]), (&Value::from("olga"), &Value::from("operator")));
-    assert_eq!(record["after"]["webhooks"][1]["status"], 500, "{record}");
+    assert_eq!(record["after"]["channels"][1]["status"], 500, "{record}");
 }
 
 #[test]

@@ -67,7 +67,7 @@ async fn an_event_is_posted_signed_to_the_webhooks_that_want_it() {
             ..webhook(&other.url(), vec![EventKind::PartnerReleased])
         },
     ];
-    let n = Notifier::start(hooks, fast()).unwrap();
+    let n = Notifier::start(hooks.into_iter().map(Channel::from).collect(), fast()).unwrap();
     n.publish(&held("CarrierXYZ"));
     wait_for(&got, 1).await;
     let m = got.lock().unwrap()[0].clone();
@@ -91,16 +91,16 @@ async fn an_event_is_posted_signed_to_the_webhooks_that_want_it() {
 #[tokio::test]
 async fn a_5xx_is_retried_and_a_4xx_is_not() {
     let (stub, got) = receiver(vec![500, 503, 200]);
-    let n =
-        Notifier::start(vec![webhook(&stub.url(), EventKind::WATCHED.to_vec())], fast()).unwrap();
+    let n = Notifier::start(vec![webhook(&stub.url(), EventKind::WATCHED.to_vec()).into()], fast())
+        .unwrap();
     n.publish(&held("A"));
     wait_for(&got, 3).await;
     let bodies: Vec<Vec<u8>> = got.lock().unwrap().iter().map(|m| m.body.clone()).collect();
     assert!(bodies.iter().all(|b| *b == bodies[0]), "the same body each time");
 
     let (stub, got) = receiver(vec![400, 200]);
-    let n =
-        Notifier::start(vec![webhook(&stub.url(), EventKind::WATCHED.to_vec())], fast()).unwrap();
+    let n = Notifier::start(vec![webhook(&stub.url(), EventKind::WATCHED.to_vec()).into()], fast())
+        .unwrap();
     n.publish(&held("A"));
     n.publish(&held("B"));
     wait_for(&got, 2).await;
@@ -113,7 +113,8 @@ async fn retries_stop_after_the_last_attempt() {
     let (stub, got) = receiver(vec![500; 10]);
     let options = SendOptions { attempts: 3, ..fast() };
     let n =
-        Notifier::start(vec![webhook(&stub.url(), EventKind::WATCHED.to_vec())], options).unwrap();
+        Notifier::start(vec![webhook(&stub.url(), EventKind::WATCHED.to_vec()).into()], options)
+            .unwrap();
     n.publish(&held("A"));
     n.publish(&held("B"));
     wait_for(&got, 6).await;
@@ -128,8 +129,11 @@ fn a_full_queue_drops_its_oldest_event() {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async {
         let options = SendOptions { queue_len: 2, ..fast() };
-        let n = Notifier::start(vec![webhook(&stub.url(), EventKind::WATCHED.to_vec())], options)
-            .unwrap();
+        let n = Notifier::start(
+            vec![webhook(&stub.url(), EventKind::WATCHED.to_vec()).into()],
+            options,
+        )
+        .unwrap();
         // One thread, no await in between: the sending task has not run yet.
         for p in ["A", "B", "C", "D"] {
             n.publish(&held(p));
@@ -151,7 +155,7 @@ async fn a_test_says_what_failed_without_the_url() {
         webhook(&format!("http://127.0.0.1:{port}"), EventKind::WATCHED.to_vec()),
         Webhook { name: "second".into(), ..webhook(&stub.url(), vec![]) },
     ];
-    let n = Notifier::start(hooks, fast()).unwrap();
+    let n = Notifier::start(hooks.into_iter().map(Channel::from).collect(), fast()).unwrap();
     let outcomes = n.test().await;
     assert_eq!(outcomes[0].status, None);
     assert!(!outcomes[0].ok);
@@ -159,7 +163,8 @@ async fn a_test_says_what_failed_without_the_url() {
     assert!(error.starts_with("cannot connect"), "{error}");
     assert!(!error.contains("SECRET"), "{error}");
     assert_eq!(outcomes[0].target, format!("http://127.0.0.1:{port}"));
+    assert_eq!(outcomes[0].kind, "webhook");
     assert_eq!((outcomes[1].status, outcomes[1].ok), (Some(404), false));
     assert_eq!(outcomes[1].error.as_deref(), Some("answered HTTP 404 Not Found"));
-    assert_eq!(format!("{n:?}"), "Notifier { webhooks: [\"ops\", \"second\"] }");
+    assert_eq!(format!("{n:?}"), "Notifier { channels: [\"ops\", \"second\"] }");
 }

@@ -1,11 +1,13 @@
-//! `[notify]` and its `[[notify.webhook]]` entries: where notifications go and when they fire.
+//! `[notify]`, its `[[notify.webhook]]` entries and `[notify.smtp]`: where notifications go
+//! and when they fire.
 //!
-//! A webhook's `secret_file` is read when the file is parsed (at start-up and at each reload's
-//! check): a missing, unreadable or empty file refuses the config, naming the entry, so a
-//! service never starts sending unsigned or wrongly signed notifications. The key is the
-//! file's content without trailing whitespace (the newline an editor or `echo` leaves); it is
-//! kept in a [`Secret`], never shown. A webhook's `url` may carry a token in its path (many
-//! chat services' do): an error about it says `url = (hidden)`.
+//! A webhook's `secret_file` and the SMTP `password_file` are read when the file is parsed (at
+//! start-up and at each reload's check): a missing, unreadable or empty file refuses the
+//! config, naming the entry, so a service never starts sending unsigned or wrongly signed
+//! notifications. A key or password is the file's content without trailing whitespace (the
+//! newline an editor or `echo` leaves); it is kept in a [`Secret`], never shown. A webhook's
+//! `url` may carry a token in its path (many chat services' do): an error about it says
+//! `url = (hidden)`.
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -13,7 +15,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 use tollgate_http::config::{ConfigError, key};
-use tollgate_notify::{EventKind, Rules, Secret, SendOptions, Webhook};
+use tollgate_notify::{
+    Channel, Email, EventKind, Mailbox, Rules, Secret, Security, SendOptions, Webhook,
+};
 use toml::Spanned;
 
 /// The longest secret file read (an HMAC key needs far less).
@@ -38,6 +42,8 @@ pub struct NotifySection {
     pub timeout_ms: u64,
     /// `[[notify.webhook]]`: where events are posted.
     pub webhook: Vec<WebhookEntry>,
+    /// `[notify.smtp]`: where events are mailed.
+    pub smtp: Option<SmtpEntry>,
 }
 
 impl Default for NotifySection {
@@ -49,6 +55,7 @@ impl Default for NotifySection {
             duplicates_quiet_s: rules.duplicates_quiet.as_secs(),
             timeout_ms: 10_000,
             webhook: Vec::new(),
+            smtp: None,
         }
     }
 }
@@ -73,40 +80,80 @@ pub struct WebhookEntry {
     pub secret: Option<Secret>,
 }
 
+/// `[notify.smtp]`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SmtpEntry {
+    /// The SMTP server's host name (also the name its TLS certificate must carry).
+    #[serde(deserialize_with = "host")]
+    pub host: String,
+    /// Its port; by default 465 with `tls`, 587 with `starttls`, 25 with `none`.
+    #[serde(default, deserialize_with = "port")]
+    pub port: Option<u16>,
+    /// `tls`, `starttls` (the default) or `none`.
+    #[serde(default = "starttls", deserialize_with = "security")]
+    pub security: Security,
+    /// The user to log in as (with `password_file`).
+    #[serde(default)]
+    pub username: Option<Spanned<String>>,
+    /// The file holding the password (with `username`).
+    #[serde(default)]
+    pub password_file: Option<Spanned<PathBuf>>,
+    /// The sender: `tollgate@example.com` or `Tollgate <tollgate@example.com>`.
+    #[serde(deserialize_with = "from")]
+    pub from: Mailbox,
+    /// The recipients, at least one.
+    #[serde(deserialize_with = "to")]
+    pub to: Vec<Mailbox>,
+    /// The events mailed; all when absent.
+    #[serde(default, deserialize_with = "events")]
+    pub events: Option<Vec<EventKind>>,
+    /// The password read from `password_file` (by [`NotifySection::read_secrets`]).
+    #[serde(skip)]
+    pub password: Option<Secret>,
+}
+
+/// The name of the e-mail channel in logs, metrics and test answers.
+const SMTP_NAME: &str = "smtp";
+
+/// The content of the secret file `file` (its key named `key` in errors) without trailing
+/// whitespace; an error points at the file's value.
+fn read_secret(key: &str, file: &Spanned<PathBuf>, what: &str) -> Result<Secret, ConfigError> {
+    let path = file.get_ref();
+    let refused = |why: String| ConfigError::at(file.span(), format!("{key} = {path:?}: {why}"));
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_SECRET_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(|e| refused(format!("cannot read: {e}")))?;
+    if bytes.len() as u64 > MAX_SECRET_BYTES {
+        return Err(refused(format!("larger than {MAX_SECRET_BYTES} bytes")));
+    }
+    Secret::new(bytes.trim_ascii_end()).ok_or_else(|| refused(format!("empty; write {what} in it")))
+}
+
 impl NotifySection {
-    /// Reads each webhook's `secret_file`, and checks the names are unique; an error points
-    /// at the entry's `secret_file` (or `name`).
+    /// Reads each webhook's `secret_file` and the SMTP `password_file`, and checks the names
+    /// are unique; an error points at the entry's file (or `name`).
     pub fn read_secrets(&mut self) -> Result<(), ConfigError> {
         for entry in &mut self.webhook {
-            let path = entry.secret_file.get_ref();
-            let refused = |why: String| {
-                ConfigError::at(entry.secret_file.span(), format!("secret_file = {path:?}: {why}"))
-            };
-            let mut bytes = Vec::new();
-            std::fs::File::open(path)
-                .and_then(|f| f.take(MAX_SECRET_BYTES + 1).read_to_end(&mut bytes))
-                .map_err(|e| refused(format!("cannot read: {e}")))?;
-            if bytes.len() as u64 > MAX_SECRET_BYTES {
-                return Err(refused(format!("larger than {MAX_SECRET_BYTES} bytes")));
-            }
-            let key = bytes.trim_ascii_end();
-            entry.secret =
-                Some(Secret::new(key).ok_or_else(|| {
-                    refused("empty; write the webhook's HMAC key in it".to_owned())
-                })?);
+            let key = read_secret("secret_file", &entry.secret_file, "the webhook's HMAC key")?;
+            entry.secret = Some(key);
+        }
+        if let Some(smtp) = &mut self.smtp {
+            smtp.password = smtp_password(smtp)?;
         }
         let names = self.names();
         for (i, n) in names.iter().enumerate() {
-            if let Some(first) = names[..i].iter().position(|m| m == n) {
-                let why = format!(
-                    "name = {n:?}: already the name of [[notify.webhook]] #{} (names are unique)",
-                    first + 1
-                );
-                return Err(match &self.webhook[i].name {
-                    Some(name) => ConfigError::at(name.span(), why),
-                    None => ConfigError::new(format!("[[notify.webhook]] #{} {why}", i + 1)),
-                });
-            }
+            let taken = match names[..i].iter().position(|m| m == n) {
+                Some(first) => format!("[[notify.webhook]] #{}", first + 1),
+                None if self.smtp.is_some() && n == SMTP_NAME => "[notify.smtp]".to_owned(),
+                None => continue,
+            };
+            let why = format!("name = {n:?}: already the name of {taken} (names are unique)");
+            return Err(match &self.webhook[i].name {
+                Some(name) => ConfigError::at(name.span(), why),
+                None => ConfigError::new(format!("[[notify.webhook]] #{} {why}", i + 1)),
+            });
         }
         Ok(())
     }
@@ -121,19 +168,31 @@ impl NotifySection {
             .collect()
     }
 
-    /// The webhooks to send to (their secrets read by [`NotifySection::read_secrets`]; one
-    /// whose secret was not read is left out).
-    pub fn webhooks(&self) -> Vec<Webhook> {
-        (self.webhook.iter().zip(self.names()))
+    /// The channels to send to: the webhooks, then e-mail (secrets read by
+    /// [`NotifySection::read_secrets`]; a webhook whose secret was not read is left out).
+    pub fn channels(&self) -> Vec<Channel> {
+        let all = || EventKind::WATCHED.to_vec();
+        let mut channels: Vec<Channel> = (self.webhook.iter().zip(self.names()))
             .filter_map(|(w, name)| {
-                Some(Webhook {
-                    name,
-                    url: w.url.clone(),
-                    secret: w.secret.clone()?,
-                    events: w.events.clone().unwrap_or_else(|| EventKind::WATCHED.to_vec()),
-                })
+                let secret = w.secret.clone()?;
+                let events = w.events.clone().unwrap_or_else(all);
+                Some(Webhook { name, url: w.url.clone(), secret, events }.into())
             })
-            .collect()
+            .collect();
+        if let Some(smtp) = &self.smtp {
+            let login = smtp.username.as_ref().zip(smtp.password.clone());
+            channels.push(Channel::Email(Email {
+                name: SMTP_NAME.to_owned(),
+                host: smtp.host.clone(),
+                port: smtp.port.unwrap_or_else(|| smtp.security.default_port()),
+                security: smtp.security,
+                login: login.map(|(user, password)| (user.get_ref().clone(), password)),
+                from: smtp.from.clone(),
+                to: smtp.to.clone(),
+                events: smtp.events.clone().unwrap_or_else(all),
+            }));
+        }
+        channels
     }
 
     /// When events fire.
@@ -192,6 +251,78 @@ fn url<'de, D: Deserializer<'de>>(d: D) -> Result<reqwest::Url, D::Error> {
         return Err(refused("the URL has no host"));
     }
     Ok(url)
+}
+
+/// The SMTP password, when `username` and `password_file` are both given (one without the
+/// other is refused).
+fn smtp_password(smtp: &SmtpEntry) -> Result<Option<Secret>, ConfigError> {
+    match (&smtp.username, &smtp.password_file) {
+        (Some(_), Some(file)) => {
+            let password = read_secret("password_file", file, "the SMTP password")?;
+            if !password.is_utf8() {
+                let why = format!("password_file = {:?}: not UTF-8 text", file.get_ref());
+                return Err(ConfigError::at(file.span(), why));
+            }
+            Ok(Some(password))
+        }
+        (Some(user), None) => {
+            let why = format!(
+                "username = {:?}: needs password_file (the file holding the password)",
+                user.get_ref()
+            );
+            Err(ConfigError::at(user.span(), why))
+        }
+        (None, Some(file)) => {
+            let why = format!("password_file = {:?}: needs username", file.get_ref());
+            Err(ConfigError::at(file.span(), why))
+        }
+        (None, None) => Ok(None),
+    }
+}
+
+fn host<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    use serde::de::Error as _;
+    let s = String::deserialize(d)?;
+    let fits =
+        !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-.:[]_".contains(&b));
+    if !fits {
+        return Err(D::Error::custom(format!("host = {s:?}: expected a host name or an address")));
+    }
+    Ok(s)
+}
+fn port<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u16>, D::Error> {
+    let port: u64 = key::bounded(d, "port", 1, 65_535, "must be between 1 and 65535")?;
+    Ok(u16::try_from(port).ok())
+}
+fn starttls() -> Security {
+    Security::StartTls
+}
+fn security<'de, D: Deserializer<'de>>(d: D) -> Result<Security, D::Error> {
+    use serde::de::Error as _;
+    match String::deserialize(d)?.as_str() {
+        "tls" => Ok(Security::Tls),
+        "starttls" => Ok(Security::StartTls),
+        "none" => Ok(Security::None),
+        other => Err(D::Error::custom(format!(
+            "security = {other:?}: expected \"tls\", \"starttls\" or \"none\""
+        ))),
+    }
+}
+fn from<'de, D: Deserializer<'de>>(d: D) -> Result<Mailbox, D::Error> {
+    use serde::de::Error as _;
+    let s = String::deserialize(d)?;
+    tollgate_notify::mailbox(&s).map_err(|e| D::Error::custom(format!("from = {s:?}: {e}")))
+}
+fn to<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Mailbox>, D::Error> {
+    use serde::de::Error as _;
+    let all = Vec::<String>::deserialize(d)?;
+    if all.is_empty() {
+        return Err(D::Error::custom("to = []: name at least one recipient"));
+    }
+    let one = |s: &String| {
+        tollgate_notify::mailbox(s).map_err(|e| D::Error::custom(format!("to = {s:?}: {e}")))
+    };
+    all.iter().map(one).collect()
 }
 
 fn events<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<EventKind>>, D::Error> {

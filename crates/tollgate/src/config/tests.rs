@@ -180,7 +180,12 @@ fn notify_webhooks_read_their_secret_files() {
          secret_file = {key:?}\nevents = [\"partner_held\", \"partner_held\", \"backlog_exceeded\"]\n"
     );
     let c = ConfigFile::parse(Path::new("t.toml"), &src).unwrap();
-    let hooks = c.notify.webhooks();
+    let hooks: Vec<tollgate_notify::Webhook> = (c.notify.channels().into_iter())
+        .filter_map(|c| match c {
+            tollgate_notify::Channel::Webhook(w) => Some(w),
+            tollgate_notify::Channel::Email(_) => None,
+        })
+        .collect();
     assert_eq!(hooks.len(), 2);
     assert_eq!((hooks[0].name.as_str(), hooks[1].name.as_str()), ("webhook-1", "ops"));
     assert_eq!(hooks[0].events, tollgate_notify::EventKind::WATCHED);
@@ -249,5 +254,67 @@ fn notify_errors_name_the_entry_and_hide_the_url() {
         let e = ConfigFile::parse(Path::new("t.toml"), &src).unwrap_err().to_string();
         assert!(e.starts_with(&want), "{src}\n got: {e}\nwant: {want}");
         assert!(!e.contains("SECRET"), "the URL is not shown: {e}");
+    }
+}
+
+#[test]
+fn notify_smtp_reads_its_password_and_checks_its_addresses() {
+    let dir = tempfile::tempdir().unwrap();
+    let pass = dir.path().join("pass");
+    std::fs::write(&pass, "pa55word\n").unwrap();
+    let smtp = |rest: &str| {
+        format!(
+            "[notify.smtp]\nhost = \"mail.example.com\"\nfrom = \"Tollgate <tollgate@example.com>\"\n\
+             to = [\"ops@example.com\", \"EDI team <edi@example.com>\"]\n{rest}"
+        )
+    };
+    let src = smtp(&format!("username = \"tollgate\"\npassword_file = {pass:?}\n"));
+    let c = ConfigFile::parse(Path::new("t.toml"), &src).unwrap();
+    let channels = c.notify.channels();
+    let [tollgate_notify::Channel::Email(mail)] = channels.as_slice() else {
+        panic!("{channels:?}")
+    };
+    assert_eq!((mail.name.as_str(), mail.port), ("smtp", 587));
+    assert_eq!(mail.security, tollgate_notify::Security::StartTls);
+    assert_eq!(channels[0].target(), "smtp://mail.example.com:587");
+    let login = mail.login.clone().unwrap();
+    assert_eq!(
+        (login.0.as_str(), login.1),
+        ("tollgate", tollgate_notify::Secret::new(b"pa55word").unwrap())
+    );
+    assert_eq!(mail.to.len(), 2);
+    assert!(!format!("{c:?}").contains("pa55word"), "the password is not in Debug");
+    let c = ConfigFile::parse(Path::new("t.toml"), &smtp("security = \"tls\"\n")).unwrap();
+    assert_eq!(c.notify.channels()[0].target(), "smtps://mail.example.com:465");
+
+    let key = dir.path().join("key");
+    std::fs::write(&key, "k").unwrap();
+    let cases = [
+        (
+            smtp("username = \"tollgate\"\n"),
+            "[notify.smtp] username = \"tollgate\": needs password_file",
+        ),
+        (smtp(&format!("password_file = {pass:?}\n")), "[notify.smtp] password_file = "),
+        (
+            smtp("security = \"ssl\"\n"),
+            "[notify.smtp] security = \"ssl\": expected \"tls\", \"starttls\" or \"none\"",
+        ),
+        (smtp("port = 0\n"), "[notify.smtp] port = 0: must be between 1 and 65535"),
+        (
+            smtp("").replace("\"ops@example.com\"", "\"ops at example\""),
+            "[notify.smtp] to = \"ops at example\": not an e-mail address",
+        ),
+        (
+            format!(
+                "{}\n[[notify.webhook]]\nname = \"smtp\"\nurl = \"http://h/\"\nsecret_file = {key:?}\n",
+                smtp("")
+            ),
+            "[[notify.webhook]] #1 (name = \"smtp\") name = \"smtp\": already the name of [notify.smtp]",
+        ),
+    ];
+    for (src, want) in cases {
+        let e = ConfigFile::parse(Path::new("t.toml"), &src).unwrap_err().to_string();
+        assert!(e.starts_with("t.toml:") && e.contains(want), "{src}\n got: {e}\nwant: {want}");
+        assert!(!e.contains("pa55word"), "{e}");
     }
 }
