@@ -22,9 +22,11 @@ mod event;
 mod mail;
 mod send;
 mod sign;
+mod webhook;
 
 pub use detect::{Detector, Group, Observed, Rules};
 pub use event::{Event, EventKind};
 pub use mail::{Email, Mailbox, Security, mailbox};
-pub use send::{Channel, Notifier, SendOptions, TestOutcome, Webhook};
+pub use send::{Channel, Notifier, SendOptions, TestOutcome};
 pub use sign::{SIGNATURE_HEADER, Secret, signature};
+pub use webhook::Webhook;

@@ -20,15 +20,13 @@
 //!   SMTP password are never shown (reqwest's errors are stripped of the URL).
 
 use std::collections::VecDeque;
-use std::error::Error as _;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use reqwest::header::{CONTENT_TYPE, USER_AGENT};
-
 use crate::event::{Event, EventKind};
 use crate::mail::{self, Email};
-use crate::sign::{SIGNATURE_HEADER, Secret, signature};
+use crate::sign::signature;
+use crate::webhook::{self, Webhook};
 
 /// Sent events, by channel and event.
 const SENT: &str = "tollgate_notify_sent_total";
@@ -41,30 +39,6 @@ const SUPPRESSED: &str = "tollgate_notify_suppressed_total";
 
 /// The longest wait between two tries.
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
-
-/// One `[[notify.webhook]]`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Webhook {
-    /// Its name, in logs, metrics and test answers.
-    pub name: String,
-    /// Where events are posted (`http` or `https`).
-    pub url: reqwest::Url,
-    /// The HMAC key of the signature.
-    pub secret: Secret,
-    /// The events it gets (a `test` always goes through).
-    pub events: Vec<EventKind>,
-}
-
-impl Webhook {
-    /// `scheme://host[:port]` of its URL: what may be shown of it.
-    pub fn target(&self) -> String {
-        let host = self.url.host_str().unwrap_or("");
-        match self.url.port() {
-            Some(port) => format!("{}://{host}:{port}", self.url.scheme()),
-            None => format!("{}://{host}", self.url.scheme()),
-        }
-    }
-}
 
 /// Where events go: a webhook or e-mail.
 #[derive(Debug, Clone, PartialEq)]
@@ -230,7 +204,7 @@ impl Notifier {
             .timeout(options.timeout)
             .connect_timeout(options.timeout)
             .build()
-            .map_err(|e| format!("cannot make the webhook client: {}", describe(&e)))?;
+            .map_err(|e| format!("cannot make the webhook client: {}", webhook::describe(&e)))?;
         let options = SendOptions {
             attempts: options.attempts.max(1),
             queue_len: options.queue_len.max(1),
@@ -385,7 +359,7 @@ fn count(channel: &Channel, kind: EventKind, sent: bool) {
 }
 
 /// How one try went: the HTTP status when a webhook answered, and why it failed.
-enum Tried {
+pub(crate) enum Tried {
     Delivered(Option<u16>),
     /// Worth another try (no answer, 429, 5xx; a transient SMTP refusal).
     Retry(Option<u16>, String),
@@ -395,7 +369,9 @@ enum Tried {
 
 async fn attempt(hook: &Hook, p: &Pending) -> Tried {
     match (&hook.channel, &hook.out) {
-        (Channel::Webhook(w), Out::Http(client)) => post(client, w, p).await,
+        (Channel::Webhook(w), Out::Http(client)) => {
+            webhook::post(client, w, &p.event, &p.body, p.signature.as_deref()).await
+        }
         (Channel::Email(e), Out::Smtp(transport)) => {
             match mail::send(transport, e, &p.event).await {
                 mail::Sent::Delivered => Tried::Delivered(None),
@@ -406,58 +382,6 @@ async fn attempt(hook: &Hook, p: &Pending) -> Tried {
         // `Notifier::start` pairs each channel with its own kind of sender.
         _ => Tried::Refused(None, "no sender for this kind of channel".to_owned()),
     }
-}
-
-async fn post(client: &reqwest::Client, webhook: &Webhook, p: &Pending) -> Tried {
-    let sent = client
-        .post(webhook.url.clone())
-        .header(CONTENT_TYPE, "application/json")
-        .header(USER_AGENT, concat!("tollgate/", env!("CARGO_PKG_VERSION")))
-        .header(SIGNATURE_HEADER, p.signature.as_deref().unwrap_or(""))
-        .header("x-tollgate-event", p.event.event.as_str())
-        .body(p.body.to_vec())
-        .send()
-        .await;
-    match sent {
-        Ok(answer) => {
-            let status = answer.status();
-            // Read (and drop) the body so the connection can be kept.
-            let _ = answer.bytes().await;
-            let code = status.as_u16();
-            let why = || format!("answered HTTP {status}");
-            if status.is_success() {
-                Tried::Delivered(Some(code))
-            } else if status.is_server_error() || code == 429 {
-                Tried::Retry(Some(code), why())
-            } else {
-                Tried::Refused(Some(code), why())
-            }
-        }
-        Err(e) => Tried::Retry(None, describe(&e)),
-    }
-}
-
-/// A reqwest error as words and its causes, without the URL (reqwest's own wording of the
-/// error names it; its causes do not).
-fn describe(e: &reqwest::Error) -> String {
-    let mut text = if e.is_timeout() {
-        "timed out"
-    } else if e.is_connect() {
-        "cannot connect"
-    } else {
-        "request failed"
-    }
-    .to_owned();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let part = s.to_string();
-        if !text.contains(&part) {
-            text.push_str(": ");
-            text.push_str(&part);
-        }
-        source = s.source();
-    }
-    text
 }
 
 #[cfg(test)]

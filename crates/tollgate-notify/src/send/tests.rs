@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use tollgate_testkit::http::{HttpStub, Message};
 
 use super::*;
+use crate::sign::Secret;
 
 /// A receiver answering the statuses of `script` in turn (200 once it runs out), and what
 /// it received.
