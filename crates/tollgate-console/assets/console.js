@@ -855,6 +855,10 @@ function metricValues(text, name) {
 }
 
 async function initHealth() {
+  // Only roles that may send a test notification see the button.
+  $("notify").hidden = !session.may.notify;
+  $("notify-test").addEventListener("click", () => testNotifications($("notify-test"),
+    $("notify-result")));
   const refresh = async () => {
     const res = await api("GET", "/readyz");
     const r = await res.json();
@@ -891,4 +895,26 @@ async function initHealth() {
     setTimeout(loop, 2000);
   };
   await loop();
+}
+
+// Sends a test notification to every channel and shows, as text, what each one answered.
+async function testNotifications(button, out) {
+  button.disabled = true;
+  out.textContent = "Sending…";
+  try {
+    const res = await api("POST", "/v1/notify/test");
+    if (!res.ok) {
+      out.textContent = await problemText(res);
+      return;
+    }
+    const channels = (await res.json()).channels || [];
+    out.textContent = channels.length ? channels.map((h) => `${h.name} (${h.target}): ` +
+      (h.ok ? "delivered" + (h.status ? `, HTTP ${h.status}` : "") : `failed: ${h.error}`) +
+      `, ${h.elapsed_ms} ms`).join("\n")
+      : "No channel is configured: add [[notify.webhook]] or [notify.smtp] to the config file.";
+  } catch (e) {
+    out.textContent = String(e.message || e);
+  } finally {
+    button.disabled = false;
+  }
 }

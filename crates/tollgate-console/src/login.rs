@@ -50,6 +50,7 @@ fn session_json(actor: &Actor, csrf: &str, open: bool) -> serde_json::Value {
             "queue": actor.role.allows(Permission::Queue),
             "limits": actor.role.allows(Permission::Limits),
             "payload": actor.role.allows(Permission::Queue),
+            "notify": actor.role.allows(Permission::Notify),
         },
         "version": env!("CARGO_PKG_VERSION"),
     })

@@ -3,7 +3,7 @@
 //!
 //! Roles, each one a set of [`Permission`]s:
 //! - `viewer`: read (counters, policies, the queue);
-//! - `operator`: read, and the queue's retry, release and purge;
+//! - `operator`: read, the queue's retry, release and purge, and test notifications;
 //! - `limits`: read, and edit the limits (`PUT /v1/policies`, counter resets);
 //! - `admin`: everything, as the admin token.
 //!
@@ -25,6 +25,8 @@ pub enum Permission {
     Read,
     /// Retry, release and purge queue items.
     Queue,
+    /// Send a test notification to the webhooks.
+    Notify,
     /// Edit policies and reset counters.
     Limits,
     /// Everything else (uploads without a client key, backups).
@@ -37,6 +39,7 @@ impl Permission {
         match self {
             Self::Read => "read the admin API",
             Self::Queue => "retry, release or purge queue items",
+            Self::Notify => "send test notifications",
             Self::Limits => "change limits or reset counters",
             Self::Admin => "use this admin endpoint",
         }
@@ -63,7 +66,7 @@ impl Role {
             (self, need),
             (Self::Admin, _)
                 | (_, Permission::Read)
-                | (Self::Operator, Permission::Queue)
+                | (Self::Operator, Permission::Queue | Permission::Notify)
                 | (Self::Limits, Permission::Limits)
         )
     }
@@ -243,13 +246,13 @@ mod tests {
     fn roles_allow_what_the_docs_say() {
         use Permission::*;
         let table = [
-            (Role::Viewer, [true, false, false, false]),
-            (Role::Operator, [true, true, false, false]),
-            (Role::Limits, [true, false, true, false]),
-            (Role::Admin, [true, true, true, true]),
+            (Role::Viewer, [true, false, false, false, false]),
+            (Role::Operator, [true, true, false, false, true]),
+            (Role::Limits, [true, false, true, false, false]),
+            (Role::Admin, [true, true, true, true, true]),
         ];
         for (role, want) in table {
-            let got = [Read, Queue, Limits, Admin].map(|p| role.allows(p));
+            let got = [Read, Queue, Limits, Admin, Notify].map(|p| role.allows(p));
             assert_eq!(got, want, "{role}");
         }
     }

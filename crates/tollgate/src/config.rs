@@ -44,6 +44,9 @@ pub struct ConfigFile {
     pub gateway: Option<tollgate_gateway::GatewayConfig>,
     /// `[[rls.rule]]`: descriptor rules of the gRPC rate limit service.
     pub rls: tollgate_rls::RlsSection,
+    /// `[notify]` and `[[notify.webhook]]`: notifications of held partners, duplicates and
+    /// backlogs.
+    pub notify: NotifySection,
 }
 
 /// `[server]`: where to listen and who may administer. Absent values fall back to the command
@@ -320,6 +323,9 @@ impl TryFrom<StoreFields> for StoreSection {
 /// Reading each key into its type; a refused value is named with its key.
 mod fields;
 
+mod notify;
+pub use notify::NotifySection;
+
 impl ConfigFile {
     /// Reads and validates `path`.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
@@ -337,8 +343,10 @@ impl ConfigFile {
             let secrets = secrets::Secrets::find(source);
             secrets.redact(secrets.redact(e).in_context(source)).locate(path, source)
         };
-        let file: Self = toml::from_str(source).map_err(|e| refused(ConfigError::from_toml(&e)))?;
+        let mut file: Self =
+            toml::from_str(source).map_err(|e| refused(ConfigError::from_toml(&e)))?;
         file.check().map_err(refused)?;
+        file.notify.read_secrets().map_err(refused)?;
         Ok(file)
     }
 
@@ -416,6 +424,9 @@ impl ConfigFile {
         }
         if self.rls != next.rls {
             changes.push("[[rls.rule]] changed: restart to apply".into());
+        }
+        if self.notify != next.notify {
+            changes.push("[notify] changed: restart to apply".into());
         }
         changes
     }

@@ -16,6 +16,7 @@ mod counters;
 mod edi;
 mod fd_limit;
 mod logging;
+mod notifications;
 mod notify;
 mod openapi;
 mod queue;

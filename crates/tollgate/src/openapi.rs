@@ -10,7 +10,7 @@ use utoipa::OpenApi;
 use utoipa::openapi::OpenApi as Document;
 
 #[derive(OpenApi)]
-#[openapi(paths(crate::backup::route, describe))]
+#[openapi(paths(crate::backup::route, crate::notifications::test, describe))]
 struct BinaryApi;
 
 /// The description of the routes served: the server's, the gateway's when `gateway`, and

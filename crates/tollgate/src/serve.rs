@@ -187,6 +187,28 @@ async fn serve(args: ServeArgs, file: ConfigFile, tls: Option<TlsAcceptor>) -> a
         None => None,
     };
 
+    // Notifications: the `[[notify.webhook]]`s and `[notify.smtp]` get events found in the
+    // gateway's queue tally (when a gateway runs) and test events on request.
+    let channels = file.notify.channels();
+    let notifier = match channels.is_empty() {
+        true => None,
+        false => Some(
+            tollgate_notify::Notifier::start(channels, file.notify.send_options())
+                .map_err(ConfigMistake)?,
+        ),
+    };
+    let watch = match (&gateway, &notifier) {
+        (Some(gw), Some(n)) => {
+            Some(crate::notifications::watch(gw.tally(), n.clone(), file.notify.rules()))
+        }
+        (None, Some(_)) => {
+            tracing::warn!("[notify] channels without a [gateway]: only test events are sent");
+            None
+        }
+        _ => None,
+    };
+    app = app.merge(crate::notifications::router(notifier, state.admin().clone()));
+
     app =
         app.route("/v1/admin/backup", axum::routing::post(crate::backup::route).with_state(backup));
     // The console at /ui/, a client of the same API (same guard, sessions and audit log).
@@ -248,6 +270,9 @@ async fn serve(args: ServeArgs, file: ConfigFile, tls: Option<TlsAcceptor>) -> a
         grpc.finished().await?;
     }
 
+    if let Some(watch) = watch {
+        watch.abort();
+    }
     if let Some(gw) = gateway {
         tracing::info!("shutting down: stopping the gateway");
         gw.shutdown().await;

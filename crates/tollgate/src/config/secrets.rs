@@ -8,7 +8,7 @@
 //!   by `(hidden)` wherever it shows: `url = "http://u:(hidden)@h/0": expected …`.
 //!
 //! The secrets: `[server] admin_token`, `[[client]] key`, `[[user]] token_sha256`,
-//! `[gateway.quota] api_key` and the password in `[store] url`.
+//! `[gateway.quota] api_key`, `[[notify.webhook]] url` and the password in `[store] url`.
 
 use std::ops::Range;
 
@@ -81,6 +81,17 @@ impl Secrets {
             table("gateway").and_then(|g| g.get("quota")).map(Spanned::get_ref)
         {
             secret(quota, "api_key");
+        }
+        // A webhook's URL may carry a token in its path: all of it is secret.
+        if let Some(DeValue::Array(hooks)) =
+            table("notify").and_then(|n| n.get("webhook")).map(Spanned::get_ref)
+        {
+            for hook in hooks.iter().filter_map(|h| match h.get_ref() {
+                DeValue::Table(t) => Some(t),
+                _ => None,
+            }) {
+                secret(hook, "url");
+            }
         }
         if let Some(url) = table("store").and_then(|s| s.get("url"))
             && let DeValue::String(text) = url.get_ref()

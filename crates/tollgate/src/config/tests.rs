@@ -167,3 +167,154 @@ fn cluster_goes_with_a_redis_url_and_takes_true_or_false() {
     let c = ConfigFile::parse(Path::new("t.toml"), "[store]\n").unwrap();
     assert!(!c.store.cluster);
 }
+
+#[test]
+fn notify_webhooks_read_their_secret_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("key");
+    std::fs::write(&key, "s3cret\n").unwrap();
+    let src = format!(
+        "[notify]\nbacklog_threshold = 50\nmin_interval_s = 0\n\n[[notify.webhook]]\n\
+         url = \"https://hooks.example.com/T/SECRET\"\nsecret_file = {key:?}\n\n\
+         [[notify.webhook]]\nname = \"ops\"\nurl = \"http://127.0.0.1:9/\"\n\
+         secret_file = {key:?}\nevents = [\"partner_held\", \"partner_held\", \"backlog_exceeded\"]\n"
+    );
+    let c = ConfigFile::parse(Path::new("t.toml"), &src).unwrap();
+    let hooks: Vec<tollgate_notify::Webhook> = (c.notify.channels().into_iter())
+        .filter_map(|c| match c {
+            tollgate_notify::Channel::Webhook(w) => Some(w),
+            tollgate_notify::Channel::Email(_) => None,
+        })
+        .collect();
+    assert_eq!(hooks.len(), 2);
+    assert_eq!((hooks[0].name.as_str(), hooks[1].name.as_str()), ("webhook-1", "ops"));
+    assert_eq!(hooks[0].events, tollgate_notify::EventKind::WATCHED);
+    use tollgate_notify::EventKind::{BacklogExceeded, PartnerHeld};
+    assert_eq!(hooks[1].events, [PartnerHeld, BacklogExceeded]);
+    // The trailing newline is not part of the key.
+    assert_eq!(hooks[0].secret, tollgate_notify::Secret::new(b"s3cret").unwrap());
+    assert!(!format!("{c:?}").contains("s3cret"), "the key is not in Debug");
+    assert_eq!(c.notify.rules().backlog_threshold, 50);
+    assert_eq!(c.notify.rules().min_interval, Duration::ZERO);
+    let d = ConfigFile::parse(Path::new("t.toml"), "").unwrap().notify;
+    assert_eq!(
+        (d.rules().backlog_threshold, d.min_interval_s, d.timeout_ms),
+        (10_000, 300, 10_000)
+    );
+}
+
+#[test]
+fn notify_errors_name_the_entry_and_hide_the_url() {
+    let dir = tempfile::tempdir().unwrap();
+    let (key, empty) = (dir.path().join("key"), dir.path().join("empty"));
+    std::fs::write(&key, "k").unwrap();
+    std::fs::write(&empty, " \n").unwrap();
+    let missing = dir.path().join("missing");
+    let hook = |body: &str| format!("[[notify.webhook]]\nname = \"ops\"\n{body}\n");
+    let url = "url = \"https://h.example/T/SECRET\"";
+    let cases = [
+        (
+            hook(&format!("{url}\nsecret_file = {missing:?}")),
+            format!("t.toml:4:15: [[notify.webhook]] #1 (name = \"ops\") secret_file = {missing:?}: cannot read: "),
+        ),
+        (
+            hook(&format!("{url}\nsecret_file = {empty:?}")),
+            format!("t.toml:4:15: [[notify.webhook]] #1 (name = \"ops\") secret_file = {empty:?}: empty;"),
+        ),
+        (
+            hook(&format!("url = \"ftp://h.example/T/SECRET\"\nsecret_file = {key:?}")),
+            "t.toml:3:7: [[notify.webhook]] #1 (name = \"ops\") url = (hidden): expected an http:// or https:// URL".into(),
+        ),
+        (
+            hook(&format!("url = 5\nsecret_file = {key:?}")),
+            "t.toml:3:7: [[notify.webhook]] #1 (name = \"ops\") url = (hidden): ".into(),
+        ),
+        (
+            hook(&format!("{url}\nsecret_file = {key:?}\nevents = [\"partner_held\", \"held\"]")),
+            "t.toml:5:10: [[notify.webhook]] #1 (name = \"ops\") events = \"held\": expected one of partner_held,".into(),
+        ),
+        (
+            hook(&format!("{url}\nsecret_file = {key:?}\nevents = []")),
+            "t.toml:5:10: [[notify.webhook]] #1 (name = \"ops\") events = []: name at least one".into(),
+        ),
+        (
+            format!("{}{}", hook(&format!("{url}\nsecret_file = {key:?}")), hook(&format!("{url}\nsecret_file = {key:?}"))),
+            "t.toml:6:8: [[notify.webhook]] #2 (name = \"ops\") name = \"ops\": already the name of [[notify.webhook]] #1".into(),
+        ),
+        (
+            "[notify]\nmin_interval_s = 90000\n".into(),
+            "t.toml:2:18: [notify] min_interval_s = 90000: must be between 0 and 86400".into(),
+        ),
+        (
+            "[notify]\nbacklog_threshold = 0\n".into(),
+            "t.toml:2:21: [notify] backlog_threshold = 0: must be at least 1".into(),
+        ),
+    ];
+    for (src, want) in cases {
+        let e = ConfigFile::parse(Path::new("t.toml"), &src).unwrap_err().to_string();
+        assert!(e.starts_with(&want), "{src}\n got: {e}\nwant: {want}");
+        assert!(!e.contains("SECRET"), "the URL is not shown: {e}");
+    }
+}
+
+#[test]
+fn notify_smtp_reads_its_password_and_checks_its_addresses() {
+    let dir = tempfile::tempdir().unwrap();
+    let pass = dir.path().join("pass");
+    std::fs::write(&pass, "pa55word\n").unwrap();
+    let smtp = |rest: &str| {
+        format!(
+            "[notify.smtp]\nhost = \"mail.example.com\"\nfrom = \"Tollgate <tollgate@example.com>\"\n\
+             to = [\"ops@example.com\", \"EDI team <edi@example.com>\"]\n{rest}"
+        )
+    };
+    let src = smtp(&format!("username = \"tollgate\"\npassword_file = {pass:?}\n"));
+    let c = ConfigFile::parse(Path::new("t.toml"), &src).unwrap();
+    let channels = c.notify.channels();
+    let [tollgate_notify::Channel::Email(mail)] = channels.as_slice() else {
+        panic!("{channels:?}")
+    };
+    assert_eq!((mail.name.as_str(), mail.port), ("smtp", 587));
+    assert_eq!(mail.security, tollgate_notify::Security::StartTls);
+    assert_eq!(channels[0].target(), "smtp://mail.example.com:587");
+    let login = mail.login.clone().unwrap();
+    assert_eq!(
+        (login.0.as_str(), login.1),
+        ("tollgate", tollgate_notify::Secret::new(b"pa55word").unwrap())
+    );
+    assert_eq!(mail.to.len(), 2);
+    assert!(!format!("{c:?}").contains("pa55word"), "the password is not in Debug");
+    let c = ConfigFile::parse(Path::new("t.toml"), &smtp("security = \"tls\"\n")).unwrap();
+    assert_eq!(c.notify.channels()[0].target(), "smtps://mail.example.com:465");
+
+    let key = dir.path().join("key");
+    std::fs::write(&key, "k").unwrap();
+    let cases = [
+        (
+            smtp("username = \"tollgate\"\n"),
+            "[notify.smtp] username = \"tollgate\": needs password_file",
+        ),
+        (smtp(&format!("password_file = {pass:?}\n")), "[notify.smtp] password_file = "),
+        (
+            smtp("security = \"ssl\"\n"),
+            "[notify.smtp] security = \"ssl\": expected \"tls\", \"starttls\" or \"none\"",
+        ),
+        (smtp("port = 0\n"), "[notify.smtp] port = 0: must be between 1 and 65535"),
+        (
+            smtp("").replace("\"ops@example.com\"", "\"ops at example\""),
+            "[notify.smtp] to = \"ops at example\": not an e-mail address",
+        ),
+        (
+            format!(
+                "{}\n[[notify.webhook]]\nname = \"smtp\"\nurl = \"http://h/\"\nsecret_file = {key:?}\n",
+                smtp("")
+            ),
+            "[[notify.webhook]] #1 (name = \"smtp\") name = \"smtp\": already the name of [notify.smtp]",
+        ),
+    ];
+    for (src, want) in cases {
+        let e = ConfigFile::parse(Path::new("t.toml"), &src).unwrap_err().to_string();
+        assert!(e.starts_with("t.toml:") && e.contains(want), "{src}\n got: {e}\nwant: {want}");
+        assert!(!e.contains("pa55word"), "{e}");
+    }
+}

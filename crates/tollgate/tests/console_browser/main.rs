@@ -13,6 +13,7 @@ mod browser;
 mod common;
 mod cross_origin;
 mod limits;
+mod notify;
 mod people;
 mod scale;
 
