@@ -181,6 +181,40 @@ fn location(id: u64) -> String {
     format!("/v1/queue/jobs/{id}")
 }
 
+/// The answers of `POST /v1/queue/purge` and `POST /v1/queue/release`.
+#[derive(utoipa::IntoResponses)]
+#[allow(dead_code)]
+pub(crate) enum BulkAnswers {
+    /// 202: started.
+    #[response(
+        status = 202,
+        description = "The job started.",
+        headers(("Location" = String, description = "`/v1/queue/jobs/{id}`: the job's progress."))
+    )]
+    Started(JobView),
+    /// 400: a bad or empty filter.
+    #[response(
+        status = 400,
+        description = "A filter parameter is invalid, or the filter is empty (problem invalid-query, naming it and the value).",
+        content_type = "application/problem+json"
+    )]
+    BadFilter(tollgate_http::openapi::ProblemDoc),
+    /// 409: another job runs.
+    #[response(
+        status = 409,
+        description = "A bulk job is running (problem bulk-job-running, with its Location).",
+        content_type = "application/problem+json"
+    )]
+    Running(tollgate_http::openapi::ProblemDoc),
+    /// 503: the spool failed.
+    #[response(
+        status = 503,
+        description = "The spool could not be read (problem gateway-unavailable).",
+        content_type = "application/problem+json"
+    )]
+    Unavailable(tollgate_http::openapi::ProblemDoc),
+}
+
 /// `POST /v1/queue/purge`.
 #[utoipa::path(
     post,
@@ -188,22 +222,8 @@ fn location(id: u64) -> String {
     tag = "gateway",
     operation_id = "purgeQueueFilter",
     summary = "Purge every item a filter keeps, as a background job",
-    params(
-        ("partner" = Option<String>, Query, description = "Only this partner's items."),
-        ("route" = Option<String>, Query, description = "Only this route's items."),
-        ("state" = Option<String>, Query, description = "Only items in this state.",
-            pattern = "^(received|admitted|held|delivered|rejected|duplicate|dead)?$"),
-        ("from" = Option<String>, Query, description = "Only items received at or after this RFC 3339 time.", format = DateTime),
-        ("to" = Option<String>, Query, description = "Only items received before this RFC 3339 time.", format = DateTime),
-    ),
-    responses(
-        (status = 202, description = "The job started.", body = JobView,
-            headers(("Location" = String, description = "`/v1/queue/jobs/{id}`: the job's progress."))),
-        (status = 400, description = "A filter parameter is invalid, or the filter is empty (problem invalid-query, naming it and the value).", body = tollgate_http::openapi::ProblemDoc, content_type = "application/problem+json"),
-        tollgate_http::openapi::AccessRefused,
-        (status = 409, description = "A bulk job is running (problem bulk-job-running, with its Location).", body = tollgate_http::openapi::ProblemDoc, content_type = "application/problem+json"),
-        (status = 503, description = "The spool could not be read (problem gateway-unavailable).", body = tollgate_http::openapi::ProblemDoc, content_type = "application/problem+json"),
-    ),
+    params(FilterQuery),
+    responses(BulkAnswers, tollgate_http::openapi::AccessRefused),
     security((), ("admin_token" = [])),
 )]
 pub(crate) async fn purge(
@@ -221,22 +241,8 @@ pub(crate) async fn purge(
     tag = "gateway",
     operation_id = "releaseQueueFilter",
     summary = "Release (deliver without metering) every item a filter keeps, as a background job",
-    params(
-        ("partner" = Option<String>, Query, description = "Only this partner's items."),
-        ("route" = Option<String>, Query, description = "Only this route's items."),
-        ("state" = Option<String>, Query, description = "Only items in this state.",
-            pattern = "^(received|admitted|held|delivered|rejected|duplicate|dead)?$"),
-        ("from" = Option<String>, Query, description = "Only items received at or after this RFC 3339 time.", format = DateTime),
-        ("to" = Option<String>, Query, description = "Only items received before this RFC 3339 time.", format = DateTime),
-    ),
-    responses(
-        (status = 202, description = "The job started.", body = JobView,
-            headers(("Location" = String, description = "`/v1/queue/jobs/{id}`: the job's progress."))),
-        (status = 400, description = "A filter parameter is invalid, or the filter is empty (problem invalid-query, naming it and the value).", body = tollgate_http::openapi::ProblemDoc, content_type = "application/problem+json"),
-        tollgate_http::openapi::AccessRefused,
-        (status = 409, description = "A bulk job is running (problem bulk-job-running, with its Location).", body = tollgate_http::openapi::ProblemDoc, content_type = "application/problem+json"),
-        (status = 503, description = "The spool could not be read (problem gateway-unavailable).", body = tollgate_http::openapi::ProblemDoc, content_type = "application/problem+json"),
-    ),
+    params(FilterQuery),
+    responses(BulkAnswers, tollgate_http::openapi::AccessRefused),
     security((), ("admin_token" = [])),
 )]
 pub(crate) async fn release(

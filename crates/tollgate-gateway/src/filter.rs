@@ -32,13 +32,23 @@ fn as_time<S: serde::Serializer>(ms: &Option<i64>, s: S) -> Result<S::Ok, S::Err
     s.serialize_str(&ms.map(crate::item::rfc3339).unwrap_or_default())
 }
 
-/// The filter's query parameters as received (`?partner=&route=&state=&from=&to=`).
-#[derive(Debug, Clone, Default, Deserialize)]
+/// The filter's query parameters as received (`?partner=&route=&state=&from=&to=`), and
+/// their description in the OpenAPI document of every route that takes them.
+#[derive(Debug, Clone, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct FilterQuery {
+    /// Only this partner's items (the name exactly, or the raw QUAL:ID of an unknown sender).
     pub(crate) partner: Option<String>,
+    /// Only this route's items.
     pub(crate) route: Option<String>,
+    /// Only items in this state (all when empty or absent).
+    #[param(pattern = "^(received|admitted|held|delivered|rejected|duplicate|dead)?$")]
     pub(crate) state: Option<String>,
+    /// Only items received at or after this RFC 3339 time.
+    #[param(format = DateTime)]
     pub(crate) from: Option<String>,
+    /// Only items received before this RFC 3339 time.
+    #[param(format = DateTime)]
     pub(crate) to: Option<String>,
 }
 

@@ -125,12 +125,7 @@ pub(crate) struct SpoolRange {
     operation_id = "listQueue",
     summary = "The gateway's queue, filtered, a page at a time in arrival order",
     params(
-        ("partner" = Option<String>, Query, description = "Only this partner's items (the name exactly, or the raw QUAL:ID of an unknown sender)."),
-        ("route" = Option<String>, Query, description = "Only this route's items."),
-        ("state" = Option<String>, Query, description = "Only items in this state (all when empty or absent).",
-            pattern = "^(received|admitted|held|delivered|rejected|duplicate|dead)?$"),
-        ("from" = Option<String>, Query, description = "Only items received at or after this RFC 3339 time.", format = DateTime),
-        ("to" = Option<String>, Query, description = "Only items received before this RFC 3339 time.", format = DateTime),
+        FilterQuery,
         ("limit" = Option<u32>, Query, description = "Items per page, 1 to 1,000 (default 100).", minimum = 1, maximum = 1000),
         ("cursor" = Option<String>, Query, description = "The id of the last item of the previous page."),
     ),
