@@ -37,7 +37,7 @@ use std::sync::{Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use hashbrown::DefaultHashBuilder;
 use jiff::Timestamp;
 
-use crate::decision::Decision;
+use crate::decision::{Counted, Decision, GivenBack};
 use crate::spec::{CounterShape, MeteringId, QuotaSpec};
 use crate::store::CounterInfo;
 
@@ -181,6 +181,21 @@ impl Counters {
             None => lane.write().check_mut(&self.hasher, &ask),
         };
         tally.decision(id, spec, weight, now_us)
+    }
+
+    /// Gives back up to `units` of `id`'s counter of `shape` that were counted at `counted`,
+    /// when that window (rolling: that sub-bucket) still counts at `now_us`; never below zero.
+    pub fn give_back_us(
+        &self,
+        id: &MeteringId,
+        shape: &CounterShape,
+        counted: &Counted,
+        units: u64,
+        now_us: i64,
+    ) -> GivenBack {
+        let key = ShapeKey::of(shape);
+        let hash = key_hash(&self.hasher, id.as_bytes(), &key);
+        self.lane(hash).read().give_back(hash, id, &key, counted, units, now_us)
     }
 
     fn sweep(&self, lane: &Lane, now_us: i64) -> usize {

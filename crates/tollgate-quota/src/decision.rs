@@ -49,6 +49,9 @@ pub struct Decision {
     /// True when a shared store was unreachable and this instance answered from its own
     /// memory instead (`store_unavailable = "local"`).
     pub degraded: bool,
+    /// When the store decided, by the store's clock (Redis' `TIME` on Redis): with the window,
+    /// where an admission's units were counted (see [`Decision::counted`]).
+    pub at: Timestamp,
 }
 
 impl Decision {
@@ -56,4 +59,38 @@ impl Decision {
     pub fn allowed(&self) -> bool {
         self.outcome == Outcome::Allowed
     }
+
+    /// Where this decision counted its units: what [`crate::Store::give_back`] needs to give
+    /// them back to that window only.
+    pub fn counted(&self) -> Counted {
+        Counted {
+            at_us: self.at.as_microsecond(),
+            window: self
+                .window_start
+                .zip(self.window_end)
+                .map(|(s, e)| (s.as_microsecond(), e.as_microsecond())),
+        }
+    }
+}
+
+/// Where an admitted request's units were counted, in Unix microseconds by the store's clock:
+/// the window `[start, end)` of a calendar or flexi counter, and the instant of the decision
+/// (which names the sub-bucket of a rolling one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Counted {
+    /// When the store decided.
+    pub at_us: i64,
+    /// `(start, end)` of the window; `None` for rolling windows.
+    pub window: Option<(i64, i64)>,
+}
+
+/// What a give-back did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GivenBack {
+    /// Units given back: at most those asked, fewer when the counter held fewer (it never goes
+    /// below zero, e.g. after a reset).
+    Units(u64),
+    /// The window the units were counted in has ended (or its counter is gone): nothing given
+    /// back, and nothing needs to be.
+    WindowGone,
 }

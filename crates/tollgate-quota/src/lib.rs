@@ -39,7 +39,7 @@ mod window;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use counter::Counters;
-pub use decision::{Decision, Outcome};
+pub use decision::{Counted, Decision, GivenBack, Outcome};
 pub use spec::{
     CounterShape, MAX_WINDOW_YEARS, MeteringId, QuotaSpec, SpecError, TimeUnit, WindowKind,
     check_start,

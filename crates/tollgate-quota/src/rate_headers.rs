@@ -70,6 +70,7 @@ mod tests {
             retry_after: Some(Duration::from_millis(3_599_001)),
             reset_after: Duration::from_secs(3600),
             degraded: false,
+            at: "2026-01-01T23:00:00Z".parse().unwrap(),
         }
     }
 

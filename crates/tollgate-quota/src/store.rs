@@ -17,7 +17,7 @@ use std::future::Future;
 
 use jiff::Timestamp;
 
-use crate::decision::Decision;
+use crate::decision::{Counted, Decision, GivenBack};
 use crate::spec::{CounterShape, MeteringId, QuotaSpec, TimeUnit, WindowKind};
 use crate::window;
 
@@ -105,6 +105,18 @@ pub trait Store: Send + Sync + 'static {
         spec: &QuotaSpec,
         weight: u64,
     ) -> impl Future<Output = Result<Decision, StoreError>> + Send;
+
+    /// Gives back up to `units` that a check of `id` against `spec` admitted at `counted`
+    /// ([`Decision::counted`]): subtracted from that window's counter (rolling: from that
+    /// sub-bucket) only while it still counts, never below zero. Giving back the same units
+    /// twice is the caller's to prevent (the server does it with a [`Seen`] hand-over).
+    fn give_back(
+        &self,
+        id: &MeteringId,
+        spec: &QuotaSpec,
+        counted: &Counted,
+        units: u64,
+    ) -> impl Future<Output = Result<GivenBack, StoreError>> + Send;
 
     /// Live counters whose identifier starts with `prefix`.
     fn counters(
@@ -210,6 +222,16 @@ impl Seen for AnyStore {
     async fn release(&self, keys: &[&str], owner: &str) -> Result<(), StoreError> {
         dispatch!(self, s => s.release(keys, owner).await)
     }
+
+    async fn hand_over(
+        &self,
+        key: &str,
+        from: &str,
+        to: &str,
+        ttl: std::time::Duration,
+    ) -> Result<bool, StoreError> {
+        dispatch!(self, s => s.hand_over(key, from, to, ttl).await)
+    }
 }
 
 impl Store for AnyStore {
@@ -225,6 +247,16 @@ impl Store for AnyStore {
             s.observer_slot().report(&d);
             Ok(d)
         })
+    }
+
+    async fn give_back(
+        &self,
+        id: &MeteringId,
+        spec: &QuotaSpec,
+        counted: &Counted,
+        units: u64,
+    ) -> Result<GivenBack, StoreError> {
+        dispatch!(self, s => s.give_back(id, spec, counted, units).await)
     }
 
     async fn counters(&self, prefix: &str) -> Result<Vec<CounterInfo>, StoreError> {

@@ -37,6 +37,20 @@ async fn claims_once_until_expiry(store: &impl Seen, clock: &ManualClock) {
     assert_eq!(store.claim(&["a"], "item-4", TTL).await.unwrap(), [true], "and claimable again");
     assert_eq!(store.claim(&[], "item-4", TTL).await.unwrap(), Vec::<bool>::new());
     store.release(&[], "item-4").await.unwrap();
+    hands_over_once(store, clock).await;
+}
+
+/// A hand-over is a compare-and-set on the owner, with the new owner's ttl.
+async fn hands_over_once(store: &impl Seen, clock: &ManualClock) {
+    assert!(!store.hand_over("h", "p1", "done", TTL).await.unwrap(), "nobody holds it");
+    assert_eq!(store.claim(&["h"], "p1", Duration::from_secs(10)).await.unwrap(), [true]);
+    assert!(!store.hand_over("h", "p2", "done", TTL).await.unwrap(), "p2 does not hold it");
+    assert!(store.hand_over("h", "p1", "done", TTL).await.unwrap());
+    assert!(!store.hand_over("h", "p1", "again", TTL).await.unwrap(), "once only");
+    clock.advance(Duration::from_secs(60));
+    assert_eq!(store.holders(&["h"], "").await.unwrap(), [Some("done".to_owned())], "new ttl");
+    clock.advance(TTL);
+    assert!(!store.hand_over("h", "done", "later", TTL).await.unwrap(), "expired");
 }
 
 #[tokio::test]
@@ -128,4 +142,19 @@ async fn two_redis_instances_share_one_view_and_redis_expires_the_keys() {
     assert_eq!(b.claim(&["short"], "y", life).await.unwrap(), [false]);
     tokio::time::sleep(life + Duration::from_millis(500)).await;
     assert_eq!(b.seen(&["short"], "y").await.unwrap(), [false], "Redis expired it");
+    // Of 100 hand-overs from one owner over two instances, one wins.
+    assert_eq!(a.claim(&["ho{"], "pending", TTL).await.unwrap(), [true]);
+    let tasks: Vec<_> = (0..100)
+        .map(|i| {
+            let s = Arc::clone(if i % 2 == 0 { &a } else { &b });
+            tokio::spawn(async move {
+                s.hand_over("ho{", "pending", &format!("to-{i}"), TTL).await.unwrap()
+            })
+        })
+        .collect();
+    let mut winners = 0;
+    for t in tasks {
+        winners += usize::from(t.await.unwrap());
+    }
+    assert_eq!(winners, 1);
 }

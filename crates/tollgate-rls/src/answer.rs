@@ -183,6 +183,7 @@ mod tests {
                 retry_after: (outcome == Outcome::Exceeded).then(|| Duration::from_millis(1500)),
                 reset_after: Duration::from_millis(1500),
                 degraded: false,
+                at: "2026-01-01T00:59:58.5Z".parse().unwrap(),
             }),
             spec: QuotaSpec::new(10, 1, TimeUnit::Hour).unwrap(),
             shadow,

@@ -32,6 +32,10 @@ pub(crate) const MESSAGE_WEIGHT: &str = "message-weight";
 pub(crate) const QUOTA_WINDOW: &str = "quota-window";
 /// `quota-start`: RFC 3339 anchor for calendar windows.
 pub(crate) const QUOTA_START: &str = "quota-start";
+/// `quota-request-id`: the caller's id of one message, for idempotent checks and refunds.
+pub(crate) const QUOTA_REQUEST_ID: &str = "quota-request-id";
+/// The longest `quota-request-id`, in bytes.
+pub(crate) const MAX_REQUEST_ID: usize = 128;
 
 /// The quota headers of one request, parsed: the metering id, what it asks (each part `None`
 /// when its header was absent, so policies may fill it in) and the weight.
@@ -144,6 +148,29 @@ impl QuotaRequest {
     }
 }
 
+/// `quota-request-id`, when sent: 1 to [`MAX_REQUEST_ID`] bytes of visible ASCII (no space),
+/// sent once; anything else is a 400 naming the header and the value.
+pub(crate) fn request_id(headers: &HeaderMap) -> Result<Option<&str>, Problem> {
+    let Some(v) = single(headers, &H_QUOTA_REQUEST_ID)? else { return Ok(None) };
+    if v.is_empty() || v.len() > MAX_REQUEST_ID || !v.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(invalid_header(
+            QUOTA_REQUEST_ID,
+            Some(v),
+            format!(
+                "quota-request-id must be 1 to {MAX_REQUEST_ID} bytes of visible ASCII without \
+                 spaces (got {} bytes)",
+                v.len()
+            ),
+        ));
+    }
+    Ok(Some(v))
+}
+
+/// True when `message-weight` was sent (a refund compares it with the recorded weight).
+pub(crate) fn has_weight(headers: &HeaderMap) -> bool {
+    headers.contains_key(&H_MESSAGE_WEIGHT)
+}
+
 // Pre-built names: looking a header up by `&str` would re-validate the name on every call.
 static H_METERING_ID: HeaderName = HeaderName::from_static(METERING_ID);
 static H_QUOTA_LIMIT: HeaderName = HeaderName::from_static(QUOTA_LIMIT);
@@ -152,6 +179,7 @@ static H_QUOTA_TIMEUNIT: HeaderName = HeaderName::from_static(QUOTA_TIMEUNIT);
 static H_MESSAGE_WEIGHT: HeaderName = HeaderName::from_static(MESSAGE_WEIGHT);
 static H_QUOTA_WINDOW: HeaderName = HeaderName::from_static(QUOTA_WINDOW);
 static H_QUOTA_START: HeaderName = HeaderName::from_static(QUOTA_START);
+static H_QUOTA_REQUEST_ID: HeaderName = HeaderName::from_static(QUOTA_REQUEST_ID);
 
 /// The header's value as text: `None` when absent; refused when sent twice or not visible
 /// ASCII (header values are trimmed of surrounding whitespace by the HTTP parser).
@@ -441,6 +469,21 @@ mod tests {
         h.insert("metering-id", HeaderValue::from_bytes(b"caf\xc3\xa9").unwrap());
         let p = QuotaRequest::from_headers(&h).unwrap_err();
         assert_eq!(p.body()["invalid_header"], "metering-id");
+    }
+
+    #[test]
+    fn request_ids_are_visible_ascii_up_to_128_bytes() {
+        let ok = headers(&[("quota-request-id", "MSG-0001/a:b")]);
+        assert_eq!(request_id(&ok).unwrap(), Some("MSG-0001/a:b"));
+        assert_eq!(request_id(&headers(&[])).unwrap(), None);
+        assert!(request_id(&headers(&[("quota-request-id", &"x".repeat(128))])).is_ok());
+        for bad in ["", "a b", &"x".repeat(129)] {
+            let p = request_id(&headers(&[("quota-request-id", bad)])).unwrap_err();
+            assert_eq!(p.body()["invalid_header"], "quota-request-id", "{bad}");
+            assert_eq!(p.body()["value"], bad);
+        }
+        let twice = headers(&[("quota-request-id", "a"), ("quota-request-id", "b")]);
+        assert_eq!(request_id(&twice).unwrap_err().body()["invalid_header"], "quota-request-id");
     }
 
     #[test]

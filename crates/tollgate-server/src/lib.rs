@@ -40,7 +40,9 @@ pub mod openapi;
 mod parse_error;
 mod policy;
 mod quota;
+mod refund;
 mod reload;
+mod request_id;
 mod serve;
 mod state;
 pub mod usage;
@@ -65,6 +67,7 @@ pub const MAX_BODY_BYTES: usize = 256 * 1024;
 pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/v1/quota", get(quota::check))
+        .route("/v1/quota/refund", axum::routing::post(refund::refund))
         .route("/v1/counters", get(admin::list_counters))
         .route("/v1/counters/{*id}", axum::routing::delete(admin::reset_counter))
         .route("/v1/policies", get(admin::get_policies).put(admin::put_policies))

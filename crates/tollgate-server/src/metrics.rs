@@ -3,6 +3,9 @@
 //! | metric | kind | meaning |
 //! |---|---|---|
 //! | `tollgate_decisions_total{outcome,transport}` | counter | `/v1/quota` answers (`transport="http"`) and gRPC `ShouldRateLimit` decisions, one per decided descriptor or refused call (`transport="grpc"`), by outcome |
+//! | `tollgate_quota_replays_total` | counter | `/v1/quota` answers given again from a `quota-request-id` record (nothing counted) |
+//! | `tollgate_quota_refunds_total{result}` | counter | `POST /v1/quota/refund` answers: `given_back`, `window_ended`, `unknown`, `conflict`, `error` |
+//! | `tollgate_quota_refunded_units_total` | counter | units given back by refunds |
 //! | `tollgate_store_latency_seconds` | histogram | time the store took to decide |
 //! | `tollgate_live_counters` | gauge | counters held by a memory or embedded store, sampled at scrape time (expired ones count until the next sweep, within a second) |
 //! | `tollgate_policy_reloads_total` | counter | policy sets taken from the file |
@@ -46,6 +49,12 @@ pub const POLICY_RELOAD_ERRORS: &str = "tollgate_policy_reload_errors_total";
 pub const POLICY_ERROR: &str = "tollgate_policy_error";
 /// 1 while the shared store is not answering.
 pub const STORE_DEGRADED: &str = "tollgate_store_degraded";
+/// `/v1/quota` answers given again from a `quota-request-id` record.
+pub const REPLAYS: &str = "tollgate_quota_replays_total";
+/// `POST /v1/quota/refund` answers, by result.
+pub const REFUNDS: &str = "tollgate_quota_refunds_total";
+/// Units given back by refunds.
+pub const REFUNDED_UNITS: &str = "tollgate_quota_refunded_units_total";
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 
@@ -133,6 +142,19 @@ pub fn decision(outcome: DecisionOutcome) {
 pub fn decision_via(transport: Transport, outcome: DecisionOutcome) {
     // Both ALL arrays are in declaration order, so a variant's discriminant is its index.
     hot().decisions[transport as usize][outcome as usize].increment(1);
+}
+
+/// Counts one answer replayed from a `quota-request-id` record.
+pub fn replayed() {
+    metrics::counter!(REPLAYS).increment(1);
+}
+
+/// Counts one refund answer by `result`, and the units it gave back.
+pub fn refund(result: &'static str, units: u64) {
+    metrics::counter!(REFUNDS, "result" => result).increment(1);
+    if units > 0 {
+        metrics::counter!(REFUNDED_UNITS).increment(units);
+    }
 }
 
 /// Records how long the store took.

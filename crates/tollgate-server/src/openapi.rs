@@ -25,6 +25,7 @@ use tollgate_http::openapi::{ADMIN_TOKEN, API_KEY, ProblemDoc, problem_response}
     ),
     paths(
         crate::quota::check,
+        crate::refund::refund,
         crate::admin::counters::list_counters,
         crate::admin::counters::reset_counter,
         crate::admin::policies::get_policies,

@@ -34,8 +34,9 @@ use serde::Serialize;
 use tollgate_policy::{DecideError, DecisionOutcome, LimitSource, PolicyMode, Resolved, Transport};
 use tollgate_quota::{Decision, MeteringId, Outcome, QuotaSpec, StoreError, rate_headers};
 
-use crate::headers::{QuotaRequest, unresolved};
+use crate::headers::{self, QuotaRequest, unresolved};
 use crate::metrics;
+use crate::request_id;
 use crate::state::AppState;
 use tollgate_http::client;
 use tollgate_http::problem::Problem;
@@ -113,10 +114,13 @@ pub(crate) struct QuotaAnswer<'a> {
             format = DateTime, example = "2026-01-01T00:00:00Z"),
         ("message-weight" = Option<u64>, Header, description = "Units this message consumes; default 1 (0 asks without counting).",
             minimum = 0, maximum = 18446744073709551615_u64),
+        ("quota-request-id" = Option<String>, Header, description = "The message's own id (1 to 128 bytes of visible ASCII): the same id for the same metering-id gets the first answer again, counting nothing more, while its record is kept (until the window ends, or a refusal's Retry-After; at most 24 hours).",
+            pattern = r"^[!-~]{1,128}$", example = "MSG-4711"),
     ),
     responses(
         (status = 200, description = "Go on (also a shadow-mode refusal, and a store failure under store_unavailable = \"allow\").",
             body = QuotaAnswer<'_>, headers(
+                ("Quota-Request-Replayed" = String, description = "`true` when this is the recorded answer to an earlier check with the same quota-request-id (nothing counted)."),
                 ("RateLimit" = String, description = "Units left and seconds to reset: `\"q\";r=<available>;t=<seconds>`."),
                 ("RateLimit-Policy" = String, description = "The quota and window: `\"q\";q=<limit>;w=<window seconds>`."),
                 ("Tollgate-Shadow" = String, description = "`would-reject` when a shadow-mode policy would have refused."),
@@ -138,7 +142,11 @@ pub(crate) struct QuotaAnswer<'a> {
                 ("RateLimit-Policy" = String, description = "The quota and window."),
                 ("Retry-After" = u64, description = "Seconds until this weight fits."),
                 ("Tollgate-Degraded" = String, description = "`local` when decided from local memory."),
+                ("Quota-Request-Replayed" = String, description = "`true` when this is the recorded answer to an earlier check with the same quota-request-id."),
             )),
+        (status = 409, description = "The first check with this quota-request-id is still being decided after 2 s (problem request-in-progress): ask again.",
+            body = tollgate_http::openapi::ProblemDoc, content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds to wait before asking again."))),
         (status = 503, description = "The store could not decide and store_unavailable is deny or local (problem store-unavailable).",
             body = tollgate_http::openapi::ProblemDoc, content_type = "application/problem+json",
             headers(("Retry-After" = u64, description = "Seconds to wait before asking again."))),
@@ -167,25 +175,35 @@ async fn decide(
         .authenticate_with(headers, peer)
         .map_err(|p| (DecisionOutcome::Unauthorized, p))?;
     let req = QuotaRequest::from_headers(headers).map_err(|p| (DecisionOutcome::BadRequest, p))?;
+    let request_id = headers::request_id(headers).map_err(|p| (DecisionOutcome::BadRequest, p))?;
     if let Some(c) = client
         && !c.permits(&req.id)
     {
         return Err((DecisionOutcome::Forbidden, client::forbidden(c, &req.id)));
     }
+    match request_id {
+        None => counted(state, &req).await.map(|(r, _)| r),
+        Some(rid) => request_id::once(state, &req, rid, || counted(state, &req)).await,
+    }
+}
+
+/// Decides `req` and answers it; with the verdict when the store decided, which a request
+/// id's record keeps.
+async fn counted(state: &AppState, req: &QuotaRequest) -> request_id::Decided {
     match state.decider().decide(&req.id, &req.asked, req.weight, Transport::Http).await {
         Ok(verdict) => {
             metrics::store_latency(verdict.store_latency);
             let Resolved { spec, mode, source, .. } = &verdict.resolved;
             let mut answer = match &verdict.decision {
                 Some(d) => answer(d, spec, *mode == PolicyMode::Shadow),
-                None => undecided(&req, spec),
+                None => undecided(req, spec),
             };
             if *source == LimitSource::Policy {
                 answer
                     .headers_mut()
                     .insert(TOLLGATE_LIMIT_SOURCE.clone(), HeaderValue::from_static("policy"));
             }
-            Ok(answer)
+            Ok((answer, Some(verdict)))
         }
         Err(DecideError::Resolve(e)) => Err((DecisionOutcome::BadRequest, unresolved(&e))),
         Err(DecideError::StoreUnavailable { id, error, store_latency }) => {
@@ -295,7 +313,7 @@ fn undecided(req: &QuotaRequest, spec: &QuotaSpec) -> Response {
 }
 
 /// The 503 when the store could not decide and `store_unavailable` is `deny` or `local`.
-fn store_unavailable(id: &MeteringId, e: &StoreError) -> Problem {
+pub(crate) fn store_unavailable(id: &MeteringId, e: &StoreError) -> Problem {
     Problem::new(StatusCode::SERVICE_UNAVAILABLE, "store-unavailable", "Store unavailable")
         .detail(format!("the counter store could not decide: {e}"))
         .with("identifier", id.as_str())
@@ -350,6 +368,7 @@ mod tests {
             retry_after: Some(Duration::from_millis(3_599_001)),
             reset_after: Duration::from_secs(3600),
             degraded: false,
+            at: "2026-01-01T23:00:00Z".parse().unwrap(),
         }
     }
 

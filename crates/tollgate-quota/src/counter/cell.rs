@@ -154,6 +154,29 @@ impl<W: Word> CalendarCell<W> {
         CellTally { outcome, state: CellState { window, used, exceed, total } }
     }
 
+    /// Gives back up to `units` counted in window `counted` while the clock is in window
+    /// `now`: one compare-and-swap, like an admission; never below zero. `None` when the cell
+    /// has moved on from that window or the clock has left it (nothing is given back then).
+    pub(super) fn give_back(&self, counted: i64, now: i64, units: u64) -> Option<u64> {
+        if now > counted {
+            return None;
+        }
+        let mut word = self.usage.get();
+        loop {
+            if offset(word, counted) != 0 {
+                return None;
+            }
+            let given = count(word).min(units);
+            if given == 0 {
+                return Some(0);
+            }
+            match self.usage.swap_if(word, pack(tag_of(counted), count(word) - given)) {
+                Ok(()) => return Some(given),
+                Err(found) => word = found,
+            }
+        }
+    }
+
     /// The figures in the cell's own window, reading window numbers against the clock's window
     /// `now`.
     pub(super) fn state(&self, now: i64) -> CellState {
@@ -268,6 +291,21 @@ mod tests {
         let t = cell.decide(65_535, 10, 4);
         assert_eq!((t.state.window, t.state.used), (65_536, 8));
         assert_eq!(cell.state(65_540).window, 65_536);
+    }
+
+    #[test]
+    fn a_give_back_saturates_and_only_in_its_own_window() {
+        let cell = fresh(7);
+        cell.decide(7, 5, 3);
+        assert_eq!(cell.give_back(7, 7, 2), Some(2));
+        assert_eq!(cell.give_back(7, 7, 5), Some(1), "never below zero");
+        assert_eq!(cell.give_back(7, 7, 1), Some(0));
+        assert_eq!(cell.give_back(6, 7, 1), None, "an earlier window is gone");
+        cell.decide(7, 5, 2);
+        assert_eq!(cell.give_back(7, 8, 1), None, "the clock has left the window");
+        cell.decide(8, 5, 1);
+        assert_eq!(cell.give_back(7, 8, 1), None);
+        assert_eq!(cell.state(8).used, 1);
     }
 
     #[test]

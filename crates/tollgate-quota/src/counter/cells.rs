@@ -21,7 +21,7 @@ use hashbrown::{DefaultHashBuilder, HashTable};
 use super::cell::{CalendarCell, CellState, CellTally};
 use super::state::{Counter, Tally};
 use super::table::{ShapeKey, key_hash};
-use crate::decision::Outcome;
+use crate::decision::{GivenBack, Outcome};
 use crate::spec::{CounterShape, MeteringId};
 use crate::store::CounterInfo;
 use crate::window::CalendarFrame;
@@ -169,6 +169,17 @@ impl Cells {
         let slot = self.data.slots.get(n)?;
         let shape = self.data.shape(slot)?;
         Some(tally(slot.cell.decide(shape.window(now_us), limit, weight), &shape.frame))
+    }
+
+    /// Gives back up to `units` on slot `n`, counted in the window starting at `start_us`.
+    pub(super) fn give_back(&self, n: usize, start_us: i64, units: u64, now_us: i64) -> GivenBack {
+        let Some(slot) = self.data.slots.get(n) else { return GivenBack::WindowGone };
+        let Some(shape) = self.data.shape(slot) else { return GivenBack::WindowGone };
+        let counted = shape.frame.index(start_us);
+        match slot.cell.give_back(counted, shape.window(now_us), units) {
+            Some(given) => GivenBack::Units(given),
+            None => GivenBack::WindowGone,
+        }
     }
 
     /// Adds a cell holding `state`; `None` when the shape list or the id arena is full.

@@ -2,7 +2,7 @@
 //! rolling windows, and calendar counters whose figures do not fit a lock-free cell), and as the
 //! form in which every counter is written to disk and read back.
 
-use crate::decision::{Decision, Outcome};
+use crate::decision::{Counted, Decision, GivenBack, Outcome};
 use crate::spec::{CounterShape, MeteringId, QuotaSpec, WindowKind};
 use crate::store::CounterInfo;
 use crate::window::{self, RollingLayout};
@@ -85,6 +85,7 @@ impl Tally {
             retry_after: self.retry_at.map(|t| window::micros_between(now_us, t)),
             reset_after: window::micros_between(now_us, self.reset_at),
             degraded: false,
+            at: window::timestamp(now_us),
         }
     }
 }
@@ -276,6 +277,66 @@ impl Counter {
             retry_at,
             reset_at,
         }
+    }
+
+    /// Gives back up to `units` counted at `counted`, if that window (or, rolling, that
+    /// sub-bucket) is still the one counting at `now_us`; never below zero.
+    pub(super) fn give_back(
+        &mut self,
+        shape: &CounterShape,
+        counted: &Counted,
+        units: u64,
+        now_us: i64,
+    ) -> GivenBack {
+        match (shape.window, counted.window) {
+            (WindowKind::Calendar, Some((_, end))) => {
+                if self.mark_us != end || now_us >= end {
+                    return GivenBack::WindowGone;
+                }
+            }
+            (WindowKind::Flexi, Some((start, end))) => {
+                let open = self.used > 0 && self.mark_us == start && now_us < self.end_us(shape);
+                if !open || window::add_len(shape, start) != end {
+                    return GivenBack::WindowGone;
+                }
+            }
+            (WindowKind::Rolling, _) => {
+                return self.give_back_rolling(shape, counted, units, now_us);
+            }
+            _ => return GivenBack::WindowGone,
+        }
+        let given = self.used.min(units);
+        self.used -= given;
+        GivenBack::Units(given)
+    }
+
+    fn give_back_rolling(
+        &mut self,
+        shape: &CounterShape,
+        counted: &Counted,
+        units: u64,
+        now_us: i64,
+    ) -> GivenBack {
+        let layout = RollingLayout::of(shape);
+        let index = layout.bucket_of(counted.at_us);
+        if index < layout.first_counted(now_us) {
+            return GivenBack::WindowGone;
+        }
+        let Some(buckets) = self.buckets.as_mut() else { return GivenBack::WindowGone };
+        let Some(at) = buckets.iter().position(|b| b.index == index) else {
+            return GivenBack::WindowGone;
+        };
+        let given = buckets[at].used.min(units);
+        buckets[at].used -= given;
+        if buckets[at].used == 0 && buckets[at].exceed == 0 {
+            buckets.remove(at);
+        }
+        // The end moves to the newest bucket left, as after a check.
+        self.mark_us = buckets.last().map_or(now_us, |b| layout.leaves_at(b.index));
+        if buckets.is_empty() {
+            self.buckets = None;
+        }
+        GivenBack::Units(given)
     }
 
     fn reject(&mut self) {

@@ -21,6 +21,7 @@ use hashbrown::{DefaultHashBuilder, HashTable};
 use super::cell::{CellState, MAX_COUNT};
 use super::cells::Cells;
 use super::state::{Counter, Tally};
+use crate::decision::{Counted, GivenBack};
 use crate::spec::{CounterShape, MeteringId, TimeUnit, WindowKind};
 use crate::store::CounterInfo;
 use crate::window::CalendarFrame;
@@ -164,6 +165,31 @@ impl Shard {
             weight,
             now_us,
         )
+    }
+
+    /// Gives back up to `units` of `id`'s counter with shape `key`, counted at `counted`
+    /// (see [`Counter::give_back`]); under the read lock, like a check.
+    pub(super) fn give_back(
+        &self,
+        hash: u64,
+        id: &MeteringId,
+        key: &ShapeKey,
+        counted: &Counted,
+        units: u64,
+        now_us: i64,
+    ) -> GivenBack {
+        if key.window == WindowKind::Calendar
+            && let Some(n) = self.cells.find(hash, id.as_bytes(), key)
+        {
+            return match counted.window {
+                Some((start, _)) => self.cells.give_back(n, start, units, now_us),
+                None => GivenBack::WindowGone,
+            };
+        }
+        match self.find_locked(hash, id, key) {
+            Some(entry) => lock(&entry.counter).give_back(&key.shape(), counted, units, now_us),
+            None => GivenBack::WindowGone,
+        }
     }
 
     fn find_locked(&self, hash: u64, id: &MeteringId, key: &ShapeKey) -> Option<&Locked> {

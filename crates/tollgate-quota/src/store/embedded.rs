@@ -44,7 +44,7 @@ use tokio::sync::watch;
 
 use crate::clock::{Clock, SystemClock};
 use crate::counter::Counters;
-use crate::decision::{Decision, Outcome};
+use crate::decision::{Counted, Decision, GivenBack, Outcome};
 use crate::spec::{CounterShape, MeteringId, QuotaSpec};
 use crate::store::corrupt::{self, OnCorrupt};
 use crate::store::observer::ObserverSlot;
@@ -324,6 +324,32 @@ impl Store for EmbeddedStore {
             self.committed(seq).await?;
         }
         Ok(decision)
+    }
+
+    async fn give_back(
+        &self,
+        id: &MeteringId,
+        spec: &QuotaSpec,
+        counted: &Counted,
+        units: u64,
+    ) -> Result<GivenBack, StoreError> {
+        if self.shared.failing.load(Ordering::Acquire)
+            && let Some(e) = lock(&self.shared.failure).clone()
+        {
+            return Err(StoreError::Io(format!("the counters file cannot be written: {e}")));
+        }
+        let shape = spec.counter_shape();
+        let now = self.shared.clock.now_us();
+        let given = self.shared.counters.give_back_us(id, &shape, counted, units, now);
+        if matches!(given, GivenBack::Units(n) if n > 0) {
+            // Written behind like an admission, and as durable as one.
+            let strict = self.shared.durability == Durability::Strict;
+            let seq = self.enqueue(|q| q.dirty.push((id.clone(), shape)), strict);
+            if strict {
+                self.committed(seq).await?;
+            }
+        }
+        Ok(given)
     }
 
     async fn counters(&self, prefix: &str) -> Result<Vec<CounterInfo>, StoreError> {

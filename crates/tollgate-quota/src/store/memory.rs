@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::clock::{Clock, SystemClock};
 use crate::counter::Counters;
-use crate::decision::Decision;
+use crate::decision::{Counted, Decision, GivenBack};
 use crate::spec::{MeteringId, QuotaSpec};
 use crate::store::observer::ObserverSlot;
 use crate::store::seen::{Seen, SeenMap};
@@ -102,6 +102,16 @@ impl Seen for MemoryStore {
         self.seen.release(keys, owner);
         Ok(())
     }
+
+    async fn hand_over(
+        &self,
+        key: &str,
+        from: &str,
+        to: &str,
+        ttl: Duration,
+    ) -> Result<bool, StoreError> {
+        Ok(self.seen.hand_over(key, from, to, ttl, self.clock.now().as_millisecond()))
+    }
 }
 
 impl Store for MemoryStore {
@@ -112,6 +122,17 @@ impl Store for MemoryStore {
         weight: u64,
     ) -> Result<Decision, StoreError> {
         Ok(self.check_now(id, spec, weight))
+    }
+
+    async fn give_back(
+        &self,
+        id: &MeteringId,
+        spec: &QuotaSpec,
+        counted: &Counted,
+        units: u64,
+    ) -> Result<GivenBack, StoreError> {
+        let shape = spec.counter_shape();
+        Ok(self.counters.give_back_us(id, &shape, counted, units, self.clock.now_us()))
     }
 
     async fn counters(&self, prefix: &str) -> Result<Vec<CounterInfo>, StoreError> {

@@ -41,7 +41,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use crate::clock::Clock;
-use crate::decision::Decision;
+use crate::decision::{Counted, Decision, GivenBack};
 use crate::spec::{MeteringId, QuotaSpec, WindowKind};
 use crate::store::observer::ObserverSlot;
 use crate::store::{CounterInfo, Store, StoreError};
@@ -446,6 +446,19 @@ impl Store for RedisStore {
             }
             Err(e) => Err(e),
         }
+    }
+
+    async fn give_back(
+        &self,
+        id: &MeteringId,
+        spec: &QuotaSpec,
+        counted: &Counted,
+        units: u64,
+    ) -> Result<GivenBack, StoreError> {
+        // In Redis only: units admitted locally during an outage are added to Redis later, and
+        // a give-back cannot wait for them; a failure is an error, never a guess.
+        let given = self.bounded(self.caller.give_back(id, spec, counted, units)).await?;
+        Ok(u64::try_from(given).map_or(GivenBack::WindowGone, GivenBack::Units))
     }
 
     async fn counters(&self, prefix: &str) -> Result<Vec<CounterInfo>, StoreError> {

@@ -14,6 +14,10 @@
 //!   script run (atomic), the memory store decides under one lock, the embedded one in one redb
 //!   write transaction. Claiming again under the same owner is harmless, so an item that
 //!   crashed between its claim and its commit claims its keys again after the restart.
+//! - **A hand-over is a compare-and-set** ([`Seen::hand_over`]): the key passes from one owner
+//!   to the next only while the first holds it unexpired, atomically on each store (one lock,
+//!   one redb write transaction, one script run), so a key's owner can carry state (the
+//!   server's request-id records go pending → answered → refunded) and one transition wins.
 //! - **Release frees only the owner's keys** ([`Seen::release`]), so a late release can never
 //!   free a key another item has claimed since.
 //! - **Remembered means durable** on the embedded store: `claim` returns after its redb
@@ -69,6 +73,17 @@ pub trait Seen: Send + Sync + 'static {
         keys: &[&str],
         owner: &str,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Hands `key` over from `from` to `to` for `ttl`, atomically, only while `from` holds it
+    /// unexpired: `true` when it is now `to`'s. A compare-and-set, so of two callers handing
+    /// one key over from the same owner exactly one wins.
+    fn hand_over(
+        &self,
+        key: &str,
+        from: &str,
+        to: &str,
+        ttl: Duration,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 }
 
 /// The end of a claim made at `now_ms` for `ttl`.
@@ -141,6 +156,25 @@ impl SeenMap {
             .collect()
     }
 
+    /// See [`Seen::hand_over`], at `now_ms`.
+    pub(crate) fn hand_over(
+        &self,
+        key: &str,
+        from: &str,
+        to: &str,
+        ttl: Duration,
+        now_ms: i64,
+    ) -> bool {
+        let mut inner = self.lock();
+        match inner.keys.get_mut(key) {
+            Some(entry) if entry.0 > now_ms && *entry.1 == *from => {
+                *entry = (expiry(now_ms, ttl), to.into());
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// See [`Seen::release`].
     pub(crate) fn release(&self, keys: &[&str], owner: &str) {
         let mut inner = self.lock();
@@ -180,6 +214,19 @@ mod tests {
         assert_eq!(m.seen(&["a", "b"], "z", 10_003), [true, false], "a is y's; b expired");
         m.release(&["a", "b"], "y");
         assert_eq!(m.seen(&["a", "b"], "z", 10_003), [false, false]);
+    }
+
+    #[test]
+    fn a_key_is_handed_over_only_by_its_unexpired_owner() {
+        let m = SeenMap::default();
+        let ttl = Duration::from_secs(10);
+        assert!(!m.hand_over("a", "x", "y", ttl, 0), "nobody holds it");
+        m.claim(&["a"], "x", ttl, 0);
+        assert!(!m.hand_over("a", "z", "y", ttl, 1), "z does not hold it");
+        assert!(m.hand_over("a", "x", "y", Duration::from_secs(100), 1));
+        assert!(!m.hand_over("a", "x", "w", ttl, 2), "handed over once only");
+        assert_eq!(m.holders(&["a"], "", 50_000), [Some("y".into())], "with the new ttl");
+        assert!(!m.hand_over("a", "y", "w", ttl, 200_000), "expired");
     }
 
     #[test]

@@ -81,6 +81,38 @@ impl Seen for EmbeddedStore {
         .await
     }
 
+    async fn hand_over(
+        &self,
+        key: &str,
+        from: &str,
+        to: &str,
+        ttl: Duration,
+    ) -> Result<bool, StoreError> {
+        let shared = Arc::clone(&self.shared);
+        let (key, from, to) = (key.to_owned(), from.to_owned(), to.to_owned());
+        let now = shared.clock.now().as_millisecond();
+        let until = expiry(now, ttl);
+        run(move || {
+            shared.with_db(|db| {
+                let txn = db.begin_write()?;
+                let handed = {
+                    let mut table = txn.open_table(SEEN)?;
+                    let held = table.get(key.as_str())?.is_some_and(|v| {
+                        let (until, who) = v.value();
+                        until > now && who == from
+                    });
+                    if held {
+                        table.insert(key.as_str(), (until, to.as_str()))?;
+                    }
+                    held
+                };
+                txn.commit()?;
+                Ok(handed)
+            })
+        })
+        .await
+    }
+
     async fn release(&self, keys: &[&str], owner: &str) -> Result<(), StoreError> {
         let shared = Arc::clone(&self.shared);
         let keys: Vec<String> = keys.iter().map(|k| (*k).to_owned()).collect();

@@ -5,21 +5,25 @@ use std::sync::Arc;
 
 use crate::clock::Clock;
 use crate::counter::Tally;
-use crate::decision::{Decision, Outcome};
+use crate::decision::{Counted, Decision, Outcome};
 use crate::spec::{MeteringId, QuotaSpec, TimeUnit, WindowKind};
 use crate::store::StoreError;
+use crate::window::RollingLayout;
 
 use super::conn::Conn;
 use super::key;
 
 /// The decision script.
 const DECIDE_LUA: &str = include_str!("../decide.lua");
+/// The give-back script.
+const GIVE_BACK_LUA: &str = include_str!("../give_back.lua");
 
 /// Runs the decision script on a connection; cheap to clone.
 #[derive(Clone)]
 pub(super) struct Caller {
     conn: Conn,
     script: redis::Script,
+    give_back: redis::Script,
     prefix: Arc<str>,
     /// When set, the script uses this clock instead of Redis' `TIME` (tests only).
     clock: Option<Arc<dyn Clock>>,
@@ -27,7 +31,40 @@ pub(super) struct Caller {
 
 impl Caller {
     pub(super) fn new(conn: Conn, prefix: &str, clock: Option<Arc<dyn Clock>>) -> Self {
-        Self { conn, script: redis::Script::new(DECIDE_LUA), prefix: prefix.into(), clock }
+        Self {
+            conn,
+            script: redis::Script::new(DECIDE_LUA),
+            give_back: redis::Script::new(GIVE_BACK_LUA),
+            prefix: prefix.into(),
+            clock,
+        }
+    }
+
+    /// The give-back script's reply (not bounded in time: the caller bounds it): the units
+    /// given back, or -1 when their window has ended.
+    pub(super) async fn give_back(
+        &self,
+        id: &MeteringId,
+        spec: &QuotaSpec,
+        counted: &Counted,
+        units: u64,
+    ) -> redis::RedisResult<i64> {
+        let shape = spec.counter_shape();
+        let (start, end) = counted.window.unwrap_or((0, 0));
+        let layout = RollingLayout::of(&shape);
+        let bucket = layout.bucket_of(counted.at_us);
+        let now = self.clock.as_ref().map_or(-1, |c| c.now().as_microsecond());
+        let mut invocation = self.give_back.key(key::base_key(&self.prefix, id, &shape));
+        invocation
+            .arg(kind_of(shape.window))
+            .arg(units)
+            .arg(start)
+            .arg(end)
+            .arg(bucket)
+            .arg(layout.leaves_at(bucket))
+            .arg(now);
+        let mut conn = self.conn.clone();
+        invocation.invoke_async(&mut conn).await
     }
 
     /// The script's reply for one decision (not bounded in time: the caller bounds it); with

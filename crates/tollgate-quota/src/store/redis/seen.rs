@@ -1,6 +1,6 @@
 //! The Redis store's keys seen: each key is `<prefix>seen:{<key>}` (its own hash tag) holding
-//! its owner, with a `PX` expiry; claims and releases are one script run per key, pipelined in
-//! one round trip (see `store::seen` for the contract). On a cluster the keys of one call lie
+//! its owner, with a `PX` expiry; claims, hand-overs and releases are one script run per key,
+//! pipelined in one round trip (see `store::seen` for the contract). On a cluster the keys of one call lie
 //! on different slots, so each key's command is sent on its own, all at once.
 
 use std::time::Duration;
@@ -44,6 +44,25 @@ impl Seen for RedisStore {
             return Ok(());
         }
         self.each_key(RELEASE_SCRIPT, keys, owner, None).await.map(drop)
+    }
+
+    async fn hand_over(
+        &self,
+        key: &str,
+        from: &str,
+        to: &str,
+        ttl: Duration,
+    ) -> Result<bool, StoreError> {
+        let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+        let mut call = redis::cmd("EVAL");
+        call.arg(HAND_OVER_SCRIPT)
+            .arg(1)
+            .arg(key::seen_key(&self.opts.key_prefix, key))
+            .arg(from)
+            .arg(to)
+            .arg(ttl_ms);
+        let answers = self.per_key::<i64>(vec![call]).await?;
+        Ok(answers.first() == Some(&1))
     }
 }
 
@@ -95,6 +114,11 @@ impl RedisStore {
 const CLAIM_SCRIPT: &str = "local v = redis.call('GET', KEYS[1]) \
 if (not v) or v == ARGV[1] then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end \
 return 0";
+
+/// Hands `KEYS[1]` over from the owner `ARGV[1]` to `ARGV[2]` for `ARGV[3]` ms, only while
+/// `ARGV[1]` holds it (one key, so one script run: atomic on a cluster too).
+const HAND_OVER_SCRIPT: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then \
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) return 1 end return 0";
 
 /// Deletes `KEYS[1]` if the owner `ARGV[1]` holds it.
 const RELEASE_SCRIPT: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then \
