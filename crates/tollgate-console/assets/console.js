@@ -279,7 +279,7 @@ function trafficChart(buckets, fromMs, toMs, width, height) {
   const s = svg("svg", { width, height, viewBox: `0 0 ${width} ${height}`, role: "img",
     class: "chart traffic" });
   const title = svg("title");
-  const totals = SERIES.map(([k]) => `${sums[k].reduce((a, b) => a + b, 0).toLocaleString("en-US")} ${k}`);
+  const totals = SERIES.map(([k]) => `${num(sums[k].reduce((a, b) => a + b, 0))} ${k}`);
   title.textContent = "Units per slot: " + totals.join(", ");
   s.append(title);
   const text = (x, y, t, cls) => {
@@ -289,9 +289,9 @@ function trafficChart(buckets, fromMs, toMs, width, height) {
   };
   s.append(svg("line", { x1: left, y1: zero, x2: left + plotW, y2: zero, class: "axis" }));
   s.append(svg("line", { x1: left, y1: top, x2: left, y2: top + plotH, class: "axis" }));
-  s.append(text(left - 4, top + 10, maxUp.toLocaleString("en-US"), "tick y"));
+  s.append(text(left - 4, top + 10, num(maxUp), "tick y"));
   s.append(text(left - 4, zero + 4, "0", "tick y"));
-  if (maxDown > 0) s.append(text(left - 4, top + plotH, "−" + maxDown.toLocaleString("en-US"), "tick y"));
+  if (maxDown > 0) s.append(text(left - 4, top + plotH, "−" + num(maxDown), "tick y"));
   const w = plotW / slots;
   for (let i = 0; i < slots; i++) {
     const x = left + i * w;
@@ -446,7 +446,7 @@ async function bursting() {
   const res = await api("GET", "/ui/api/bursting");
   if (!res.ok) return;
   const list = await res.json();
-  const n = (x) => Number(x || 0).toLocaleString("en-US");
+  const n = (x) => num(x || 0);
   const rows = list.slice(0, 20).map((b) => {
     const why = b.held_units ? `${n(b.held)} held (${n(b.held_units)} units)`
       : b.silent ? "silent for 24 h" : b.state === "exceeded" ? "limit reached" : "rising";
@@ -615,7 +615,7 @@ async function initPartner() {
   const found = q.ok ? await q.json() : [];
   const all = q.ok ? Number(q.headers.get("X-Total-Count")) || 0 : 0;
   $("recent-total").textContent = all
-    ? `${all.toLocaleString("en-US")} interchange${all === 1 ? "" : "s"} in the last 24 hours` +
+    ? `${num(all)} interchange${all === 1 ? "" : "s"} in the last 24 hours` +
       (all > 1000 ? "; the first 1,000 are read, the newest 50 shown." : "")
     : "No interchange from this partner in the last 24 hours.";
   found.reverse();
@@ -646,6 +646,20 @@ async function initPartner() {
 }
 
 // ---- queue ---------------------------------------------------------------------------------
+
+// Asks in the queue page's dialog; false (and "Nothing done.") unless the operator confirms.
+async function confirmed(text) {
+  $("confirm-text").textContent = text;
+  const dlg = $("confirm");
+  const answer = await new Promise((resolve) => {
+    dlg.addEventListener("close", () => resolve(dlg.returnValue), { once: true });
+    dlg.returnValue = "cancel";
+    dlg.showModal();
+    $("confirm-cancel").focus();
+  });
+  if (answer !== "ok") status("Nothing done.");
+  return answer === "ok";
+}
 
 async function initQueue() {
   let busy = false;
@@ -735,18 +749,7 @@ async function initQueue() {
       retry: `Retry ${n}: meter them again now against ${routes}, and deliver those that fit?`,
       purge: `Purge ${n}: their bytes are deleted and cannot be delivered or recovered?`,
     }[op];
-    $("confirm-text").textContent = text;
-    const dlg = $("confirm");
-    const answer = await new Promise((resolve) => {
-      dlg.addEventListener("close", () => resolve(dlg.returnValue), { once: true });
-      dlg.returnValue = "cancel";
-      dlg.showModal();
-      $("confirm-cancel").focus();
-    });
-    if (answer !== "ok") {
-      status("Nothing done.");
-      return;
-    }
+    if (!await confirmed(text)) return;
     let done = 0;
     const errors = [];
     for (const it of picked) {
@@ -768,20 +771,10 @@ async function initQueue() {
       status("Choose a filter first (a state, partner, route or time).", true);
       return;
     }
-    $("confirm-text").textContent = op === "purge"
-      ? `Purge all ${total.toLocaleString("en-US")} items matching ${what}? Their bytes are deleted and cannot be delivered or recovered.`
-      : `Release all ${total.toLocaleString("en-US")} items matching ${what} without metering?`;
-    const dlg = $("confirm");
-    const answer = await new Promise((resolve) => {
-      dlg.addEventListener("close", () => resolve(dlg.returnValue), { once: true });
-      dlg.returnValue = "cancel";
-      dlg.showModal();
-      $("confirm-cancel").focus();
-    });
-    if (answer !== "ok") {
-      status("Nothing done.");
-      return;
-    }
+    const text = op === "purge"
+      ? `Purge all ${num(total)} items matching ${what}? Their bytes are deleted and cannot be delivered or recovered.`
+      : `Release all ${num(total)} items matching ${what} without metering?`;
+    if (!await confirmed(text)) return;
     const res = await api("POST", `/v1/queue/${op}?` + p.toString());
     if (res.status !== 202) {
       status(await problemText(res), true);
@@ -804,11 +797,11 @@ async function initQueue() {
         const job = await r.json();
         $("q-job-progress").max = Math.max(job.total, 1);
         $("q-job-progress").value = job.done + job.skipped;
-        $("q-job-text").textContent = `${job.action}: ${job.done.toLocaleString("en-US")} of ` +
-          `${job.total.toLocaleString("en-US")} done` +
-          (job.skipped ? `, ${job.skipped.toLocaleString("en-US")} skipped` : "") + ` (${job.state})`;
+        $("q-job-text").textContent = `${job.action}: ${num(job.done)} of ` +
+          `${num(job.total)} done` +
+          (job.skipped ? `, ${num(job.skipped)} skipped` : "") + ` (${job.state})`;
         if (job.state !== "running") {
-          status(`${job.action} of the filter ${job.state}: ${job.done.toLocaleString("en-US")} done`,
+          status(`${job.action} of the filter ${job.state}: ${num(job.done)} done`,
             job.state === "failed");
           break;
         }
