@@ -86,7 +86,7 @@ pub struct Burst {
 
 /// The ids to examine, most telling first, at most [`MAX_EXAMINED`]: those with held items,
 /// then by use, then `expected` ids (configured route × partner) the store does not know.
-pub(crate) fn candidates(rows: &mut Vec<Row>, expected: &[String]) -> Vec<String> {
+pub(crate) fn candidates(rows: &mut [Row], expected: &[String]) -> Vec<String> {
     rows.sort_unstable_by(|a, b| {
         (b.held_units, b.used).cmp(&(a.held_units, a.used)).then(a.metering_id.cmp(&b.metering_id))
     });
