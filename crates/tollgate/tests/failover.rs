@@ -181,7 +181,8 @@ fn a_standby_takes_over_within_5_s_of_a_kill_and_delivers_everything_accepted() 
     });
     // The new active's queue agrees: everything delivered, nothing left to do.
     common::wait_until("the queue showing 100 delivered", Duration::from_secs(10), || {
-        let listed = common::request_at(&addr, "GET", "/v1/queue?state=delivered&limit=1000", &[], b"");
+        let listed =
+            common::request_at(&addr, "GET", "/v1/queue?state=delivered&limit=1000", &[], b"");
         listed.json().as_array().map_or(0, Vec::len) == INTERCHANGES as usize
     });
 
