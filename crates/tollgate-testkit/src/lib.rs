@@ -19,12 +19,14 @@ pub mod cluster;
 mod disk;
 mod edi;
 pub mod http;
+#[cfg(unix)]
 mod sftp;
 pub mod tls;
 
 pub use cluster::RedisCluster;
 pub use disk::SmallDisk;
 pub use edi::Status214;
+#[cfg(unix)]
 pub use sftp::SftpServer;
 
 use std::io::{Read, Write};

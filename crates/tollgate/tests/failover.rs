@@ -2,8 +2,11 @@
 //! on the directory of a running one says it waits, stays alive and binds nothing; when the
 //! first is killed with SIGKILL while deliveries are under way, the second takes over within
 //! 5 s (its `/readyz` answers 200) and every interchange the first had accepted is delivered.
+//! The standby tells systemd it is one (`STATUS=standby: …`) and `READY=1` once active.
 //! HTTP delivery is at least once: an interchange in flight at the kill may arrive twice, and
 //! the test counts and reports those.
+
+#![cfg(unix)]
 
 mod common;
 
@@ -18,9 +21,12 @@ use common::{BIN, HttpStub, Message, Server, Status214};
 
 /// Interchanges dropped while the first serve runs.
 const INTERCHANGES: u32 = 100;
-/// Deliveries in flight at once (the route's `max_concurrency`): at most this many can be
+/// Deliveries in flight at once (the route's `max_concurrency`; the interchanges come from two
+/// partners, each of which has one delivery in flight at a time): at most this many can be
 /// delivered twice, since only those can be at the target when the first serve dies.
 const CONCURRENCY: usize = 2;
+/// The senders, taking turns.
+const SENDERS: [&str; CONCURRENCY] = ["CARRIERA", "CARRIERB"];
 /// How long the target takes to answer each delivery: 100 deliveries take 5 s at least, so
 /// the kill finds many still to deliver.
 const TARGET_DELAY: Duration = Duration::from_millis(100);
@@ -78,10 +84,11 @@ struct Standby {
 }
 
 impl Standby {
-    fn start(config: &Path, log: PathBuf) -> Standby {
+    fn start(config: &Path, log: PathBuf, notify_socket: &Path) -> Standby {
         let mut child = Command::new(BIN)
             .args(["serve", "--config", config.to_str().unwrap(), "--listen", "127.0.0.1:0"])
             .env_remove("TOLLGATE_ADMIN_TOKEN")
+            .env("NOTIFY_SOCKET", notify_socket)
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
@@ -127,14 +134,26 @@ fn a_standby_takes_over_within_5_s_of_a_kill_and_delivers_everything_accepted() 
     let cfg = config(dir.path(), &target.url());
 
     let active = Server::start(&["--config", cfg.to_str().unwrap()]);
-    let mut standby = Standby::start(&cfg, dir.path().join("standby.log"));
+    // systemd's notification socket, where the standby tells its role.
+    let notify_path = dir.path().join("notify.sock");
+    let notify = std::os::unix::net::UnixDatagram::bind(&notify_path).unwrap();
+    notify.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut standby = Standby::start(&cfg, dir.path().join("standby.log"), &notify_path);
     let wait_line = format!("is in use by another tollgate (pid {}", active.pid());
     common::wait_until("the standby saying it waits", Duration::from_secs(20), || {
         standby.log().contains(&wait_line)
     });
+    let mut buf = [0u8; 512];
+    let n = notify.recv(&mut buf).expect("no STATUS= from the standby");
+    let status = String::from_utf8_lossy(&buf[..n]).into_owned();
+    assert!(
+        status.starts_with("STATUS=standby: data directory in use by another tollgate (pid "),
+        "{status:?}"
+    );
 
     for c in 1..=INTERCHANGES {
-        drop_file(&inbound, &format!("f{c:03}.edi"), &Status214::new("CARRIERXYZ", c).build());
+        let sender = SENDERS[c as usize % CONCURRENCY];
+        drop_file(&inbound, &format!("f{c:03}.edi"), &Status214::new(sender, c).build());
     }
     // Accepted: every file spooled, so none is left in the landing directory (taken files wait
     // in the hidden `.tollgate-taken/`).
@@ -174,6 +193,16 @@ fn a_standby_takes_over_within_5_s_of_a_kill_and_delivers_everything_accepted() 
         std::thread::sleep(Duration::from_millis(25));
     };
     assert!(standby.log().contains("taking over"), "{}", standby.log());
+    let mut told = Vec::new();
+    while let Ok(n) = notify.recv(&mut buf) {
+        let msg = String::from_utf8_lossy(&buf[..n]).into_owned();
+        let ready = msg.lines().any(|l| l == "READY=1");
+        told.push(msg);
+        if ready {
+            break;
+        }
+    }
+    assert!(told.iter().any(|m| m.contains("READY=1")), "no READY=1 once active: {told:?}");
 
     let want: BTreeSet<u32> = (1..=INTERCHANGES).collect();
     common::wait_until("every accepted interchange delivered", Duration::from_secs(60), || {

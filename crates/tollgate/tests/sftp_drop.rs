@@ -7,6 +7,8 @@
 //! the one unsafe habit: the gateway has taken the finished part, the `reput` fails and the
 //! sender's full resend is caught as a duplicate; resuming a temporary name is safe.
 
+#![cfg(unix)]
+
 mod common;
 
 use std::collections::BTreeMap;
