@@ -7,6 +7,7 @@
 //! CI), in which case they fail. [`RedisCluster`] does the same for a Redis Cluster of several
 //! masters and their replicas. [`SmallDisk`] mounts a small tmpfs that a test can fill up.
 //! [`Status214`] builds the X12 214 interchanges the gateway's tests and benches send.
+//! [`SftpServer`] runs OpenSSH's `sshd` for SFTP uploads into a directory.
 //! [`tls::TestCa`] makes certificates at test time. [`http`] speaks plain HTTP/1.1: a peer
 //! server answering with a closure, and a one-shot client.
 #![forbid(unsafe_code)]
@@ -18,11 +19,15 @@ pub mod cluster;
 mod disk;
 mod edi;
 pub mod http;
+#[cfg(unix)]
+mod sftp;
 pub mod tls;
 
 pub use cluster::RedisCluster;
 pub use disk::SmallDisk;
 pub use edi::Status214;
+#[cfg(unix)]
+pub use sftp::SftpServer;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};

@@ -1,5 +1,6 @@
 //! systemd readiness (`Type=notify`): `READY=1` once the listener is bound and requests can be
-//! served, `STOPPING=1` when a graceful stop begins.
+//! served, `STATUS=` while a standby waits for the data directory, `STOPPING=1` when a
+//! graceful stop begins.
 //!
 //! The protocol is one datagram to the unix socket named by `$NOTIFY_SOCKET` (a path, or an
 //! abstract name written `@name`). Without the variable nothing is sent; a send that fails is
@@ -9,6 +10,12 @@
 /// Tells the service manager the service is ready (call after the listener is bound).
 pub fn ready() {
     send("READY=1\nSTATUS=serving");
+}
+
+/// Tells the service manager what the service is doing before it is ready (a standby waiting
+/// for the data directory, say); one line, shown by `systemctl status`.
+pub fn status(text: &str) {
+    send(&format!("STATUS={}", text.replace('\n', " ")));
 }
 
 /// Tells the service manager a graceful stop has begun.

@@ -3,7 +3,9 @@
 //!
 //! Start-up: read the config file (exit 2 with `FILE:LINE:COL: message` when it is bad),
 //! resolve each setting (flag, then file, then default), load the TLS pair when one is set
-//! (exit 2 with the file and why when it is broken), open the store, bind, and print
+//! (exit 2 with the file and why when it is broken), take the data directory's lock (a second
+//! serve on the same directory waits there as a standby, see `data_lock`), open the store,
+//! bind, and print
 //! `listening on http://ADDR` (`https://` with TLS) once requests can be served (and
 //! `READY=1` to systemd, see `crate::notify`). SIGTERM or SIGINT stop accepting,
 //! let in-flight requests finish, then flush the store, so a graceful stop loses nothing.
@@ -25,6 +27,7 @@ use tollgate_server::{AppState, router};
 
 use crate::config::{ConfigFile, ConfigMistake};
 
+mod data_lock;
 mod settings;
 
 pub use settings::ServeArgs;
@@ -81,6 +84,13 @@ pub fn run(args: ServeArgs) -> ExitCode {
 
 async fn serve(args: ServeArgs, file: ConfigFile, tls: Option<TlsAcceptor>) -> anyhow::Result<()> {
     let settings = Settings::resolve(&args, &file)?;
+    // Before any state file is opened: a second serve on the same directory waits here as a
+    // standby, without binding its listener, until the first one stops or dies.
+    let _data_lock = if owns_data_files(&settings.store, &file) {
+        Some(data_lock::acquire(&settings.data).await?)
+    } else {
+        None
+    };
     let store = Arc::new(
         crate::store::open(
             &settings.store,
@@ -287,6 +297,13 @@ async fn serve(args: ServeArgs, file: ConfigFile, tls: Option<TlsAcceptor>) -> a
     store.flush().await.context("flushing the store")?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// True when this serve keeps state files in the data directory that only one process may
+/// write: the embedded store (counters and usage history) or the gateway's spool. Instances
+/// on a shared Redis without a gateway run side by side and take no lock.
+fn owns_data_files(store: &crate::config::StoreKind, file: &ConfigFile) -> bool {
+    matches!(store, crate::config::StoreKind::Embedded) || file.gateway.is_some()
 }
 
 /// A future completing on SIGTERM or SIGINT (Ctrl-C). The handlers are installed when this
