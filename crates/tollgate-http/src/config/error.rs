@@ -163,12 +163,11 @@ fn context(source: &str, at: usize) -> (Option<String>, Option<(String, String)>
             .unwrap_or_default();
         format!("[[{name}]] #{n}{label}")
     });
-    let kv = here.and_then(|i| lines.get(i)).and_then(|(_, l)| key_value(l)).map(|(k, v)| {
-        match &sub {
+    let kv =
+        here.and_then(|i| lines.get(i)).and_then(|(_, l)| key_value(l)).map(|(k, v)| match &sub {
             Some(sub) => (format!("{sub}.{k}"), v),
             None => (k, v),
-        }
-    });
+        });
     (table, kv)
 }
 
