@@ -365,9 +365,10 @@ fn headers<'de, D: Deserializer<'de>>(d: D) -> Result<FixedHeaders, D::Error> {
         if out.iter().any(|(n, _)| *n == parsed) {
             return Err(refuse("given twice (header names are not case-sensitive)"));
         }
+        let ascii = value.bytes().all(|b| b == b'\t' || (0x20..0x7f).contains(&b));
         let mut v = HeaderValue::from_str(&value)
             .ok()
-            .filter(|_| !value.is_empty())
+            .filter(|_| ascii && !value.trim().is_empty())
             .ok_or_else(|| refuse("the value must be non-empty visible ASCII"))?;
         v.set_sensitive(true);
         out.push((parsed, v));

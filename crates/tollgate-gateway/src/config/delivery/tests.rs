@@ -166,6 +166,11 @@ fn conflicting_or_incomplete_settings_are_refused() {
         ),
         (
             "http://e/in",
+            "[route.delivery]\nheaders = { \"X-Key\" = \"h1dden…\" }\n".into(),
+            "non-empty visible ASCII",
+        ),
+        (
+            "http://e/in",
             "[route.delivery]\nheaders = { \"x-k\" = \"h1dden\", \"X-K\" = \"h1dden\" }\n".into(),
             "given twice",
         ),
