@@ -13,9 +13,10 @@ use std::fmt;
 use std::num::{NonZeroU32, NonZeroU64, NonZeroUsize};
 use std::path::PathBuf;
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 use tollgate_edi::{PartyId, RecordRule};
 pub use tollgate_http::config::ConfigError;
 use tollgate_quota::{MeteringId, QuotaSpec, TimeUnit};
@@ -23,9 +24,12 @@ use toml::Spanned;
 
 use crate::landing::PartialNames;
 
+mod defaults;
+mod delivery;
 mod fields;
 mod plan;
 mod value;
+pub use delivery::*;
 pub use plan::*;
 pub(crate) use value::{ApiKey, HttpUrl, MeteringTemplate, Name};
 
@@ -238,6 +242,10 @@ pub struct RouteConfig {
     /// This route's dedup window in days (≥ 1); the gateway's `dedup_days` when absent.
     #[serde(default, deserialize_with = "fields::route_dedup_days")]
     pub dedup_days: Option<NonZeroU32>,
+    /// `[gateway.route.delivery]`: credentials, client certificate, fixed headers and
+    /// Content-Type of an HTTP target.
+    #[serde(default)]
+    pub delivery: Option<Spanned<DeliveryConfig>>,
 }
 
 /// What a route treats as a duplicate (`[[gateway.route]] dedup`).
@@ -260,92 +268,6 @@ impl FromStr for Dedup {
             "transaction" => Ok(Self::Transaction),
             _ => Err("expected \"interchange\" or \"transaction\""),
         }
-    }
-}
-
-/// Defaults; those kept with a position have an empty span (they are not in the file).
-mod defaults {
-    use super::*;
-
-    /// `v` as a non-zero value; evaluated at compile time.
-    const fn nz64(v: u64) -> NonZeroU64 {
-        match NonZeroU64::new(v) {
-            Some(n) => n,
-            None => panic!("a non-zero default is zero"),
-        }
-    }
-    const fn nz32(v: u32) -> NonZeroU32 {
-        match NonZeroU32::new(v) {
-            Some(n) => n,
-            None => panic!("a non-zero default is zero"),
-        }
-    }
-    const fn nzusize(v: usize) -> NonZeroUsize {
-        match NonZeroUsize::new(v) {
-            Some(n) => n,
-            None => panic!("a non-zero default is zero"),
-        }
-    }
-
-    pub(super) fn poll_ms() -> NonZeroU64 {
-        const { nz64(500) }
-    }
-    pub(super) fn settle_ms() -> u64 {
-        200
-    }
-    pub(super) fn dedup_days() -> NonZeroU32 {
-        const { nz32(30) }
-    }
-    pub(super) fn max_upload_bytes() -> Spanned<NonZeroU32> {
-        Spanned::new(0..0, const { nz32(52_428_800) })
-    }
-    pub(super) fn upload_budget_bytes() -> Spanned<u64> {
-        Spanned::new(0..0, 268_435_456)
-    }
-    pub(super) fn upload_min_rate_bytes() -> NonZeroU64 {
-        const { nz64(65_536) }
-    }
-    pub(super) fn upload_rate_grace_ms() -> NonZeroU64 {
-        const { nz64(10_000) }
-    }
-    pub(super) fn max_file_bytes() -> NonZeroU64 {
-        const { nz64(52_428_800) }
-    }
-    /// Temporary names of common transfer clients: dot files (OpenSSH sftp/rsync temp files,
-    /// editors), WinSCP `.filepart`, FileZilla/Cyberduck/curl `.part`, `.partial`, `.tmp`,
-    /// `.crdownload`, `.inprogress`, and `~` backups.
-    pub(super) const PARTIAL_NAMES: [&str; 8] =
-        [".*", "*.filepart", "*.part", "*.partial", "*.tmp", "*.crdownload", "*.inprogress", "*~"];
-    /// Compiled once per process: building a glob set costs far more than reading a config.
-    pub(super) fn partial_names() -> PartialNames {
-        static COMPILED: std::sync::OnceLock<PartialNames> = std::sync::OnceLock::new();
-        COMPILED
-            .get_or_init(|| {
-                PartialNames::new(&PARTIAL_NAMES.map(str::to_owned))
-                    .unwrap_or_else(|_| unreachable!("the default partial names are valid globs"))
-            })
-            .clone()
-    }
-    pub(super) fn incomplete_grace_ms() -> u64 {
-        300_000
-    }
-    pub(super) fn mode() -> Spanned<QuotaMode> {
-        Spanned::new(0..0, QuotaMode::default())
-    }
-    pub(super) fn timeout_ms() -> NonZeroU64 {
-        const { nz64(200) }
-    }
-    pub(super) fn metering_id() -> Spanned<MeteringTemplate> {
-        Spanned::new(0..0, MeteringTemplate::default_template())
-    }
-    pub(super) fn interval() -> Spanned<NonZeroU32> {
-        Spanned::new(0..0, const { nz32(1) })
-    }
-    pub(super) fn min_weight() -> u64 {
-        1
-    }
-    pub(super) fn max_concurrency() -> NonZeroUsize {
-        const { nzusize(4) }
     }
 }
 
@@ -450,6 +372,7 @@ impl GatewayConfig {
                 max_concurrency: r.max_concurrency.get(),
                 dedup: r.dedup,
                 dedup_window: days(r.dedup_days.unwrap_or(self.dedup_days)),
+                delivery: delivery::resolve(r, &k)?,
             });
         }
 

@@ -4,9 +4,13 @@
 //!   directory (one fsync for every rename waiting at that moment, see `DirSync`). The name comes from the item id, so a redelivery after a crash replaces the
 //!   same file instead of adding a second one; readers never see a partial file, and a
 //!   failed attempt (a full disk) removes its temp file.
-//! - `http(s)://` POSTs the bytes with `Tollgate-Interchange-Id`, `Tollgate-Partner` and
-//!   `Tollgate-Document`. 2xx is done; 5xx, a timeout or a connection error is retried with
-//!   capped exponential backoff; a 4xx (other than 408/429), or [`MAX_ATTEMPTS`], is dead.
+//! - `http(s)://` POSTs the bytes with the route's Content-Type (`application/edi-x12` by
+//!   default), its fixed headers, `Tollgate-Interchange-Id`, `Tollgate-Partner` and
+//!   `Tollgate-Document`, and its credentials: HTTP Basic, or a bearer token from its OAuth 2.0
+//!   token endpoint (see `token`), and its client certificate. 2xx is done; 5xx, a timeout,
+//!   a connection error or a token endpoint that fails is retried with capped exponential
+//!   backoff; a 4xx (other than 408/429), or [`MAX_ATTEMPTS`], is dead. A 401 to a bearer
+//!   token is retried at once, once, with a new token.
 //! - At most `max_concurrency` deliveries are in flight per target (one semaphore each).
 
 use std::collections::HashMap;
@@ -16,10 +20,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE};
 use tokio::sync::Semaphore;
 
-use crate::config::{Route, Target};
+use crate::config::{Auth, Route, Target};
 use crate::spool::sync_dir;
+
+mod token;
 
 /// Attempts after which a retryable failure becomes dead.
 pub(crate) const MAX_ATTEMPTS: u32 = 10;
@@ -91,16 +98,24 @@ impl DirSync {
 /// Delivers to every route's target, with one concurrency cap per target.
 pub struct Deliverer {
     client: reqwest::Client,
+    /// Per route (by name): its own client (with its client certificate) and token source.
+    links: HashMap<String, Link>,
     limits: HashMap<Target, Arc<Semaphore>>,
     dir_syncs: HashMap<Target, DirSync>,
     /// False only in a simulation ([`crate::SpoolOptions::ephemeral`]).
     fsync: bool,
 }
 
+/// What one HTTP route calls its target with, beyond the shared client.
+struct Link {
+    client: reqwest::Client,
+    tokens: Option<token::Tokens>,
+}
+
 impl Deliverer {
     /// One semaphore per distinct target (routes sharing a target share the smallest cap).
     /// HTTPS targets are verified against `ca_file` when given, else the system roots (see
-    /// [`crate::trust`]).
+    /// [`crate::trust`]); a route with a client certificate gets a client of its own.
     pub fn new(routes: &[Route], ca_file: Option<&std::path::Path>) -> Result<Self, String> {
         let mut caps: HashMap<Target, usize> = HashMap::new();
         for r in routes {
@@ -109,11 +124,39 @@ impl Deliverer {
         }
         let dir_syncs = caps.keys().map(|t| (t.clone(), DirSync::default())).collect();
         let limits = caps.into_iter().map(|(t, c)| (t, Arc::new(Semaphore::new(c)))).collect();
-        let client = crate::trust::client_builder("gateway.deliver_ca_file", ca_file)?
-            .timeout(HTTP_TIMEOUT)
-            .build()
-            .map_err(|e| format!("http client: {e}"))?;
-        Ok(Self { client, limits, dir_syncs, fsync: true })
+        let cas = ca_file
+            .map(|f| crate::trust::ca_certificates("gateway.deliver_ca_file", f))
+            .transpose()?;
+        let build = |identity: Option<reqwest::Identity>| {
+            let mut b = reqwest::Client::builder().timeout(HTTP_TIMEOUT);
+            if let Some(cas) = &cas {
+                b = b.tls_certs_only(cas.iter().cloned());
+            }
+            if let Some(id) = identity {
+                b = b.identity(id);
+            }
+            b.build()
+        };
+        let client = build(None).map_err(|e| format!("http client: {e}"))?;
+        let mut links = HashMap::new();
+        for r in routes {
+            let d = &r.delivery;
+            if !matches!(r.target, Target::Http(_)) || links.contains_key(&r.name) {
+                continue;
+            }
+            let own = match &d.identity {
+                Some(id) => build(Some(id.clone())).map_err(|e| {
+                    format!("[[gateway.route]] {}: delivery.client_cert: {e}", r.name)
+                })?,
+                None => client.clone(),
+            };
+            let tokens = match &d.auth {
+                Some(Auth::OAuth2(o)) => Some(token::Tokens::new(o.clone(), own.clone())),
+                _ => None,
+            };
+            links.insert(r.name.clone(), Link { client: own, tokens });
+        }
+        Ok(Self { client, links, limits, dir_syncs, fsync: true })
     }
 
     /// Skips the fsyncs of `dir:` deliveries (a simulation, whose targets are thrown away).
@@ -122,8 +165,10 @@ impl Deliverer {
         self
     }
 
-    /// Makes one attempt to hand `parcel` to `target`, waiting for a concurrency slot first.
-    pub async fn deliver(&self, target: &Target, parcel: &Parcel) -> Attempt {
+    /// Makes one attempt to hand `parcel` to `route`'s target, waiting for a concurrency slot
+    /// first.
+    pub async fn deliver(&self, route: &Route, parcel: &Parcel) -> Attempt {
+        let target = &route.target;
         let _permit = match self.limits.get(target) {
             Some(sem) => match sem.clone().acquire_owned().await {
                 Ok(p) => Some(p),
@@ -156,37 +201,81 @@ impl Deliverer {
                     Err(e) => Attempt::Retry(e),
                 }
             }
-            Target::Http(url) => self.post(url.as_str(), parcel).await,
+            Target::Http(url) => self.post(url.as_str(), route, parcel).await,
         }
     }
 
-    async fn post(&self, url: &str, parcel: &Parcel) -> Attempt {
-        let resp = self
-            .client
-            .post(url)
-            .header("content-type", "application/edi-x12")
-            .header("Tollgate-Interchange-Id", &parcel.id)
-            .header("Tollgate-Partner", header_safe(&parcel.partner))
-            .header("Tollgate-Document", header_safe(&parcel.document))
-            .body(parcel.bytes.clone())
-            .send()
-            .await;
-        match resp {
-            Ok(r) if r.status().is_success() => Attempt::Done,
-            Ok(r) => {
-                let status = r.status();
-                let body = r.text().await.unwrap_or_default();
-                let snippet: String = body.chars().take(200).collect();
-                let reason = format!("{url} answered {status}: {snippet}");
-                if status.is_client_error() && status.as_u16() != 408 && status.as_u16() != 429 {
-                    Attempt::Refused(reason)
-                } else {
-                    Attempt::Retry(reason)
-                }
-            }
-            Err(e) if e.is_timeout() => Attempt::Retry(format!("{url} timed out: {e}")),
-            Err(e) => Attempt::Retry(format!("{url}: {}", crate::trust::describe(&e))),
+    /// POSTs `parcel` with the route's credentials; a 401 to a bearer token is tried once
+    /// more with a new token.
+    async fn post(&self, url: &str, route: &Route, parcel: &Parcel) -> Attempt {
+        let link = self.links.get(&route.name);
+        let client = link.map_or(&self.client, |l| &l.client);
+        let tokens = link.and_then(|l| l.tokens.as_ref());
+        let token = match tokens.map(|t| t.current()) {
+            Some(fetch) => match fetch.await {
+                Ok(t) => Some(t),
+                Err(why) => return Attempt::Retry(why),
+            },
+            None => None,
+        };
+        let sent = send(client, url, route, parcel, token.as_ref()).await;
+        if let (Some(tokens), Some(used), Ok(r)) = (tokens, &token, &sent)
+            && r.status() == reqwest::StatusCode::UNAUTHORIZED
+        {
+            let fresh = match tokens.renew(used).await {
+                Ok(t) => t,
+                Err(why) => return Attempt::Retry(why),
+            };
+            let again = send(client, url, route, parcel, Some(&fresh)).await;
+            return outcome(url, again, " to a token fetched again after a first 401").await;
         }
+        outcome(url, sent, "").await
+    }
+}
+
+/// One POST of `parcel` to `url` with `route`'s Content-Type, fixed headers and credentials
+/// (`token` for an OAuth 2.0 route).
+async fn send(
+    client: &reqwest::Client,
+    url: &str,
+    route: &Route,
+    parcel: &Parcel,
+    token: Option<&token::Token>,
+) -> reqwest::Result<reqwest::Response> {
+    let d = &route.delivery;
+    let mut req = client
+        .post(url)
+        .headers(d.headers.clone())
+        .header(CONTENT_TYPE, d.content_type.clone())
+        .header("Tollgate-Interchange-Id", &parcel.id)
+        .header("Tollgate-Partner", header_safe(&parcel.partner))
+        .header("Tollgate-Document", header_safe(&parcel.document));
+    if let Some(Auth::Basic { user, password }) = &d.auth {
+        req = req.basic_auth(user, Some(password.expose()));
+    }
+    if let Some(t) = token {
+        req = req.header(AUTHORIZATION, t.header.clone());
+    }
+    req.body(parcel.bytes.clone()).send().await
+}
+
+/// The attempt an answer (or error) makes; `note` follows the status in a reason.
+async fn outcome(url: &str, sent: reqwest::Result<reqwest::Response>, note: &str) -> Attempt {
+    match sent {
+        Ok(r) if r.status().is_success() => Attempt::Done,
+        Ok(r) => {
+            let status = r.status();
+            let body = r.text().await.unwrap_or_default();
+            let snippet: String = body.chars().take(200).collect();
+            let reason = format!("{url} answered {status}{note}: {snippet}");
+            if status.is_client_error() && status.as_u16() != 408 && status.as_u16() != 429 {
+                Attempt::Refused(reason)
+            } else {
+                Attempt::Retry(reason)
+            }
+        }
+        Err(e) if e.is_timeout() => Attempt::Retry(format!("{url} timed out: {e}")),
+        Err(e) => Attempt::Retry(format!("{url}: {}", crate::trust::describe(&e))),
     }
 }
 
@@ -240,15 +329,23 @@ mod tests {
     async fn dir_delivery_is_atomic_and_named_by_id() {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("out");
-        let d = Deliverer::new(&[], None).unwrap();
+        let config: crate::GatewayConfig = toml::from_str(&format!(
+            "[[route]]\nname = \"S\"\ndocuments = [\"214\"]\nlimit = 1\nunit = \"day\"\n\
+             deliver = \"dir:{}\"\n",
+            out.display()
+        ))
+        .unwrap();
+        let plan = config.plan().unwrap();
+        let route = &plan.routes[0];
+        let d = Deliverer::new(&plan.routes, None).unwrap();
         let p = Parcel {
             id: "a-1".into(),
             partner: "P".into(),
             document: "214".into(),
             bytes: b"ISA".to_vec(),
         };
-        assert_eq!(d.deliver(&Target::Dir(out.clone()), &p).await, Attempt::Done);
-        assert_eq!(d.deliver(&Target::Dir(out.clone()), &p).await, Attempt::Done);
+        assert_eq!(d.deliver(route, &p).await, Attempt::Done);
+        assert_eq!(d.deliver(route, &p).await, Attempt::Done);
         let names: Vec<_> =
             std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(names, vec![std::ffi::OsString::from("a-1.edi")]);

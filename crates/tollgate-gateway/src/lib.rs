@@ -69,7 +69,9 @@ use tollgate_http::client::ClientKeys;
 use tollgate_policy::Decider;
 
 pub use clock::GatewayClock;
-pub use config::{ConfigError, Dedup, GatewayConfig, OnQuotaUnavailable, Plan, QuotaMode, Target};
+pub use config::{
+    ConfigError, Dedup, DeliveryConfig, GatewayConfig, OnQuotaUnavailable, Plan, QuotaMode, Target,
+};
 pub use filter::QueueFilter;
 pub use item::{Item, State};
 pub use spool::BackupReport;

@@ -170,6 +170,9 @@ pub(crate) fn prepare(
         for r in routes.iter_mut().filter_map(|r| r.as_table_mut()) {
             let target = format!("dir:{}", backend.display());
             r.insert("deliver".into(), toml::Value::String(target));
+            // Credentials for the real target: neither needed nor read (their files may not
+            // be on this machine).
+            r.remove("delivery");
         }
     }
     let text = toml::to_string(&table).map_err(|e| format!("gateway config: {e}"))?;

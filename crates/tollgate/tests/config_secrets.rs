@@ -17,6 +17,25 @@ const BAD: &[(&str, &str, &str)] = &[
     ("[gateway.quota]\napi_key = 44444444\n", "44444444", "api_key"),
     ("[store]\nkind = \"redis\"\nurl = \"http://u:pw-s3cret-99@h/0\"\n", "pw-s3cret-99", "url"),
     ("[store]\nkind = \"redis\"\nurl = \"redis://u:pw-s3cret-98@/0\"\n", "pw-s3cret-98", "redis"),
+    (
+        "[gateway]\n[[gateway.route]]\nname = \"S\"\ndocuments = [\"214\"]\nlimit = 1\nunit = \"day\"\n\
+         deliver = \"http://u:pw-s3cret-97@h/in\"\n",
+        "pw-s3cret-97",
+        "(name = \"S\") deliver",
+    ),
+    (
+        "[gateway]\n[[gateway.route]]\nname = \"S\"\ndocuments = [\"214\"]\nlimit = 1\nunit = \"day\"\n\
+         deliver = \"http://h/in\"\n[gateway.route.delivery]\nheaders = { X-Key = 55555555 }\n",
+        "55555555",
+        "headers",
+    ),
+    (
+        "[gateway]\n[[gateway.route]]\nname = \"S\"\ndocuments = [\"214\"]\nlimit = 1\nunit = \"day\"\n\
+         deliver = \"http://h/in\"\n[gateway.route.delivery]\n\
+         headers = { \"Content-Type\" = \"hv-s3cret-96\" }\n",
+        "hv-s3cret-96",
+        "headers",
+    ),
 ];
 
 #[test]

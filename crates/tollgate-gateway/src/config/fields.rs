@@ -97,8 +97,11 @@ pub(super) fn unit<'de, D: Deserializer<'de>>(d: D) -> Result<TimeUnit, D::Error
 pub(super) fn weight<'de, D: Deserializer<'de>>(d: D) -> Result<RecordRule, D::Error> {
     key::parsed(d, "weight")
 }
+/// Like [`key::parsed`], the password of a refused URL hidden.
 pub(super) fn deliver<'de, D: Deserializer<'de>>(d: D) -> Result<Target, D::Error> {
-    key::parsed(d, "deliver")
+    let s = String::deserialize(d)?;
+    s.parse()
+        .map_err(|e| D::Error::custom(format!("deliver = {:?}: {e}", value::without_password(&s))))
 }
 pub(super) fn max_concurrency<'de, D: Deserializer<'de>>(d: D) -> Result<NonZeroUsize, D::Error> {
     key::at_least_one(d, "max_concurrency")

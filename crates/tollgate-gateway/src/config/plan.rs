@@ -25,7 +25,14 @@ impl std::str::FromStr for Target {
             return Ok(Target::Dir(PathBuf::from(path)));
         }
         if s.starts_with("http://") || s.starts_with("https://") {
-            return s.parse().map(Target::Http);
+            let url: HttpUrl = s.parse()?;
+            if value::has_userinfo(&url) {
+                return Err("a user or password in the URL is refused (it would sit in the \
+                            config in clear and reach logs): set [gateway.route.delivery] \
+                            basic = { user, password_file } instead"
+                    .to_owned());
+            }
+            return Ok(Target::Http(url));
         }
         Err("expected \"dir:PATH\" or an http:// or https:// URL".to_owned())
     }
@@ -63,6 +70,8 @@ pub struct Route {
     pub dedup: Dedup,
     /// How long an interchange key or transaction fingerprint is remembered.
     pub dedup_window: Duration,
+    /// How its HTTP target is called: credentials, client certificate, headers, Content-Type.
+    pub delivery: Arc<Delivery>,
 }
 
 impl Route {

@@ -65,6 +65,22 @@ impl FromStr for HttpUrl {
     }
 }
 
+/// Whether `url` has a user or password (`http://user:pass@host/`).
+pub(crate) fn has_userinfo(url: &HttpUrl) -> bool {
+    reqwest::Url::parse(url.as_str())
+        .is_ok_and(|u| !u.username().is_empty() || u.password().is_some())
+}
+
+/// `url` as it may be shown: the password of `scheme://user:password@host…`, if any, written
+/// `(hidden)`.
+pub(crate) fn without_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let Some((userinfo, host)) = authority.rsplit_once('@') else { return url.to_owned() };
+    let Some((user, _)) = userinfo.split_once(':') else { return url.to_owned() };
+    format!("{scheme}://{user}:(hidden)@{host}{}", &rest[authority.len()..])
+}
+
 impl fmt::Display for HttpUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)

@@ -82,7 +82,7 @@ impl Pipeline {
             let attempt = match bytes {
                 Ok(Ok(bytes)) => {
                     let parcel = Parcel { id: id.clone(), partner, document, bytes };
-                    parts.deliverer.deliver(&route.target, &parcel).await
+                    parts.deliverer.deliver(&route, &parcel).await
                 }
                 Ok(Err(e)) => Attempt::Retry(format!("reading the spool: {e}")),
                 Err(e) => Attempt::Retry(format!("reading the spool: {e}")),

@@ -113,9 +113,12 @@ const MAX_SHOWN_VALUE: usize = 80;
 
 /// The table holding byte `at` of `source` (`[t]`, or `[[t]] #n (name = …)` for an array's
 /// n-th entry) and the `key` and value written on its line, read from the text: the last
-/// header before `at`, and `key = value` when `at` is on such a line.
+/// header before `at`, and `key = value` when `at` is on such a line. A sub-table of an
+/// array's entry (`[t.sub]` after `[[t]]`) belongs to that entry: the label is the entry's,
+/// and the key is written `sub.key`.
 fn context(source: &str, at: usize) -> (Option<String>, Option<(String, String)>) {
     let mut header: Option<(String, bool, usize)> = None; // name, array, index of its line
+    let mut sub: Option<String> = None; // the sub-table of the array entry, when in one
     let mut entries: std::collections::HashMap<String, usize> = Default::default();
     let lines: Vec<(usize, &str)> = source
         .split_inclusive('\n')
@@ -132,10 +135,18 @@ fn context(source: &str, at: usize) -> (Option<String>, Option<(String, String)>
         }
         here = Some(i);
         if let Some((name, array)) = header_of(line) {
+            let entry = header.as_ref().filter(|(_, a, _)| *a).map(|(n, _, _)| n.as_str());
+            if let Some(rest) = entry.and_then(|e| name.strip_prefix(e)?.strip_prefix('.'))
+                && !array
+            {
+                sub = Some(rest.to_owned());
+                continue;
+            }
             if array {
                 *entries.entry(name.clone()).or_default() += 1;
             }
             header = Some((name, array, i));
+            sub = None;
         }
     }
     let table = header.map(|(name, array, first)| {
@@ -152,7 +163,11 @@ fn context(source: &str, at: usize) -> (Option<String>, Option<(String, String)>
             .unwrap_or_default();
         format!("[[{name}]] #{n}{label}")
     });
-    let kv = here.and_then(|i| lines.get(i)).and_then(|(_, l)| key_value(l));
+    let kv =
+        here.and_then(|i| lines.get(i)).and_then(|(_, l)| key_value(l)).map(|(k, v)| match &sub {
+            Some(sub) => (format!("{sub}.{k}"), v),
+            None => (k, v),
+        });
     (table, kv)
 }
 
@@ -198,4 +213,20 @@ pub fn line_col(source: &str, offset: usize) -> (usize, usize) {
     let line_start = before.rfind('\n').map_or(0, |i| i + 1);
     let col = before.get(line_start..).map_or(1, |s| s.chars().count() + 1);
     (line, col)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sub_table_of_an_array_entry_is_labelled_with_the_entry() {
+        let src = "[[r]]\nname = \"A\"\n[[r]]\nname = \"B\"\n[r.delivery]\nbasic = 5\n[s]\nx = 1\n";
+        let at = src.find("5").unwrap();
+        let e = ConfigError::at(at..at + 1, "invalid type").in_context(src);
+        assert_eq!(e.message(), "[[r]] #2 (name = \"B\") delivery.basic = 5: invalid type");
+        let at = src.find("1\n").unwrap();
+        let e = ConfigError::at(at..at + 1, "no").in_context(src);
+        assert_eq!(e.message(), "[s] x = 1: no");
+    }
 }

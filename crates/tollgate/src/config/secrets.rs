@@ -8,7 +8,10 @@
 //!   by `(hidden)` wherever it shows: `url = "http://u:(hidden)@h/0": expected …`.
 //!
 //! The secrets: `[server] admin_token`, `[[client]] key`, `[[user]] token_sha256`,
-//! `[gateway.quota] api_key`, `[[notify.webhook]] url` and the password in `[store] url`.
+//! `[gateway.quota] api_key`, `[[notify.webhook]] url`, the values of
+//! `[gateway.route.delivery] headers`, and the password in `[store] url` and in a
+//! `[[gateway.route]] deliver` URL (refused, but named in the error). Secret files
+//! (`password_file`, `client_secret_file`, `secret_file`) are never read into an error.
 
 use std::ops::Range;
 
@@ -77,8 +80,9 @@ impl Secrets {
         for user in tables("user") {
             secret(user, "token_sha256");
         }
+        let gateway = table("gateway");
         if let Some(DeValue::Table(quota)) =
-            table("gateway").and_then(|g| g.get("quota")).map(Spanned::get_ref)
+            gateway.and_then(|g| g.get("quota")).map(Spanned::get_ref)
         {
             secret(quota, "api_key");
         }
@@ -93,13 +97,24 @@ impl Secrets {
                 secret(hook, "url");
             }
         }
-        if let Some(url) = table("store").and_then(|s| s.get("url"))
-            && let DeValue::String(text) = url.get_ref()
-            && let Some(password) = url_password(text)
-        {
-            let texts = vec![password.to_owned()];
-            found.push(Secret { key: "url", span: url.span(), texts, whole: false });
+        let routes = match gateway.and_then(|g| g.get("route")).map(Spanned::get_ref) {
+            Some(DeValue::Array(a)) => a.iter().collect(),
+            _ => Vec::new(),
+        };
+        let mut urls = Vec::new();
+        for route in routes {
+            let DeValue::Table(route) = route.get_ref() else { continue };
+            if let Some(DeValue::Table(delivery)) = route.get("delivery").map(Spanned::get_ref) {
+                secret(delivery, "headers");
+            }
+            if let Some(url) = route.get("deliver") {
+                urls.extend(url_secret("deliver", url));
+            }
         }
+        if let Some(url) = table("store").and_then(|s| s.get("url")) {
+            urls.extend(url_secret("url", url));
+        }
+        found.extend(urls);
         Self(found)
     }
 
@@ -130,6 +145,13 @@ impl Secrets {
             None => ConfigError::new(message),
         }
     }
+}
+
+/// The password of the URL `url` (the value of `key`), when it has one.
+fn url_secret(key: &'static str, url: &Spanned<DeValue<'_>>) -> Option<Secret> {
+    let DeValue::String(text) = url.get_ref() else { return None };
+    let texts = vec![url_password(text)?.to_owned()];
+    Some(Secret { key, span: url.span(), texts, whole: false })
 }
 
 /// The texts of a value and of everything inside it, as written and as the parser prints

@@ -153,8 +153,17 @@ impl Server {
 
     /// Like [`Server::start`], with the server's log (stderr) written to `log`.
     pub fn start_logging(args: &[&str], log: &std::path::Path) -> Server {
+        Server::start_logging_with_env(args, &[], log)
+    }
+
+    /// Like [`Server::start_logging`], with extra environment variables (`RUST_LOG`, say).
+    pub fn start_logging_with_env(
+        args: &[&str],
+        envs: &[(&str, &str)],
+        log: &std::path::Path,
+    ) -> Server {
         let file = std::fs::File::create(log).unwrap();
-        Server::spawn(Command::new(BIN), args, &[], Stdio::from(file))
+        Server::spawn(Command::new(BIN), args, envs, Stdio::from(file))
     }
 }
 
