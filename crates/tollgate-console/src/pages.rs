@@ -14,10 +14,15 @@ const LAYOUT: &str = include_str!("../assets/layout.html");
 const NAV: &str = include_str!("../assets/nav.html");
 /// The login page's header: the name alone, no link anywhere.
 const NO_NAV: &str = "  <span class=\"brand\">Tollgate</span>";
-/// One script, from one file per concept: the shared helpers and most pages, the Limits and
-/// Audit log pages, reasons in plain words, policy diffs.
+/// One script, from one file per concept: the shared helpers, start and login; then one file per
+/// page, the charts, reasons in plain words and policy diffs.
 const SCRIPT: &str = concat!(
     include_str!("../assets/console.js"),
+    include_str!("../assets/charts.js"),
+    include_str!("../assets/overview.js"),
+    include_str!("../assets/partner.js"),
+    include_str!("../assets/queue.js"),
+    include_str!("../assets/health.js"),
     include_str!("../assets/limits.js"),
     include_str!("../assets/audit.js"),
     include_str!("../assets/reasons.js"),

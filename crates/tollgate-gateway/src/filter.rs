@@ -67,7 +67,8 @@ const ID_SLACK_MS: i64 = 60_000;
 const MAX_ID_MS: i64 = 9_999_999_999_999;
 
 impl QueueFilter {
-    /// Parses the query; empty values count as absent.
+    /// Parses the query; an empty partner, route or state counts as absent, an empty time is
+    /// refused.
     pub(crate) fn parse(q: &FilterQuery) -> Result<Self, BadParameter> {
         let text = |v: &Option<String>| v.as_deref().filter(|s| !s.is_empty()).map(str::to_owned);
         let state = match text(&q.state) {
@@ -193,12 +194,14 @@ mod tests {
         let bad = QueueFilter::parse(&q(&[("from", "yesterday")])).unwrap_err();
         assert_eq!((bad.name, bad.value.as_str()), ("from", "yesterday"));
         assert!(bad.why.contains("RFC 3339"), "{}", bad.why);
-        let bad = QueueFilter::parse(&q(&[
+        let bad = QueueFilter::parse(&q(&[("to", "")])).unwrap_err();
+        assert_eq!((bad.name, bad.value.as_str()), ("to", ""));
+        let none = QueueFilter::parse(&q(&[
             ("from", "2026-12-02T05:00:00Z"),
             ("to", "2026-12-01T00:00:00Z"),
         ]))
-        .unwrap_err();
-        assert_eq!(bad.name, "to");
+        .unwrap();
+        assert!(none.from_ms > none.to_ms, "a range ending before it starts keeps nothing");
         assert_eq!(QueueFilter::parse(&q(&[("partner", "")])).unwrap(), QueueFilter::default());
     }
 
