@@ -34,7 +34,7 @@ pub struct DeliveryConfig {
     /// Headers sent with every delivery; their values are secrets (never logged or shown).
     #[serde(default, deserialize_with = "headers")]
     pub headers: FixedHeaders,
-    /// The Content-Type sent ([`DEFAULT_CONTENT_TYPE`] when absent).
+    /// The Content-Type sent (`application/edi-x12` when absent).
     #[serde(default, deserialize_with = "content_type")]
     pub content_type: Option<ContentType>,
 }
