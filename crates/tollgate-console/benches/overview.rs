@@ -129,6 +129,7 @@ fn item(n: u64, route: &str, partner: &str, state: State) -> Item {
         held_at: Some(1_764_000_000_000),
         delivered_at: None,
         duplicate_of: None,
+        charge: None,
     }
 }
 

@@ -229,6 +229,10 @@ pub struct RouteConfig {
     /// Admit the transactions that fit and hold the rest.
     #[serde(default)]
     pub split: bool,
+    /// Give back the units of an interchange the embedded store admitted when it is purged
+    /// or dies before its target took it.
+    #[serde(default)]
+    pub refund_unsent: bool,
     /// `"dir:PATH"` or an `http://` / `https://` URL.
     #[serde(deserialize_with = "fields::deliver")]
     pub deliver: Target,
@@ -368,6 +372,7 @@ impl GatewayConfig {
                 weight: r.weight,
                 min_weight: r.min_weight,
                 split: r.split,
+                refund_unsent: r.refund_unsent,
                 target: r.deliver.clone(),
                 max_concurrency: r.max_concurrency.get(),
                 dedup: r.dedup,

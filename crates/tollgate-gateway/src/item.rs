@@ -16,7 +16,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
-use tollgate_quota::MeteringId;
+use tollgate_quota::{Counted, MeteringId, QuotaSpec, TimeUnit, WindowKind};
 
 use crate::envelope::Layout;
 
@@ -143,6 +143,59 @@ pub struct Item {
     /// its partner sent first).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duplicate_of: Option<String>,
+    /// What its metering counted, while it may still be given back (admitted by the embedded
+    /// store, not yet delivered).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub charge: Option<Charge>,
+}
+
+/// What the embedded store counted for an admitted item: the spec it was checked against and
+/// where its units went, so a route with `refund_unsent` can give them back if the item is
+/// purged or dies before its target takes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Charge {
+    /// The limit in force.
+    pub limit: u64,
+    /// The window's length in `unit`s.
+    pub interval: u32,
+    /// The window's unit.
+    pub unit: TimeUnit,
+    /// Calendar, flexi or rolling.
+    pub window: WindowKind,
+    /// The calendar anchor, Unix seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_s: Option<i64>,
+    /// Where the units were counted.
+    pub counted: Counted,
+}
+
+impl Charge {
+    /// The charge of a decision admitted against `spec`.
+    pub(crate) fn of(spec: &QuotaSpec, counted: Counted) -> Self {
+        Self {
+            limit: spec.limit,
+            interval: spec.interval,
+            unit: spec.unit,
+            window: spec.window,
+            start_s: spec.start.map(|s| s.as_second()),
+            counted,
+        }
+    }
+
+    /// The spec it was counted against (`None` if its anchor no longer reads as a time).
+    pub(crate) fn spec(&self) -> Option<QuotaSpec> {
+        let start = match self.start_s {
+            Some(s) => Some(jiff::Timestamp::from_second(s).ok()?),
+            None => None,
+        };
+        Some(QuotaSpec {
+            limit: self.limit,
+            interval: self.interval,
+            unit: self.unit,
+            window: self.window,
+            start,
+        })
+    }
 }
 
 impl Item {

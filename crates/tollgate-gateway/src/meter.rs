@@ -27,17 +27,21 @@ use std::time::Duration;
 
 use tollgate_policy::{Asked, DecideError, Decider, DecisionOutcome, Transport};
 use tollgate_quota::store::Withheld;
-use tollgate_quota::{MeteringId, QuotaSpec};
+use tollgate_quota::{MeteringId, QuotaSpec, Store};
 
 use crate::breaker::Breaker;
 use crate::config::RemoteQuota;
-use crate::item::{Item, State};
+use crate::item::{Charge, Item, State};
 
 /// The answer to one metering call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
-    /// Counted; go on.
-    Admitted,
+    /// Counted; go on. The charge says where, when the embedded store counted it (see
+    /// [`Meter::give_back`]).
+    Admitted {
+        /// Where the units were counted.
+        charge: Option<Charge>,
+    },
     /// Over quota; the window frees enough after this long.
     Exceeded {
         /// Time until the weight fits.
@@ -156,6 +160,24 @@ impl Meter {
         }
     }
 
+    /// Gives back `units` of `id` that the embedded store counted as `charge` says; how many
+    /// it took back (fewer once its window has ended, none for a remote service, which keeps
+    /// its own counters).
+    pub async fn give_back(
+        &self,
+        id: &MeteringId,
+        charge: &Charge,
+        units: u64,
+    ) -> Result<u64, String> {
+        let Backend::Embedded(decider) = &self.backend else { return Ok(0) };
+        let Some(spec) = charge.spec() else { return Ok(0) };
+        match decider.store().give_back(id, &spec, &charge.counted, units).await {
+            Ok(tollgate_quota::GivenBack::Units(n)) => Ok(n),
+            Ok(_) => Ok(0),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
     /// Checks `weight` units for `id` against `spec`.
     pub async fn check(&self, id: &MeteringId, spec: &QuotaSpec, weight: u64) -> Verdict {
         if !self.breaker.allow() {
@@ -221,7 +243,10 @@ fn from_decided(v: &tollgate_policy::Verdict) -> Verdict {
             limit,
         },
         DecisionOutcome::WeightExceedsLimit => Verdict::TooHeavy { limit },
-        _ => Verdict::Admitted,
+        _ => Verdict::Admitted {
+            charge: (d.outcome == tollgate_quota::Outcome::Allowed)
+                .then(|| Charge::of(&v.resolved.spec, d.counted())),
+        },
     }
 }
 
@@ -263,7 +288,7 @@ async fn remote_check(
     };
     let status = resp.status();
     if status.is_success() {
-        return Verdict::Admitted;
+        return Verdict::Admitted { charge: None };
     }
     if status.as_u16() == 429 {
         let retry_after = resp

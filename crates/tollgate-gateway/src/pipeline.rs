@@ -49,6 +49,7 @@ mod duplicates;
 mod fair_queue;
 mod metering;
 mod receiving;
+mod refund;
 
 use delivering::AttemptGate;
 use fair_queue::FairQueue;
@@ -429,6 +430,7 @@ impl Pipeline {
             %reason,
             "dead"
         );
+        self.refund_unsent(&mut item);
         item.state = State::Dead;
         // The layout is kept: an operator's retry may meter (and split) it again.
         item.next_attempt_at = None;

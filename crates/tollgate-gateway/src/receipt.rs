@@ -183,6 +183,7 @@ pub fn prepare(parts: &Parts, mut file: FileRecord, seen: &HashSet<String>) -> P
             held_at: None,
             delivered_at: None,
             duplicate_of: None,
+            charge: None,
         };
         let key = format!("{}|{}|{}", env.sender, env.receiver, env.control_number);
         let window = route.map_or(plan.dedup, |r| r.dedup_window);
@@ -259,6 +260,7 @@ fn rejected_item(file: &FileRecord, id: String, run: Range<usize>, reason: Strin
         held_at: None,
         delivered_at: None,
         duplicate_of: None,
+        charge: None,
     }
 }
 

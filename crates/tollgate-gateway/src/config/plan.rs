@@ -62,6 +62,8 @@ pub struct Route {
     pub min_weight: u64,
     /// Admit what fits and hold the rest.
     pub split: bool,
+    /// Give back the units of an admitted interchange that is purged or dies undelivered.
+    pub refund_unsent: bool,
     /// Where interchanges go.
     pub target: Target,
     /// Deliveries in flight to the target at most.

@@ -86,7 +86,11 @@ impl Pipeline {
     /// fingerprints. An item whose delivery attempt has started is refused (its outcome is not
     /// known yet); one waiting for its next attempt is cancelled first, so a purged item is
     /// never delivered, before or after.
-    async fn purge(&mut self, item: Item, batch: &mut Batch) -> Result<Option<Item>, AdminError> {
+    async fn purge(
+        &mut self,
+        mut item: Item,
+        batch: &mut Batch,
+    ) -> Result<Option<Item>, AdminError> {
         let id = item.id.as_str();
         if item.state == State::Delivered {
             // Its bytes are the target's now; the row leaves with the dedup window.
@@ -112,6 +116,9 @@ impl Pipeline {
         }
         batch.change.delete.push(id.to_owned());
         self.release_file(&item.spool_file, id, batch);
+        if item.state == State::Admitted {
+            self.refund_unsent(&mut item);
+        }
         self.return_claims(&item).await;
         if let Some(m) = &item.metering_id {
             telemetry::held_depth(&self.parts.plan, &item, self.held.depth(m));

@@ -64,7 +64,10 @@ impl Pipeline {
         let Some(item) = self.live.get(id).cloned() else { return false };
         let verdict = self.parts.meter.check(mid, &route.spec, item.weight).await;
         match verdict {
-            Verdict::Admitted => {
+            Verdict::Admitted { charge } => {
+                if let Some(i) = self.live.get_mut(id) {
+                    i.charge = charge;
+                }
                 self.admit(id, None, batch);
                 true
             }
@@ -149,7 +152,7 @@ impl Pipeline {
         let mut wait = retry_after;
         for (i, w) in weights.iter().enumerate() {
             match self.parts.meter.check(mid, &route.spec, *w).await {
-                Verdict::Admitted => keep.push(i),
+                Verdict::Admitted { .. } => keep.push(i),
                 Verdict::Exceeded { retry_after, .. } => {
                     wait = Some(retry_after);
                     break;

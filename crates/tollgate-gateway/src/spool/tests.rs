@@ -24,6 +24,7 @@ fn item(id: &str, file: &str, state: State) -> Item {
         held_at: None,
         delivered_at: None,
         duplicate_of: None,
+        charge: None,
     }
 }
 

@@ -1,0 +1,42 @@
+//! Refunds: a route with `refund_unsent = true` gives back the units the embedded store counted
+//! for an interchange that is then purged, or dies, before its target took it — so a partner's
+//! window is charged only for what was delivered.
+//!
+//! Invariants:
+//! - **At most once per admission.** The charge leaves the item when it is refunded (a dead
+//!   item is written without it; a purged one is gone), and an operator's retry meters it
+//!   again with a new charge.
+//! - **Never below zero, never another window's.** The store subtracts only from the window
+//!   the units were counted in, while it still counts (`Store::give_back`).
+//! - **Off the pipeline's path.** The give-back runs in a task of its own; a failure is logged
+//!   and counted, never retried (the units then stay counted: the error is on the side of
+//!   refusing).
+
+use super::*;
+
+impl Pipeline {
+    /// Takes `item`'s charge and, when its route refunds unsent interchanges, gives its units
+    /// back in the background.
+    pub(super) fn refund_unsent(&self, item: &mut Item) {
+        let Some(charge) = item.charge.take() else { return };
+        let refunds = item
+            .route
+            .as_ref()
+            .and_then(|r| self.parts.plan.routes.iter().find(|x| &x.name == r))
+            .is_some_and(|r| r.refund_unsent);
+        let Some(id) = item.metering_id.clone().filter(|_| refunds) else { return };
+        let (parts, item_id, units) = (self.parts.clone(), item.id.clone(), item.weight);
+        tokio::spawn(async move {
+            match parts.meter.give_back(&id, &charge, units).await {
+                Ok(n) => {
+                    metrics::counter!("tollgate_gateway_refunded_units_total").increment(n);
+                    tracing::info!(item = %item_id, metering_id = %id, given_back = n, "units of an undelivered interchange given back");
+                }
+                Err(e) => {
+                    metrics::counter!("tollgate_gateway_refund_errors_total").increment(1);
+                    tracing::warn!(item = %item_id, metering_id = %id, error = %e, "could not give back the units of an undelivered interchange; they stay counted");
+                }
+            }
+        });
+    }
+}
