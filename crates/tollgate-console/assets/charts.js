@@ -83,8 +83,10 @@ function trafficChart(buckets, fromMs, toMs, width, height) {
     s.append(svg("line", { x1: x, y1: top + plotH, x2: x, y2: top + plotH + 3, class: "axis" }));
     s.append(text(x, height - 4, label, j === 0 ? "tick x first" : j === ticks ? "tick x last" : "tick x"));
   }
-  const legend = el("ul", { class: "legend" }, ...SERIES.map(([k], i) =>
-    el("li", { class: k }, el("span", { class: "swatch " + k }), totals[i])));
+  // Offered: everything the partner sent in the range, whatever became of it.
+  const offered = SERIES.reduce((a, [k]) => a + sums[k].reduce((x, y) => x + y, 0), 0);
+  const legend = el("ul", { class: "legend" }, el("li", { class: "offered" }, `${num(offered)} offered:`),
+    ...SERIES.map(([k], i) => el("li", { class: k }, el("span", { class: "swatch " + k }), totals[i])));
   return el("div", { class: "traffic-chart" }, s, legend);
 }
 
