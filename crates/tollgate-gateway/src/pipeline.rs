@@ -361,13 +361,6 @@ impl Pipeline {
             .map(|at| now + Duration::from_millis(u64::try_from(at - now_ms).unwrap_or(0)))
     }
 
-    /// Holds an item whose split could not be written; returns false (nothing admitted).
-    fn hold_after_split_failure(&mut self, id: &str, e: String, batch: &mut Batch) -> bool {
-        tracing::error!(item = id, error = %e, "split failed; holding");
-        self.hold(id, UNAVAILABLE_RETRY, format!("split failed: {e}"), batch);
-        false
-    }
-
     fn route_of(&self, item: &Item) -> Option<(Route, MeteringId)> {
         let route = item
             .route
