@@ -30,7 +30,7 @@ pub struct Proposal {
     pub partner: String,
     /// The document type.
     pub document: String,
-    /// The route name the replay used (`doc-<document>`).
+    /// The route of its document: the config's (`--config`), else `doc-<document>`.
     pub route: String,
     /// The proposed records per hour.
     pub limit: u64,
@@ -42,6 +42,76 @@ pub struct Proposal {
     pub excluded: usize,
     /// The largest hour left out (0 when none).
     pub largest_excluded: u64,
+    /// The limit in force for the partner's document, when a config was given and one of its
+    /// routes takes the document.
+    pub in_force: Option<InForce>,
+}
+
+/// The limit a config puts on one partner's document today: its route's, or a `[[policy]]`'s
+/// that matches the metering id, resolved as `tollgate serve` resolves it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InForce {
+    /// The metering id the route gives the partner.
+    pub metering_id: String,
+    /// Units per window.
+    pub limit: u64,
+    /// The window's length in `unit`s.
+    pub interval: u32,
+    /// The window's unit.
+    pub unit: tollgate_quota::TimeUnit,
+    /// `route` or `policy`.
+    pub source: &'static str,
+}
+
+impl InForce {
+    /// The limit per hour, for a side-by-side with the proposal (months count 30 days).
+    fn per_hour(&self) -> f64 {
+        let secs =
+            self.unit.fixed_seconds().unwrap_or(30 * 86_400) as f64 * f64::from(self.interval);
+        self.limit as f64 * 3600.0 / secs
+    }
+}
+
+/// Fills each proposal's route and limit in force from the `[gateway]` and `[[policy]]`
+/// sections of the config file at `path`.
+fn read_in_force(path: &Path, ps: &mut [Proposal]) -> Result<(), String> {
+    use tollgate_policy::{Asked, LimitSource, PolicyRule, PolicySet};
+    let file = path.display();
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{file}: cannot read: {e}"))?;
+    #[derive(serde::Deserialize)]
+    struct Sections {
+        gateway: Option<toml::Table>,
+        #[serde(default)]
+        policy: Vec<PolicyRule>,
+    }
+    let sections: Sections = toml::from_str(&text).map_err(|e| format!("{file}: {e}"))?;
+    let gateway = sections.gateway.ok_or_else(|| format!("{file}: no [gateway] section"))?;
+    // Read back from text, as `tollgate serve` reads it (its values carry their positions).
+    let section = toml::to_string(&gateway).map_err(|e| format!("{file}: [gateway]: {e}"))?;
+    let gateway: tollgate_gateway::GatewayConfig =
+        toml::from_str(&section).map_err(|e| format!("{file}: [gateway]: {e}"))?;
+    let plan = gateway.plan().map_err(|e| format!("{file}: {e}"))?;
+    let policies = PolicySet::new(sections.policy);
+    for p in ps {
+        let Some(route) = plan.route_for(&p.document) else { continue };
+        let id = route.metering_id(&p.partner);
+        let Ok(resolved) = policies.resolve(&id, &Asked::spec(&route.spec), LimitSource::Route)
+        else {
+            continue;
+        };
+        p.route.clone_from(&route.name);
+        p.in_force = Some(InForce {
+            metering_id: id.as_str().to_owned(),
+            limit: resolved.spec.limit,
+            interval: resolved.spec.interval,
+            unit: resolved.spec.unit,
+            source: match resolved.source {
+                LimitSource::Policy => "policy",
+                _ => "route",
+            },
+        });
+    }
+    Ok(())
 }
 
 fn route_of(document: &str) -> String {
@@ -130,9 +200,23 @@ pub fn propose(rows: &[Row], target_held: f64, headroom: f64) -> Vec<Proposal> {
                 hours: n,
                 excluded: excluded.len(),
                 largest_excluded: excluded.iter().copied().max().unwrap_or(0),
+                in_force: None,
             }
         })
         .collect()
+}
+
+/// `1234567` as `1,234,567`.
+fn group(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
 
 fn pct_label(target_held: f64) -> String {
@@ -189,14 +273,30 @@ pub(crate) fn to_toml(
         };
         let _ = writeln!(o);
         let _ = writeln!(o, "[[policy]]");
+        let id = p
+            .in_force
+            .as_ref()
+            .map_or_else(|| format!("{}:{}", p.route, p.partner), |f| f.metering_id.clone());
         let _ = writeln!(
             o,
-            "match = {:?}  # route {} ({} documents), partner {}",
-            format!("{}:{}", p.route, p.partner),
-            p.route,
-            p.document,
-            p.partner
+            "match = {id:?}  # route {} ({} documents), partner {}",
+            p.route, p.document, p.partner
         );
+        if let Some(f) = &p.in_force {
+            let per_hour = f.per_hour();
+            let change = if per_hour > 0.0 { p.limit as f64 / per_hour } else { f64::INFINITY };
+            let _ = writeln!(
+                o,
+                "# in force: {} per {} {} (the {}'s), about {:.1} per hour; proposed {} per hour, {:.2} x that",
+                group(f.limit),
+                f.interval,
+                f.unit,
+                f.source,
+                per_hour,
+                group(p.limit),
+                change
+            );
+        }
         let _ = writeln!(
             o,
             "limit = {}  # {q} of hourly records over {days:.1} days: {}, {burst}; x {headroom} headroom",
@@ -378,6 +478,7 @@ pub(crate) type Progress<'a> = &'a dyn Fn(u64) -> Box<dyn Fn(u64) + Sync>;
 pub fn command(
     history: Option<&Path>,
     data_dir: Option<&Path>,
+    config: Option<&Path>,
     target_held: &str,
     headroom: f64,
     out: &Path,
@@ -396,7 +497,10 @@ pub fn command(
         }
         (None, None) => return Err("give --history FILE.csv or --from-queue".into()),
     };
-    let ps = propose(&rows, target, headroom);
+    let mut ps = propose(&rows, target, headroom);
+    if let Some(path) = config {
+        read_in_force(path, &mut ps)?;
+    }
     let bar = progress(rows.len() as u64);
     let sim = replay(&rows, &ps, 1, &*bar).map_err(|e| e.to_string())?;
     crate::write_report(&sim, out).map_err(|e| format!("{}: {e}", out.display()))?;

@@ -26,7 +26,7 @@ mod traffic;
 
 use std::path::Path;
 
-pub use advise::{Proposal, command as advise, propose, replay};
+pub use advise::{InForce, Proposal, command as advise, propose, replay};
 pub use figures::Figures;
 pub use history::{Row, parse_csv};
 pub use run::{Fate, RunError, RunOutput};

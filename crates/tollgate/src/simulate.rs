@@ -52,6 +52,10 @@ pub struct AdviseArgs {
     /// Where the replay's report is written.
     #[arg(long, default_value = "advice")]
     out: PathBuf,
+    /// Name each proposal by this config's route and metering id, and show the limit in force
+    /// (the route's, or a `[[policy]]`'s) beside it.
+    #[arg(long)]
+    config: Option<PathBuf>,
 }
 
 /// A progress bar on stderr when stderr is a terminal (never touching a terminal otherwise).
@@ -169,6 +173,7 @@ pub fn advise(args: AdviseArgs) -> ExitCode {
     match tollgate_sim::advise(
         args.history.as_deref(),
         args.from_queue.then_some(args.data_dir.as_path()),
+        args.config.as_deref(),
         &args.target_held,
         args.headroom,
         &args.out,

@@ -143,6 +143,53 @@ fn advise_prints_only_toml_on_stdout() {
     assert!(dir.path().join("advice/report.html").is_file());
 }
 
+/// With `--config`, each proposal carries the config's route and metering id, and the limit
+/// in force beside it: the route's, or an overriding `[[policy]]`'s.
+#[test]
+fn advise_with_a_config_names_its_routes_and_shows_the_limit_in_force() {
+    let dir = tempfile::tempdir().unwrap();
+    calm_history(dir.path());
+    let config = format!(
+        "[[policy]]\nmatch = \"ShipmentStatus:Calm\"\nlimit = 2400\ninterval = 1\nunit = \"day\"\n\
+         override = true\n\n[gateway]\n\n[[gateway.route]]\nname = \"ShipmentStatus\"\n\
+         documents = [\"214\"]\nlimit = 1000\nunit = \"hour\"\ndeliver = \"dir:{}\"\n",
+        dir.path().join("out").display()
+    );
+    std::fs::write(dir.path().join("serve.toml"), &config).unwrap();
+    let out = tollgate(
+        &["advise", "--history", "h.csv", "--out", "advice", "--config", "serve.toml"],
+        dir.path(),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let doc: toml::Table = toml::from_str(&stdout).expect("stdout is TOML");
+    assert_eq!(doc["policy"][0]["match"].as_str(), Some("ShipmentStatus:Calm"), "{stdout}");
+    assert!(
+        stdout.contains(
+            "# in force: 2,400 per 1 day (the policy's), about 100.0 per hour; \
+         proposed 14 per hour, 0.14 x that"
+        ),
+        "{stdout}"
+    );
+    // Without the policy, the route's limit is in force.
+    let route_only = config.split("[gateway]").nth(1).unwrap();
+    std::fs::write(dir.path().join("route.toml"), format!("[gateway]{route_only}")).unwrap();
+    let out = tollgate(
+        &["advise", "--history", "h.csv", "--out", "advice", "--config", "route.toml"],
+        dir.path(),
+    );
+    assert!(
+        text(&out.stdout).contains("# in force: 1,000 per 1 hour (the route's)"),
+        "{}",
+        text(&out.stdout)
+    );
+    // A config that does not parse is named.
+    std::fs::write(dir.path().join("bad.toml"), "[gateway\n").unwrap();
+    let out = tollgate(&["advise", "--history", "h.csv", "--config", "bad.toml"], dir.path());
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("bad.toml"), "{}", text(&out.stderr));
+}
+
 /// What `advise` prints, pasted into the config of a real `tollgate serve`, is what its
 /// gateway enforces: the proposed 14 an hour holds the 15th and 16th interchange, although
 /// the route asks 1,000.

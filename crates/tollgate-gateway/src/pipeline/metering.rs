@@ -54,7 +54,12 @@ impl Pipeline {
     }
 
     /// Holds an item whose split could not be written; returns false (nothing admitted).
-    pub(super) fn hold_after_split_failure(&mut self, id: &str, e: String, batch: &mut Batch) -> bool {
+    pub(super) fn hold_after_split_failure(
+        &mut self,
+        id: &str,
+        e: String,
+        batch: &mut Batch,
+    ) -> bool {
         tracing::error!(item = id, error = %e, "split failed; holding");
         self.hold(id, UNAVAILABLE_RETRY, format!("split failed: {e}"), batch);
         false
