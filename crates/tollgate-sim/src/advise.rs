@@ -206,19 +206,6 @@ pub fn propose(rows: &[Row], target_held: f64, headroom: f64) -> Vec<Proposal> {
         .collect()
 }
 
-/// `1234567` as `1,234,567`.
-fn group(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
 fn pct_label(target_held: f64) -> String {
     let q = 100.0 - target_held * 100.0;
     let s = format!("{q:.4}");
@@ -288,12 +275,12 @@ pub(crate) fn to_toml(
             let _ = writeln!(
                 o,
                 "# in force: {} per {} {} (the {}'s), about {:.1} per hour; proposed {} per hour, {:.2} x that",
-                group(f.limit),
+                figures::grouped(f.limit),
                 f.interval,
                 f.unit,
                 f.source,
                 per_hour,
-                group(p.limit),
+                figures::grouped(p.limit),
                 change
             );
         }

@@ -54,6 +54,40 @@ pub struct Delay {
     pub count: u64,
 }
 
+/// `1234567` as `1,234,567`, for sentences people read.
+pub(crate) fn grouped(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+impl Figures {
+    /// One sentence on what the run leaves behind: how many interchanges are still held at
+    /// the end, and whose (the largest first), or that nothing is.
+    pub fn end_state(&self) -> String {
+        if self.total.held == 0 {
+            return "At the end nothing is held: every interchange admitted was delivered.".into();
+        }
+        let mut whose: Vec<&PartnerRow> = self.partners.iter().filter(|r| r.held > 0).collect();
+        whose.sort_by(|a, b| b.held.cmp(&a.held).then(a.partner.cmp(&b.partner)));
+        let names: Vec<String> =
+            whose.iter().map(|r| format!("{} {}", r.partner, grouped(r.held))).collect();
+        format!(
+            "At the end {} interchange{} still held ({}): they go on as their partners' windows \
+             reset, or an operator releases or purges them.",
+            grouped(self.total.held),
+            if self.total.held == 1 { " is" } else { "s are" },
+            names.join(", ")
+        )
+    }
+}
+
 /// Every figure of one run.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Figures {

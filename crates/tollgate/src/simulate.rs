@@ -154,6 +154,7 @@ pub fn summary(sim: &Simulation) -> String {
                 r.rejected
             );
         }
+        let _ = writeln!(o, "{}", f.end_state());
         let _ = writeln!(
             o,
             "backend peak per hour: {} with Tollgate, {} without (capacity {}); hours over capacity: {} with, {} without",

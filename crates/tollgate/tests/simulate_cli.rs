@@ -102,6 +102,26 @@ fn simulate_writes_the_report_and_prints_the_table() {
     let loud = &json["cases"][0]["figures"]["partners"][1];
     assert_eq!(loud["partner"], "Loud");
     assert!(loud["ever_held"].as_u64().unwrap() > 0, "{loud}");
+    // A sentence says what is still held at the end, in the summary and atop the report.
+    let held = json["cases"][0]["figures"]["total"]["held"].as_u64().unwrap();
+    let sentence = if held == 0 {
+        "At the end nothing is held".to_owned()
+    } else {
+        // Digits in groups of three, as people read them.
+        let digits = held.to_string();
+        let grouped: String = digits
+            .chars()
+            .enumerate()
+            .flat_map(|(i, c)| {
+                let comma = i > 0 && (digits.len() - i).is_multiple_of(3);
+                comma.then_some(',').into_iter().chain([c])
+            })
+            .collect();
+        format!("At the end {grouped} interchange")
+    };
+    assert!(stdout.contains(&sentence), "{sentence:?} in {stdout}");
+    let html = std::fs::read_to_string(dir.path().join("report/report.html")).unwrap();
+    assert!(html.contains(&sentence), "{sentence:?} in the report");
 
     let out = tollgate(
         &["simulate", "tiny.toml", "--out", "sweep", "--sweep", "Status.limit=50,400"],

@@ -318,6 +318,7 @@ pub(crate) fn html(sim: &Simulation, charts: &[(String, String)]) -> String {
         }
         let limits: Vec<String> =
             case.limits.iter().map(|(r, l, i, u)| format!("{} {l} per {i} {u}", esc(r))).collect();
+        let _ = write!(o, "<p><strong>{}</strong></p>", esc(&f.end_state()));
         let _ = write!(o, "<p>Limits: {}.</p>", limits.join("; "));
         let _ = write!(
             o,
