@@ -99,11 +99,66 @@ fn open(out: &mut String, title: &str, y_label: &str) {
     );
 }
 
-fn y_axis(out: &mut String, max: f64) {
+/// How values map to heights: linear, or logarithmic (`log10(1 + v)`) when bursts dwarf the
+/// ordinary values, so both stay readable on one axis.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Scale {
+    Linear { max: f64 },
+    Log { max: f64 },
+}
+
+impl Scale {
+    /// Logarithmic when the top value is more than 20 times the median of the positive ones
+    /// (and above 100): a burst would otherwise flatten everything else onto zero.
+    fn for_values(values: impl Iterator<Item = f64>) -> Self {
+        let mut positive: Vec<f64> = values.filter(|v| *v > 0.0).collect();
+        positive.sort_by(f64::total_cmp);
+        let top = positive.last().copied().unwrap_or(0.0);
+        let median = positive.get(positive.len() / 2).copied().unwrap_or(0.0);
+        if top > 100.0 && top > 20.0 * median {
+            Self::Log { max: 10f64.powf((top * 1.05).log10().ceil()) }
+        } else {
+            Self::Linear { max: nice_max(top * 1.05) }
+        }
+    }
+
+    /// The share of the plot's height `v` reaches, 0 to 1.
+    fn share(self, v: f64) -> f64 {
+        match self {
+            Self::Linear { max } => (v / max).clamp(0.0, 1.0),
+            Self::Log { max } => ((1.0 + v.max(0.0)).log10() / (1.0 + max).log10()).clamp(0.0, 1.0),
+        }
+    }
+
+    /// The values the axis labels.
+    fn ticks(self) -> Vec<f64> {
+        match self {
+            Self::Linear { max } => (0..=4).map(|k| max * f64::from(k) / 4.0).collect(),
+            Self::Log { max } => {
+                let mut t = vec![0.0];
+                let mut v = 1.0;
+                while v <= max {
+                    t.push(v);
+                    v *= 10.0;
+                }
+                t
+            }
+        }
+    }
+
+    /// Said after the axis's label.
+    fn note(self) -> &'static str {
+        match self {
+            Self::Linear { .. } => "",
+            Self::Log { .. } => " (log scale)",
+        }
+    }
+}
+
+fn y_axis(out: &mut String, scale: Scale) {
     let ph = H - MT - MB;
-    for k in 0..=4 {
-        let v = max * f64::from(k) / 4.0;
-        let y = MT + ph - ph * f64::from(k) / 4.0;
+    for v in scale.ticks() {
+        let y = MT + ph - ph * scale.share(v);
         let _ = write!(
             out,
             r##"<line x1="{ML}" y1="{y:.1}" x2="{x2}" y2="{y:.1}" stroke="#e6e6e6"/><text x="{tx}" y="{ty:.1}" text-anchor="end" fill="#555">{v}</text>"##,
@@ -115,19 +170,48 @@ fn y_axis(out: &mut String, max: f64) {
     }
 }
 
+/// The most characters of a legend line that fit beside the plot.
+const LEGEND_CHARS: usize = 20;
+
+/// A legend name in at most two lines of [`LEGEND_CHARS`], cut at a space when it can be,
+/// with an ellipsis when even two lines are too short.
+fn legend_lines(name: &str) -> Vec<String> {
+    let chars: Vec<char> = name.chars().collect();
+    if chars.len() <= LEGEND_CHARS {
+        return vec![name.to_owned()];
+    }
+    let cut = chars[..=LEGEND_CHARS].iter().rposition(|c| *c == ' ').filter(|&i| i > 0);
+    let (first, rest) = match cut {
+        Some(i) => (chars[..i].iter().collect::<String>(), &chars[i + 1..]),
+        None => (chars[..LEGEND_CHARS].iter().collect::<String>(), &chars[LEGEND_CHARS..]),
+    };
+    let second: String = if rest.len() > LEGEND_CHARS {
+        rest[..LEGEND_CHARS - 1].iter().chain(['…'].iter()).collect()
+    } else {
+        rest.iter().collect()
+    };
+    vec![first, second]
+}
+
 fn legend(out: &mut String, items: &[(String, String, Style)]) {
-    for (i, (name, color, style)) in items.iter().enumerate() {
-        let y = MT + 8.0 + 18.0 * i as f64;
+    let mut y = MT + 8.0;
+    for (name, color, style) in items {
         let x = W - MR + 14.0;
         let dash = if *style == Style::Dashed { r#" stroke-dasharray="6 4""# } else { "" };
+        let lines = legend_lines(name);
         let _ = write!(
             out,
-            r##"<line x1="{x}" y1="{y}" x2="{x2}" y2="{y}" stroke="{color}" stroke-width="3"{dash}/><text x="{tx}" y="{ty}" fill="#333">{n}</text>"##,
+            r##"<line x1="{x}" y1="{y}" x2="{x2}" y2="{y}" stroke="{color}" stroke-width="3"{dash}/><text x="{tx}" y="{ty}" fill="#333">"##,
             x2 = x + 22.0,
             tx = x + 28.0,
             ty = y + 4.0,
-            n = esc(name)
         );
+        for (k, line) in lines.iter().enumerate() {
+            let dy = if k == 0 { 0.0 } else { 14.0 };
+            let _ = write!(out, r#"<tspan x="{}" dy="{dy}">{}</tspan>"#, x + 28.0, esc(line));
+        }
+        out.push_str("</text>");
+        y += 18.0 + 14.0 * (lines.len() - 1) as f64;
     }
 }
 
@@ -142,20 +226,17 @@ pub(crate) fn time_chart(
     reference: Option<(f64, String)>,
 ) -> String {
     let mut out = String::new();
-    open(&mut out, title, y_label);
-    let top = series
-        .iter()
-        .flat_map(|s| s.values.iter().copied())
-        .chain(reference.as_ref().map(|r| r.0))
-        .fold(0.0, f64::max);
-    let max = nice_max(top * 1.05);
-    y_axis(&mut out, max);
+    let scale = Scale::for_values(
+        series.iter().flat_map(|s| s.values.iter().copied()).chain(reference.as_ref().map(|r| r.0)),
+    );
+    open(&mut out, title, &format!("{y_label}{}", scale.note()));
+    y_axis(&mut out, scale);
     let pw = W - ML - MR;
     let ph = H - MT - MB;
     let n = n.max(1);
     let step = pw / n as f64;
     let x = |i: f64| ML + step * i;
-    let y = |v: f64| MT + ph - ph * (v / max).clamp(0.0, 1.0);
+    let y = |v: f64| MT + ph - ph * scale.share(v);
     for (i, label) in ticks {
         let _ = write!(
             out,
@@ -225,7 +306,7 @@ pub(crate) fn bar_chart(title: &str, y_label: &str, bars: &[(String, f64)], colo
     let mut out = String::new();
     open(&mut out, title, y_label);
     let max = nice_max(bars.iter().map(|b| b.1).fold(0.0, f64::max) * 1.1);
-    y_axis(&mut out, max);
+    y_axis(&mut out, Scale::Linear { max });
     let pw = W - ML - MR;
     let ph = H - MT - MB;
     let slot = pw / bars.len().max(1) as f64;
@@ -264,7 +345,7 @@ pub(crate) fn scatter(
     open(&mut out, title, y_label);
     let ymax = nice_max(points.iter().map(|p| p.1).fold(0.0, f64::max) * 1.1);
     let xmax = nice_max(points.iter().map(|p| p.0).fold(0.0, f64::max) * 1.1);
-    y_axis(&mut out, ymax);
+    y_axis(&mut out, Scale::Linear { max: ymax });
     let pw = W - ML - MR;
     let ph = H - MT - MB;
     let x = |v: f64| ML + pw * (v / xmax).clamp(0.0, 1.0);
@@ -309,4 +390,28 @@ pub(crate) fn scatter(
         r = W - MR
     );
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_burst_switches_to_a_log_scale_that_keeps_ordinary_values_visible() {
+        let ordinary = std::iter::repeat_n(40.0, 100);
+        let scale = Scale::for_values(ordinary.clone().chain([200_000.0]));
+        assert_eq!(scale, Scale::Log { max: 1_000_000.0 });
+        assert!(scale.share(40.0) > 0.25, "40 reaches {} of the height", scale.share(40.0));
+        assert_eq!(scale.ticks(), [0.0, 1.0, 10.0, 100.0, 1e3, 1e4, 1e5, 1e6]);
+        assert_eq!(Scale::for_values(ordinary.chain([90.0])), Scale::Linear { max: 100.0 });
+    }
+
+    #[test]
+    fn long_legend_names_wrap_instead_of_being_cut() {
+        assert_eq!(legend_lines("CarrierXYZ (bursts) offered"), ["CarrierXYZ (bursts)", "offered"]);
+        assert_eq!(legend_lines("short"), ["short"]);
+        let long = legend_lines(&"x".repeat(50));
+        assert_eq!(long[0].chars().count(), LEGEND_CHARS);
+        assert!(long[1].ends_with('…') && long[1].chars().count() == LEGEND_CHARS);
+    }
 }
