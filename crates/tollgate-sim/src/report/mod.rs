@@ -9,6 +9,7 @@ use std::fmt::Write;
 
 use svg::{Series, Style, color, esc};
 
+use crate::figures::grouped;
 use crate::{Case, Simulation};
 
 /// Time axis ticks for `n` buckets of `minutes` each.
@@ -280,13 +281,13 @@ fn table(out: &mut String, sim: &Simulation, case: &Case) {
             out,
             "<tr{class}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&r.partner),
-            r.offered,
-            r.delivered,
-            r.held,
-            r.ever_held,
+            grouped(r.offered),
+            grouped(r.delivered),
+            grouped(r.held),
+            grouped(r.ever_held),
             duration(r.longest_hold_s),
-            r.duplicates,
-            r.rejected
+            grouped(r.duplicates),
+            grouped(r.rejected)
         );
     }
     out.push_str("</tbody></table>");
@@ -323,19 +324,22 @@ pub(crate) fn html(sim: &Simulation, charts: &[(String, String)]) -> String {
         let _ = write!(
             o,
             "<div class=\"kpi\"><div><b>{}</b>backend peak per hour with Tollgate</div><div><b>{}</b>without</div><div><b>{}</b>hours over capacity ({}) with, {} without</div><div><b>{}</b>documents of partners that never burst held</div></div>",
-            f.peak_with,
-            f.peak_without,
-            f.hours_over_with,
-            f.capacity_per_hour,
-            f.hours_over_without,
-            f.ordinary_held
+            grouped(f.peak_with),
+            grouped(f.peak_without),
+            grouped(f.hours_over_with),
+            grouped(f.capacity_per_hour),
+            grouped(f.hours_over_without),
+            grouped(f.ordinary_held)
         );
         table(&mut o, sim, case);
         let d = &f.delay;
         let _ = write!(
             o,
             "<p>Partners that never burst: {} documents delivered, added delay median {} ms, 99th percentile {} ms, longest {} ms.</p>",
-            d.count, d.p50_ms, d.p99_ms, d.max_ms
+            grouped(d.count),
+            grouped(d.p50_ms.unsigned_abs()),
+            grouped(d.p99_ms.unsigned_abs()),
+            grouped(d.max_ms.unsigned_abs())
         );
     }
     for (name, svg) in charts.iter().filter(|(n, _)| n != "report") {

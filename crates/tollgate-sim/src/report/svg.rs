@@ -135,8 +135,9 @@ impl Scale {
         match self {
             Self::Linear { max } => (0..=4).map(|k| max * f64::from(k) / 4.0).collect(),
             Self::Log { max } => {
+                // 1 sits too close to 0 to label both: the powers of ten start at 10.
                 let mut t = vec![0.0];
-                let mut v = 1.0;
+                let mut v = 10.0;
                 while v <= max {
                     t.push(v);
                     v *= 10.0;
@@ -402,7 +403,7 @@ mod tests {
         let scale = Scale::for_values(ordinary.clone().chain([200_000.0]));
         assert_eq!(scale, Scale::Log { max: 1_000_000.0 });
         assert!(scale.share(40.0) > 0.25, "40 reaches {} of the height", scale.share(40.0));
-        assert_eq!(scale.ticks(), [0.0, 1.0, 10.0, 100.0, 1e3, 1e4, 1e5, 1e6]);
+        assert_eq!(scale.ticks(), [0.0, 10.0, 100.0, 1e3, 1e4, 1e5, 1e6]);
         assert_eq!(Scale::for_values(ordinary.chain([90.0])), Scale::Linear { max: 100.0 });
     }
 
