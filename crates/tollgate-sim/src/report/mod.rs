@@ -12,12 +12,13 @@ use svg::{Series, Style, color, esc};
 use crate::figures::grouped;
 use crate::{Case, Simulation};
 
-/// Time axis ticks for `n` buckets of `minutes` each.
+/// Time axis ticks for `n` buckets of `minutes` each: at most [`MAX_TICKS`] labels, so they
+/// never run into each other.
 fn ticks(n: usize, minutes: u32) -> Vec<(usize, String)> {
     let per_hour = (60 / minutes.max(1)).max(1) as usize;
     let hours = n / per_hour;
     let (every_h, label): (usize, fn(usize) -> String) = if hours > 96 {
-        (24, |h| format!("day {}", h / 24 + 1))
+        (24 * (hours / 24).div_ceil(MAX_TICKS).max(1), |h| format!("day {}", h / 24 + 1))
     } else if hours > 24 {
         (12, |h| format!("{}h", h))
     } else {
@@ -25,6 +26,9 @@ fn ticks(n: usize, minutes: u32) -> Vec<(usize, String)> {
     };
     (0..=hours).step_by(every_h).map(|h| (h * per_hour, label(h))).collect()
 }
+
+/// The most labels on a time axis.
+const MAX_TICKS: usize = 12;
 
 fn f64s(v: &[u64]) -> Vec<f64> {
     v.iter().map(|&x| x as f64).collect()
@@ -347,4 +351,17 @@ pub(crate) fn html(sim: &Simulation, charts: &[(String, String)]) -> String {
     }
     o.push_str("<p class=\"meta\">Every figure on this page is in report.json beside it.</p></body></html>\n");
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_month_of_hours_gets_at_most_twelve_day_labels() {
+        let t = ticks(30 * 24, 60);
+        assert!(t.len() <= MAX_TICKS && t.len() >= 8, "{t:?}");
+        assert_eq!(t[0].1, "day 1");
+        assert_eq!(ticks(96, 60).len(), 9, "4 days: every 12 h");
+    }
 }

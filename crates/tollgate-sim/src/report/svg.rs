@@ -75,6 +75,21 @@ fn num(v: f64) -> String {
     }
 }
 
+/// The x axis's range: from 0, or, when the values sit far from it, from a round value below
+/// the smallest, so close points are told apart.
+fn x_range(values: impl Iterator<Item = f64>) -> (f64, f64) {
+    let (lo, hi) = values.fold((f64::INFINITY, 0.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    if !lo.is_finite() || hi <= 0.0 {
+        return (0.0, 1.0);
+    }
+    if lo < hi * 0.5 {
+        return (0.0, nice_max(hi * 1.1));
+    }
+    let span = nice_max((hi - lo).max(hi * 0.05) * 1.4);
+    let start = ((lo - span * 0.2) / (span / 4.0)).floor() * (span / 4.0);
+    (start.max(0.0), start.max(0.0) + span)
+}
+
 /// A round upper bound for an axis.
 fn nice_max(v: f64) -> f64 {
     if v <= 0.0 {
@@ -344,15 +359,26 @@ pub(crate) fn scatter(
 ) -> String {
     let mut out = String::new();
     open(&mut out, title, y_label);
-    let ymax = nice_max(points.iter().map(|p| p.1).fold(0.0, f64::max) * 1.1);
-    let xmax = nice_max(points.iter().map(|p| p.0).fold(0.0, f64::max) * 1.1);
+    let top = points.iter().map(|p| p.1).fold(0.0, f64::max);
+    // All at zero: a unit axis, with the points on its floor and a line saying so.
+    let ymax = if top > 0.0 { nice_max(top * 1.1) } else { 1.0 };
+    let (xlo, xhi) = x_range(points.iter().map(|p| p.0));
     y_axis(&mut out, Scale::Linear { max: ymax });
     let pw = W - ML - MR;
     let ph = H - MT - MB;
-    let x = |v: f64| ML + pw * (v / xmax).clamp(0.0, 1.0);
+    let x = |v: f64| ML + pw * ((v - xlo) / (xhi - xlo)).clamp(0.0, 1.0);
     let y = |v: f64| MT + ph - ph * (v / ymax).clamp(0.0, 1.0);
+    if top == 0.0 && !points.is_empty() {
+        let _ = write!(
+            out,
+            r##"<text x="{:.1}" y="{:.1}" text-anchor="middle" fill="#555">{}</text>"##,
+            ML + pw / 2.0,
+            MT + ph / 2.0,
+            esc(&format!("{y_label}: 0 at every value"))
+        );
+    }
     for k in 0..=4 {
-        let v = xmax * f64::from(k) / 4.0;
+        let v = xlo + (xhi - xlo) * f64::from(k) / 4.0;
         let _ = write!(
             out,
             r##"<text x="{:.1}" y="{}" text-anchor="middle" fill="#555">{}</text>"##,
@@ -373,14 +399,21 @@ pub(crate) fn scatter(
         let _ = write!(d, "{}{:.1} {:.1}", if i == 0 { "M" } else { " L" }, x(*px), y(*py));
     }
     let _ = write!(out, r##"<path d="{d}" fill="none" stroke="#4e79a7" stroke-width="2"/>"##);
-    for (px, py, label) in points {
+    // Labels closer than 90 units to the one before step up a line, so none overlaps.
+    let mut order: Vec<&(f64, f64, String)> = points.iter().collect();
+    order.sort_by(|a, b| x(a.0).total_cmp(&x(b.0)).then(y(a.1).total_cmp(&y(b.1))));
+    let mut placed: Vec<(f64, f64)> = Vec::new();
+    for (px, py, label) in order {
+        let (cx, cy) = (x(*px), y(*py));
+        let mut ty = cy - 8.0;
+        while placed.iter().any(|(lx, ly)| (cx - lx).abs() < 90.0 && (ty - ly).abs() < 14.0) {
+            ty -= 14.0;
+        }
+        placed.push((cx, ty));
         let _ = write!(
             out,
             r##"<circle cx="{cx:.1}" cy="{cy:.1}" r="5" fill="#e15759"/><text x="{tx:.1}" y="{ty:.1}" fill="#222">{l}</text>"##,
-            cx = x(*px),
-            cy = y(*py),
-            tx = x(*px) + 8.0,
-            ty = y(*py) - 6.0,
+            tx = cx + 8.0,
             l = esc(label)
         );
     }
@@ -405,6 +438,26 @@ mod tests {
         assert!(scale.share(40.0) > 0.25, "40 reaches {} of the height", scale.share(40.0));
         assert_eq!(scale.ticks(), [0.0, 10.0, 100.0, 1e3, 1e4, 1e5, 1e6]);
         assert_eq!(Scale::for_values(ordinary.chain([90.0])), Scale::Linear { max: 100.0 });
+    }
+
+    #[test]
+    fn close_points_get_a_range_of_their_own_and_their_labels_do_not_overlap() {
+        let (lo, hi) = x_range([1000.0, 1060.0, 1131.0].into_iter());
+        assert!(lo > 800.0 && hi >= 1131.0 && hi - lo < 400.0, "{lo}..{hi}");
+        assert_eq!(x_range([10.0, 900.0].into_iter()).0, 0.0);
+        let points: Vec<(f64, f64, String)> = [(1000.0, 0.0), (1010.0, 0.0), (1020.0, 0.0)]
+            .map(|(x, y)| (x, y, format!("limit {x}")))
+            .into();
+        let svg = scatter("t", "x", "held", &points);
+        let ys: Vec<&str> = svg.split("<text x=").filter(|t| t.contains("limit")).collect();
+        assert_eq!(ys.len(), 3);
+        let mut label_ys: Vec<String> = ys
+            .iter()
+            .map(|t| t.split("y=\"").nth(1).unwrap().split('"').next().unwrap().to_owned())
+            .collect();
+        label_ys.dedup();
+        assert_eq!(label_ys.len(), 3, "each label on a line of its own: {label_ys:?}");
+        assert!(svg.contains("held: 0 at every value"));
     }
 
     #[test]
