@@ -138,7 +138,10 @@ fn refunds_let_the_retry_through(addrs: &[String]) {
 
 #[test]
 fn a_bad_request_id_is_refused_by_name_and_counts_nothing() {
-    let server = Server::start(&[]);
+    // A data directory of its own: request-id records are durable, so a shared one would
+    // replay an earlier run's answers.
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&["--data", dir.path().to_str().unwrap()]);
     let long = "x".repeat(129);
     for bad in ["a b", "", long.as_str(), "caf\u{e9}"] {
         let m = check(&server.addr, "Bad:rid", "5", "1", Some(bad));
