@@ -183,8 +183,8 @@ impl Deliverer {
                 let bytes = parcel.bytes.clone();
                 let d2 = dir.clone();
                 let fsync = self.fsync;
-                match tokio::task::spawn_blocking(move || write_into(&d2, &id, &bytes, fsync)).await
-                {
+                let write = move || write_into(&d2, &id, &bytes, fsync);
+                match crate::blocking::off_runtime(!fsync, write).await {
                     Ok(Ok(())) => {}
                     Ok(Err(e)) => return Attempt::Retry(e),
                     Err(e) => return Attempt::Retry(format!("delivery task failed: {e}")),

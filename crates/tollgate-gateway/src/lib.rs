@@ -20,6 +20,7 @@
 #![warn(unreachable_pub)]
 
 mod batch;
+mod blocking;
 mod breaker;
 mod bulk;
 mod clock;

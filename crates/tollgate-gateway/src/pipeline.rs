@@ -324,11 +324,12 @@ impl Pipeline {
         }
         if !change.is_empty() {
             let spool = self.parts.spool.clone();
-            let res = tokio::task::spawn_blocking(move || spool.commit(&change)).await;
+            let inline = spool.is_ephemeral();
+            let res = crate::blocking::off_runtime(inline, move || spool.commit(&change)).await;
             let err = match res {
                 Ok(Ok(())) => None,
                 Ok(Err(e)) => Some(e.to_string()),
-                Err(e) => Some(e.to_string()),
+                Err(e) => Some(e),
             };
             if let Some(e) = err {
                 // State stays in memory; the next change of each item writes it again.

@@ -324,6 +324,11 @@ impl Spool {
         if self.fsync { Durability::Immediate } else { Durability::None }
     }
 
+    /// True for a simulation's spool (in memory, no fsync): its work runs inline.
+    pub fn is_ephemeral(&self) -> bool {
+        !self.fsync
+    }
+
     /// The path of a spool file.
     pub fn path(&self, file: &str) -> PathBuf {
         self.dir.join(format!("{file}.edi"))

@@ -78,7 +78,10 @@ impl Pipeline {
                 return; // purged while waiting: the pipeline has already let the lane go on
             }
             let p2 = parts.clone();
-            let bytes = tokio::task::spawn_blocking(move || p2.spool.read(&file, start, end)).await;
+            let inline = p2.spool.is_ephemeral();
+            let bytes =
+                crate::blocking::off_runtime(inline, move || p2.spool.read(&file, start, end))
+                    .await;
             let attempt = match bytes {
                 Ok(Ok(bytes)) => {
                     let parcel = Parcel { id: id.clone(), partner, document, bytes };

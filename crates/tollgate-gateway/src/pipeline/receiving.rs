@@ -14,7 +14,7 @@ impl Pipeline {
         // Without their parses, for the case the whole task is lost.
         let records: Vec<FileRecord> =
             files.iter().map(|f| FileRecord { parsed: None, ..f.clone() }).collect();
-        let task = tokio::task::spawn_blocking(move || {
+        let parse = move || {
             let mut seen = HashSet::new();
             let mut out = Vec::with_capacity(files.len());
             for f in files {
@@ -33,8 +33,13 @@ impl Pipeline {
                 }
             }
             out
-        })
-        .await;
+        };
+        // An ephemeral (simulated) gateway parses inline: see `crate::blocking`.
+        let task = if self.parts.spool.is_ephemeral() {
+            Ok(parse())
+        } else {
+            tokio::task::spawn_blocking(parse).await
+        };
         let prepared = match task {
             Ok(prepared) => prepared,
             // The runtime is shutting down: the files stay queued (and in the spool's `files`
