@@ -5,8 +5,8 @@
 //!
 //! * **A local share is taken of what was left.** A local decision admits at most
 //!   `(limit - used) / share_of` per window, `used` being what Redis answered to this
-//!   instance's latest shared decision on the counter while its window lasts (0 when
-//!   unknown). So `share_of` instances that all lose Redis admit together at most what Redis
+//!   instance's latest shared decision on the counter (a check, or the forced add of owed
+//!   units) while its window lasts (0 when unknown). So `share_of` instances that all lose Redis admit together at most what Redis
 //!   had left, plus what each admitted since its latest shared decision.
 //! * **Every unit admitted locally is owed to Redis** (`unsynced`) until it is added there
 //!   ([`push_owed`], which sends it at once and retries) or its window ends: a calendar or
@@ -204,10 +204,18 @@ pub(super) async fn push_owed(f: Arc<Fallback>, caller: Caller) {
             continue;
         }
         let adds = pending.into_iter().map(|(counter, u)| {
-            let caller = caller.clone();
+            let (caller, f) = (caller.clone(), f.clone());
             async move {
                 let add = caller.call(&counter.0, &u.spec, u.units, true);
-                let done = matches!(tokio::time::timeout(PUSH_TIMEOUT, add).await, Ok(Ok(_)));
+                let reply = tokio::time::timeout(PUSH_TIMEOUT, add).await;
+                let done = matches!(reply, Ok(Ok(_)));
+                // The add's answer is a shared decision too: what Redis holds now, owed
+                // units included, so the next local share is taken of what is really left.
+                if let Ok(Ok(reply)) = &reply
+                    && let Ok(d) = super::script::decision(reply, &counter.0, &u.spec, u.units)
+                {
+                    f.remember(&counter.0, &u.spec, &d);
+                }
                 if done {
                     tracing::info!(id = %counter.0, units = u.units, "locally admitted units added to redis");
                 }
