@@ -348,10 +348,23 @@ impl Gateway {
 
     /// Every item the spool keeps (live, and finished ones not yet pruned), in arrival order.
     pub async fn items(&self) -> Result<Vec<Item>, GatewayError> {
+        self.items_as(Some).await
+    }
+
+    /// What `f` keeps of every item the spool keeps (`None`: nothing), in arrival order; each
+    /// item is mapped as it is read, so the spool is never held whole.
+    pub async fn items_as<T: Send + 'static>(
+        &self,
+        f: impl Fn(Item) -> Option<T> + Send + 'static,
+    ) -> Result<Vec<T>, GatewayError> {
         let spool = self.spool.clone();
-        let items = tokio::task::spawn_blocking(move || spool.items(None))
-            .await
-            .map_err(|e| spool::SpoolError::Db(format!("read task failed: {e}")))??;
+        let items = tokio::task::spawn_blocking(move || {
+            let mut out = Vec::new();
+            spool.each_item(&mut |item| out.extend(f(item)))?;
+            Ok::<_, spool::SpoolError>(out)
+        })
+        .await
+        .map_err(|e| spool::SpoolError::Db(format!("read task failed: {e}")))??;
         Ok(items)
     }
 

@@ -39,7 +39,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use redb::{Durability, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
 
 use crate::clock::GatewayClock;
@@ -319,11 +319,6 @@ impl Spool {
         self.clock.now_ms()
     }
 
-    /// The durability of a commit: immediate, unless fsync is skipped (a simulation).
-    fn durability(&self) -> Durability {
-        if self.fsync { Durability::Immediate } else { Durability::None }
-    }
-
     /// True for a simulation's spool (in memory, no fsync): its work runs inline.
     pub fn is_ephemeral(&self) -> bool {
         !self.fsync
@@ -360,8 +355,7 @@ impl Spool {
         let path = self.path(&spool_id);
         let written = self.write_file(&path, files.iter().map(|(b, _)| *b)).and_then(|()| {
             self.db.with(|db| {
-                let mut tx = db.begin_write().map_err(db_err)?;
-                tx.set_durability(self.durability()).map_err(db_err)?;
+                let tx = db.begin_write().map_err(db_err)?;
                 {
                     let mut t = tx.open_table(FILES).map_err(db_err)?;
                     for r in &records {
@@ -436,8 +430,7 @@ impl Spool {
         let mut counted = TallyChange::default();
         let result = self.db.with(|db| {
             counted = TallyChange::default();
-            let mut tx = db.begin_write().map_err(db_err)?;
-            tx.set_durability(self.durability()).map_err(db_err)?;
+            let tx = db.begin_write().map_err(db_err)?;
             {
                 let mut files = tx.open_table(FILES).map_err(db_err)?;
                 for f in &change.remove_files {

@@ -35,6 +35,8 @@ pub struct SpoolOptions {
 
 /// The file name of the state database in the data dir.
 pub(crate) const STATE_DB: &str = "gateway.redb";
+/// The page cache of an in-memory state database.
+const EPHEMERAL_CACHE_BYTES: usize = 4 << 20;
 /// Where spool files no state accounts for are kept, in the data dir.
 pub(crate) const ORPHANED: &str = "orphaned";
 
@@ -55,7 +57,12 @@ pub(crate) fn open(
 ) -> Result<Database, SpoolError> {
     let path = data_dir.join(STATE_DB);
     if options.ephemeral {
+        // Every commit is durable, which on this backend writes no more than a non-durable
+        // one would (its sync does nothing), but lets redb reuse the pages a commit frees: it
+        // frees them only after a durable commit, so memory stays bounded by what is kept.
+        // The page cache would only copy the backend's bytes.
         let db = Builder::new()
+            .set_cache_size(EPHEMERAL_CACHE_BYTES)
             .create_with_backend(redb::backends::InMemoryBackend::new())
             .map_err(|e| SpoolError::Db(format!("in-memory state database: {e}")))?;
         init(&db).map_err(SpoolError::Db)?;

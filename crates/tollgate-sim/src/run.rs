@@ -167,7 +167,7 @@ async fn drive(
     let start_ms = scenario.start.as_millisecond();
     let names: Vec<String> = scenario.partners.iter().map(|p| p.sender()).collect();
     let mut by_file: BTreeMap<String, usize> = BTreeMap::new();
-    let mut seen: BTreeMap<String, Item> = BTreeMap::new();
+    let mut seen: BTreeMap<String, Seen> = BTreeMap::new();
     let mut next_snapshot = SNAPSHOT_EVERY_MS;
     let mut i = 0;
     while i < arrivals.len() {
@@ -236,18 +236,38 @@ async fn sleep_until(base: tokio::time::Instant, at_ms: i64) {
     tokio::time::sleep_until(at).await;
 }
 
+/// What a run keeps of an item it read: what its fate needs, not its strings.
+#[derive(Debug)]
+struct Seen {
+    state: State,
+    weight: u64,
+    received_at: i64,
+    held_at: Option<i64>,
+    delivered_at: Option<i64>,
+}
+
 /// Reads every item the spool keeps into `seen` (when given), and empties the backend
 /// directory (the delivered files are not looked at again; the items say when each was
 /// delivered).
 async fn snapshot(
     gw: &Gateway,
-    seen: Option<&mut BTreeMap<String, Item>>,
+    seen: Option<&mut BTreeMap<String, Seen>>,
     backend: &Path,
 ) -> Result<(), RunError> {
     if let Some(seen) = seen {
-        for item in gw.items().await? {
-            seen.insert(item.id.clone(), item);
-        }
+        let read = gw
+            .items_as(|item: Item| {
+                let kept = Seen {
+                    state: item.state,
+                    weight: item.weight,
+                    received_at: item.received_at,
+                    held_at: item.held_at,
+                    delivered_at: item.delivered_at,
+                };
+                Some((item.id, kept))
+            })
+            .await?;
+        seen.extend(read);
     }
     let dir = backend.to_path_buf();
     let _ = tokio::task::spawn_blocking(move || {
