@@ -46,7 +46,7 @@ use crate::clock::GatewayClock;
 use crate::item::{Item, State};
 pub(crate) use crate::statedb::SpoolOptions;
 use crate::statedb::{self, ORPHANED};
-use crate::tally::{QueueTally, TallyChange};
+use crate::tally::{QueueTally, TallyChange, TallyRow};
 use crate::telemetry::SpoolUsage;
 
 mod backup;
@@ -441,15 +441,15 @@ impl Spool {
                     let v = serde_json::to_vec(item).map_err(db_err)?;
                     let old = items.insert(item.id.as_str(), v.as_slice()).map_err(db_err)?;
                     if let Some(old) = old {
-                        counted.gone(decode_item(&item.id, old.value())?);
+                        counted.gone(decode_tally(&item.id, old.value())?);
                     }
-                    counted.came(item.clone());
+                    counted.came(TallyRow::of(item));
                 }
                 // Deletes come last: an item purged in a batch is gone, whatever the batch
                 // wrote of it before the purge (a release, then a purge).
                 for id in &change.delete {
                     if let Some(old) = items.remove(id.as_str()).map_err(db_err)? {
-                        counted.gone(decode_item(id, old.value())?);
+                        counted.gone(decode_tally(id, old.value())?);
                     }
                 }
                 let mut dedup = tx.open_table(DEDUP).map_err(db_err)?;
@@ -477,6 +477,11 @@ fn decode<T: serde::de::DeserializeOwned>(key: &str, v: &[u8]) -> Result<T, Spoo
 
 fn decode_item(key: &str, v: &[u8]) -> Result<Item, SpoolError> {
     Item::from_stored(v)
+        .map_err(|e| SpoolError::Corrupt { key: key.to_owned(), message: e.to_string() })
+}
+
+fn decode_tally(key: &str, v: &[u8]) -> Result<TallyRow, SpoolError> {
+    TallyRow::from_stored(v)
         .map_err(|e| SpoolError::Corrupt { key: key.to_owned(), message: e.to_string() })
 }
 

@@ -18,7 +18,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::item::{Item, State};
 
@@ -60,7 +60,7 @@ impl StateCounts {
         self.items.iter().sum()
     }
 
-    fn add(&mut self, item: &Item, at_ms: i64) {
+    fn add(&mut self, item: &TallyRow, at_ms: i64) {
         let i = index(item.state);
         if item.state == State::Held && self.items[i] == 0 {
             self.held_since = Some(item.held_at.unwrap_or(at_ms));
@@ -69,7 +69,7 @@ impl StateCounts {
         self.units[i] = self.units[i].saturating_add(item.weight);
     }
 
-    fn remove(&mut self, item: &Item) {
+    fn remove(&mut self, item: &TallyRow) {
         let i = index(item.state);
         self.items[i] = self.items[i].saturating_sub(1);
         self.units[i] = self.units[i].saturating_sub(item.weight);
@@ -83,28 +83,71 @@ fn index(state: State) -> usize {
     State::ALL.iter().position(|s| *s == state).unwrap_or(0)
 }
 
-fn key_of(item: &Item) -> TallyKey {
-    TallyKey {
-        partner: item.partner.clone(),
-        route: item.route.clone(),
-        metering_id: item.metering_id.as_ref().map(|m| m.as_str().to_owned()),
+/// What the tally reads of an item row: its group, state, weight and when it was held.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TallyRow {
+    key: TallyKey,
+    state: State,
+    weight: u64,
+    held_at: Option<i64>,
+}
+
+impl TallyRow {
+    /// The tally's part of `item`.
+    pub(crate) fn of(item: &Item) -> Self {
+        Self {
+            key: TallyKey {
+                partner: item.partner.clone(),
+                route: item.route.clone(),
+                metering_id: item.metering_id.as_ref().map(|m| m.as_str().to_owned()),
+            },
+            state: item.state,
+            weight: item.weight,
+            held_at: item.held_at,
+        }
+    }
+
+    /// The tally's part of a stored row, read without decoding the rest of the item (as
+    /// [`Item::from_stored`] reads it: `"received"` with `"admitted": true` is admitted).
+    pub(crate) fn from_stored(json: &[u8]) -> Result<Self, serde_json::Error> {
+        #[derive(Deserialize)]
+        struct Stored {
+            partner: String,
+            route: Option<String>,
+            metering_id: Option<String>,
+            state: State,
+            weight: u64,
+            #[serde(default)]
+            held_at: Option<i64>,
+            #[serde(default)]
+            admitted: bool,
+        }
+        let s: Stored = serde_json::from_slice(json)?;
+        let state =
+            if s.admitted && s.state == State::Received { State::Admitted } else { s.state };
+        Ok(Self {
+            key: TallyKey { partner: s.partner, route: s.route, metering_id: s.metering_id },
+            state,
+            weight: s.weight,
+            held_at: s.held_at,
+        })
     }
 }
 
 /// The rows one commit wrote (`true`) and replaced or removed (`false`), in the order it
 /// did so: applied to the tally once the commit is durable.
 #[derive(Debug, Default)]
-pub(crate) struct TallyChange(pub(crate) Vec<(bool, Item)>);
+pub(crate) struct TallyChange(Vec<(bool, TallyRow)>);
 
 impl TallyChange {
     /// A row written.
-    pub(crate) fn came(&mut self, item: Item) {
-        self.0.push((true, item));
+    pub(crate) fn came(&mut self, row: TallyRow) {
+        self.0.push((true, row));
     }
 
     /// A row replaced or removed.
-    pub(crate) fn gone(&mut self, item: Item) {
-        self.0.push((false, item));
+    pub(crate) fn gone(&mut self, row: TallyRow) {
+        self.0.push((false, row));
     }
 }
 
@@ -119,8 +162,9 @@ impl QueueTally {
     pub(crate) fn of<'a>(items: impl IntoIterator<Item = &'a Item>) -> Self {
         let mut groups: HashMap<TallyKey, StateCounts> = HashMap::new();
         for item in items {
-            let g = groups.entry(key_of(item)).or_default();
-            g.add(item, item.received_at);
+            let row = TallyRow::of(item);
+            let g = groups.entry(row.key.clone()).or_default();
+            g.add(&row, item.received_at);
             if item.state == State::Held
                 && let Some(at) = item.held_at
             {
@@ -133,14 +177,16 @@ impl QueueTally {
     /// Applies what one committed change did; `at_ms` is the commit's time.
     pub(crate) fn apply(&self, change: &TallyChange, at_ms: i64) {
         let mut groups = self.groups.lock().unwrap_or_else(PoisonError::into_inner);
-        for (came, item) in &change.0 {
-            let key = key_of(item);
+        for (came, row) in &change.0 {
             if *came {
-                groups.entry(key).or_default().add(item, at_ms);
-            } else if let Some(g) = groups.get_mut(&key) {
-                g.remove(item);
+                match groups.get_mut(&row.key) {
+                    Some(g) => g.add(row, at_ms),
+                    None => groups.entry(row.key.clone()).or_default().add(row, at_ms),
+                }
+            } else if let Some(g) = groups.get_mut(&row.key) {
+                g.remove(row);
                 if g.total() == 0 {
-                    groups.remove(&key);
+                    groups.remove(&row.key);
                 }
             }
         }

@@ -3,7 +3,7 @@
 
 use redb::{Database, ReadableTable};
 
-use super::{DEDUP, ITEMS, META, Spool, SpoolError, db_err, decode_item};
+use super::{DEDUP, ITEMS, META, Spool, SpoolError, db_err, decode_tally};
 use crate::item::{Item, State};
 use crate::tally::TallyChange;
 
@@ -28,7 +28,7 @@ impl Spool {
                     .map_err(db_err)?
                 {
                     let (k, v) = row.map_err(db_err)?;
-                    counted.gone(decode_item(k.value(), v.value())?);
+                    counted.gone(decode_tally(k.value(), v.value())?);
                     n += 1;
                 }
             }
