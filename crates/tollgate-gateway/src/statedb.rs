@@ -21,6 +21,8 @@ use redb::{Builder, Database, DatabaseError, StorageError};
 
 use crate::spool::{SpoolError, sync_dir};
 
+mod sparse;
+
 /// How the spool opens its state database, and how it writes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SpoolOptions {
@@ -63,7 +65,7 @@ pub(crate) fn open(
         // The page cache would only copy the backend's bytes.
         let db = Builder::new()
             .set_cache_size(EPHEMERAL_CACHE_BYTES)
-            .create_with_backend(redb::backends::InMemoryBackend::new())
+            .create_with_backend(sparse::SparseMemory::default())
             .map_err(|e| SpoolError::Db(format!("in-memory state database: {e}")))?;
         init(&db).map_err(SpoolError::Db)?;
         return Ok(db);
