@@ -135,7 +135,7 @@ pub struct Parts {
 pub(crate) struct Pipeline {
     parts: Arc<Parts>,
     events: mpsc::UnboundedSender<Event>,
-    live: HashMap<String, Item>,
+    live: HashMap<String, Box<Item>>,
     held: HoldQueue,
     /// Admitted items waiting for delivery, one lane per metering id.
     lanes: Lanes,
@@ -196,7 +196,7 @@ impl Pipeline {
             {
                 p.held.insert(m, &item.id);
             }
-            p.live.insert(item.id.clone(), item);
+            p.live.insert(item.id.clone(), Box::new(item));
         }
         // The held gauges start at zero (`telemetry::register`): count in what was held.
         let heads: Vec<String> = p.held.heads().map(|(_, h)| h.to_owned()).collect();

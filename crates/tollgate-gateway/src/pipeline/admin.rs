@@ -38,7 +38,7 @@ impl Pipeline {
                     let mut revived = item.clone();
                     revived.state = State::Received;
                     revived.attempts = 0;
-                    self.live.insert(id.to_owned(), revived);
+                    self.live.insert(id.to_owned(), Box::new(revived));
                 }
                 if op == AdminOp::Release {
                     self.claim_released(id).await;
@@ -55,7 +55,7 @@ impl Pipeline {
                 Ok(self
                     .live
                     .get(id)
-                    .cloned()
+                    .map(|i| Item::clone(i))
                     .or_else(|| batch.change.put.iter().rev().find(|i| i.id == id).cloned()))
             }
         }
@@ -69,7 +69,7 @@ impl Pipeline {
             return Ok(None);
         }
         if let Some(item) = self.live.get(id) {
-            return Ok(Some(item.clone()));
+            return Ok(Some(Item::clone(item)));
         }
         if let Some(item) = batch.change.put.iter().rev().find(|i| i.id == id) {
             return Ok(Some(item.clone()));

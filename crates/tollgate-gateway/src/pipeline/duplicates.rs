@@ -245,7 +245,7 @@ impl Pipeline {
             )),
             duplicate_of: original,
             layout: Some(copied_layout),
-            ..item.clone()
+            ..Item::clone(&item)
         };
         tracing::info!(item = id, duplicate = %dup_id, resent = copies.len(), kept = kept_count, "resent transactions removed");
         telemetry::count(Counter::Duplicate, &dup, &self.parts.plan);

@@ -84,10 +84,10 @@ impl Pipeline {
                 true
             }
             Verdict::Exceeded { retry_after, .. } if route.split => {
-                self.split(item, route, mid, Some(retry_after), batch).await
+                self.split(*item, route, mid, Some(retry_after), batch).await
             }
             Verdict::TooHeavy { .. } if route.split => {
-                self.split(item, route, mid, None, batch).await
+                self.split(*item, route, mid, None, batch).await
             }
             Verdict::Exceeded { retry_after, limit } => {
                 let reason = format!(
@@ -253,7 +253,7 @@ impl Pipeline {
         self.release_file(&item.spool_file, &item.id, batch);
         batch.put(&part);
         batch.dispatch.push(part.id.clone());
-        self.live.insert(part.id.clone(), part.clone());
+        self.live.insert(part.id.clone(), Box::new(part.clone()));
         if let Some(rem) = self.live.get_mut(&item.id) {
             rem.spool_file = fr;
             rem.start = 0;

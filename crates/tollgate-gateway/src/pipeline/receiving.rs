@@ -78,7 +78,7 @@ impl Pipeline {
                 batch.put(&item);
                 if item.state == State::Received {
                     let id = item.id.clone();
-                    self.live.insert(id.clone(), item);
+                    self.live.insert(id.clone(), Box::new(item));
                     self.meter_new(&id, batch).await;
                 }
             }
