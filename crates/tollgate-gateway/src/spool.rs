@@ -39,7 +39,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use redb::{ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{Durability, ReadableDatabase, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
 
 use crate::clock::GatewayClock;
@@ -179,7 +179,7 @@ pub struct Spool {
     tally: QueueTally,
     /// Held by a commit or prune from its transaction's start to its tally update, so the
     /// tally sees changes in commit order.
-    rows_written: std::sync::Mutex<()>,
+    rows_written: std::sync::Mutex<u64>,
 }
 
 impl Spool {
@@ -235,7 +235,7 @@ impl Spool {
             clock,
             fsync: !options.ephemeral,
             tally: QueueTally::default(),
-            rows_written: std::sync::Mutex::new(()),
+            rows_written: std::sync::Mutex::new(0),
         };
         let mut spool = spool;
         spool.tally = spool.sort_unreferenced(&data_dir.join(ORPHANED))?;
@@ -426,11 +426,19 @@ impl Spool {
         if change.is_empty() {
             return Ok(());
         }
-        let _order = self.rows_written.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut order = self.rows_written.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        *order += 1;
+        // An in-memory database has nothing to sync, but redb reuses the pages a commit frees
+        // only after a durable commit, whose bookkeeping costs more than the rest of a small
+        // commit: one in every `EPHEMERAL_DURABLE_EVERY` keeps memory bounded.
+        let durable = self.fsync || *order % EPHEMERAL_DURABLE_EVERY == 0;
         let mut counted = TallyChange::default();
         let result = self.db.with(|db| {
             counted = TallyChange::default();
-            let tx = db.begin_write().map_err(db_err)?;
+            let mut tx = db.begin_write().map_err(db_err)?;
+            if !durable {
+                tx.set_durability(Durability::None).map_err(db_err)?;
+            }
             {
                 let mut files = tx.open_table(FILES).map_err(db_err)?;
                 for f in &change.remove_files {
@@ -469,6 +477,9 @@ impl Spool {
         result
     }
 }
+
+/// How often an ephemeral spool's commit is durable (see [`Spool::commit`]).
+const EPHEMERAL_DURABLE_EVERY: u64 = 64;
 
 fn decode<T: serde::de::DeserializeOwned>(key: &str, v: &[u8]) -> Result<T, SpoolError> {
     serde_json::from_slice(v)
