@@ -428,17 +428,14 @@ impl Spool {
         }
         let mut order = self.rows_written.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         *order += 1;
-        // An in-memory database has nothing to sync, but redb reuses the pages a commit frees
-        // only after a durable commit, whose bookkeeping costs more than the rest of a small
-        // commit: one in every `EPHEMERAL_DURABLE_EVERY` keeps memory bounded.
-        let durable = self.fsync || *order % EPHEMERAL_DURABLE_EVERY == 0;
+        // In memory, only some commits are durable (see `EPHEMERAL_DURABLE_EVERY`).
+        let durable = self.fsync || order.is_multiple_of(statedb::EPHEMERAL_DURABLE_EVERY);
         let mut counted = TallyChange::default();
         let result = self.db.with(|db| {
             counted = TallyChange::default();
             let mut tx = db.begin_write().map_err(db_err)?;
-            if !durable {
-                tx.set_durability(Durability::None).map_err(db_err)?;
-            }
+            tx.set_durability(if durable { Durability::Immediate } else { Durability::None })
+                .map_err(db_err)?;
             {
                 let mut files = tx.open_table(FILES).map_err(db_err)?;
                 for f in &change.remove_files {
@@ -478,22 +475,20 @@ impl Spool {
     }
 }
 
-/// How often an ephemeral spool's commit is durable (see [`Spool::commit`]).
-const EPHEMERAL_DURABLE_EVERY: u64 = 64;
+fn corrupt(key: &str) -> impl FnOnce(serde_json::Error) -> SpoolError + '_ {
+    move |e| SpoolError::Corrupt { key: key.to_owned(), message: e.to_string() }
+}
 
 fn decode<T: serde::de::DeserializeOwned>(key: &str, v: &[u8]) -> Result<T, SpoolError> {
-    serde_json::from_slice(v)
-        .map_err(|e| SpoolError::Corrupt { key: key.to_owned(), message: e.to_string() })
+    serde_json::from_slice(v).map_err(corrupt(key))
 }
 
 fn decode_item(key: &str, v: &[u8]) -> Result<Item, SpoolError> {
-    Item::from_stored(v)
-        .map_err(|e| SpoolError::Corrupt { key: key.to_owned(), message: e.to_string() })
+    Item::from_stored(v).map_err(corrupt(key))
 }
 
 fn decode_tally(key: &str, v: &[u8]) -> Result<TallyRow, SpoolError> {
-    TallyRow::from_stored(v)
-        .map_err(|e| SpoolError::Corrupt { key: key.to_owned(), message: e.to_string() })
+    TallyRow::from_stored(v).map_err(corrupt(key))
 }
 
 /// Fsyncs a directory, so that the names created or renamed in it survive a crash.

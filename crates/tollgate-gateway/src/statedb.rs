@@ -39,6 +39,9 @@ pub struct SpoolOptions {
 pub(crate) const STATE_DB: &str = "gateway.redb";
 /// The page cache of an in-memory state database.
 const EPHEMERAL_CACHE_BYTES: usize = 4 << 20;
+/// How often an in-memory state database's commit is durable: redb reuses the pages commits
+/// free only after a durable one, whose bookkeeping costs more than a small commit.
+pub(crate) const EPHEMERAL_DURABLE_EVERY: u64 = 64;
 /// Where spool files no state accounts for are kept, in the data dir.
 pub(crate) const ORPHANED: &str = "orphaned";
 
