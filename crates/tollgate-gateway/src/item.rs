@@ -198,6 +198,14 @@ impl Charge {
     }
 }
 
+impl State {
+    /// The state a stored row means: `received` with the `admitted` flag of rows written
+    /// before `admitted` was a state is admitted.
+    pub(crate) fn as_stored(self, admitted: bool) -> State {
+        if admitted && self == State::Received { State::Admitted } else { self }
+    }
+}
+
 impl Item {
     /// Reads an item as stored; items written before `admitted` was a state carry it as
     /// `"state": "received", "admitted": true`.
@@ -212,9 +220,7 @@ impl Item {
                 #[serde(default)]
                 admitted: bool,
             }
-            if serde_json::from_slice::<Legacy>(json)?.admitted {
-                item.state = State::Admitted;
-            }
+            item.state = item.state.as_stored(serde_json::from_slice::<Legacy>(json)?.admitted);
         }
         Ok(item)
     }

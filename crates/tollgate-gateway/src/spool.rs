@@ -178,7 +178,7 @@ pub struct Spool {
     /// Items per group and state, changed by every commit (see `tally`).
     tally: QueueTally,
     /// Held by a commit or prune from its transaction's start to its tally update, so the
-    /// tally sees changes in commit order.
+    /// tally sees changes in commit order; counts the commits.
     rows_written: std::sync::Mutex<u64>,
 }
 

@@ -123,8 +123,7 @@ impl TallyRow {
             admitted: bool,
         }
         let s: Stored = serde_json::from_slice(json)?;
-        let state =
-            if s.admitted && s.state == State::Received { State::Admitted } else { s.state };
+        let state = s.state.as_stored(s.admitted);
         Ok(Self {
             key: TallyKey { partner: s.partner, route: s.route, metering_id: s.metering_id },
             state,
