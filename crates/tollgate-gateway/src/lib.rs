@@ -326,7 +326,8 @@ impl Gateway {
     /// simulator); `files` are (bytes, origin). Returns the file ids, in input order.
     pub async fn submit(&self, files: Vec<(Vec<u8>, String)>) -> Result<Vec<String>, GatewayError> {
         let parts = self.parts.clone();
-        let done = tokio::task::spawn_blocking(move || {
+        let inline = parts.spool.is_ephemeral();
+        let done = blocking::off_runtime(inline, move || {
             let parsed: Vec<receipt::Parsed> =
                 files.iter().map(|(b, _)| receipt::parse(b, &parts.plan)).collect();
             let batch: Vec<(&[u8], String)> =

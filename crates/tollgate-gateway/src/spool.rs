@@ -37,9 +37,10 @@ use std::collections::HashSet;
 use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::PoisonError;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use redb::{Durability, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
 
 use crate::clock::GatewayClock;
@@ -177,8 +178,7 @@ pub struct Spool {
     fsync: bool,
     /// Items per group and state, changed by every commit (see `tally`).
     tally: QueueTally,
-    /// Held by a commit or prune from its transaction's start to its tally update, so the
-    /// tally sees changes in commit order; counts the commits.
+    /// Held by a write from its transaction's start to its tally update (commit order); counts them.
     rows_written: std::sync::Mutex<u64>,
 }
 
@@ -354,8 +354,11 @@ impl Spool {
         }
         let path = self.path(&spool_id);
         let written = self.write_file(&path, files.iter().map(|(b, _)| *b)).and_then(|()| {
+            let mut order = self.rows_written.lock().unwrap_or_else(PoisonError::into_inner);
+            let durability = statedb::durability(self.fsync, &mut order);
             self.db.with(|db| {
-                let tx = db.begin_write().map_err(db_err)?;
+                let mut tx = db.begin_write().map_err(db_err)?;
+                tx.set_durability(durability).map_err(db_err)?;
                 {
                     let mut t = tx.open_table(FILES).map_err(db_err)?;
                     for r in &records {
@@ -426,16 +429,13 @@ impl Spool {
         if change.is_empty() {
             return Ok(());
         }
-        let mut order = self.rows_written.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        *order += 1;
-        // In memory, only some commits are durable (see `EPHEMERAL_DURABLE_EVERY`).
-        let durable = self.fsync || order.is_multiple_of(statedb::EPHEMERAL_DURABLE_EVERY);
+        let mut order = self.rows_written.lock().unwrap_or_else(PoisonError::into_inner);
+        let durability = statedb::durability(self.fsync, &mut order);
         let mut counted = TallyChange::default();
         let result = self.db.with(|db| {
             counted = TallyChange::default();
             let mut tx = db.begin_write().map_err(db_err)?;
-            tx.set_durability(if durable { Durability::Immediate } else { Durability::None })
-                .map_err(db_err)?;
+            tx.set_durability(durability).map_err(db_err)?;
             {
                 let mut files = tx.open_table(FILES).map_err(db_err)?;
                 for f in &change.remove_files {

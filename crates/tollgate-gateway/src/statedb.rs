@@ -41,7 +41,18 @@ pub(crate) const STATE_DB: &str = "gateway.redb";
 const EPHEMERAL_CACHE_BYTES: usize = 4 << 20;
 /// How often an in-memory state database's commit is durable: redb reuses the pages commits
 /// free only after a durable one, whose bookkeeping costs more than a small commit.
-pub(crate) const EPHEMERAL_DURABLE_EVERY: u64 = 64;
+const EPHEMERAL_DURABLE_EVERY: u64 = 64;
+
+/// The durability of the next write transaction, `writes` counting them (the caller holds
+/// its lock): always `Immediate` with fsync; in memory, one in [`EPHEMERAL_DURABLE_EVERY`].
+pub(crate) fn durability(fsync: bool, writes: &mut u64) -> redb::Durability {
+    *writes += 1;
+    if fsync || writes.is_multiple_of(EPHEMERAL_DURABLE_EVERY) {
+        redb::Durability::Immediate
+    } else {
+        redb::Durability::None
+    }
+}
 /// Where spool files no state accounts for are kept, in the data dir.
 pub(crate) const ORPHANED: &str = "orphaned";
 
