@@ -152,7 +152,17 @@ proptest::proptest! {
             spool.commit(&change).unwrap();
             proptest::prop_assert_eq!(tallied(&spool), counted(&spool));
         }
+        // The prune drops exactly the delivered items received before its bound.
+        let kept: Vec<String> = spool
+            .items(None)
+            .unwrap()
+            .into_iter()
+            .filter(|i| !(i.state == State::Delivered && i.received_at < 1_600))
+            .map(|i| i.id)
+            .collect();
         spool.prune(1_600).unwrap();
+        let after: Vec<String> = spool.items(None).unwrap().into_iter().map(|i| i.id).collect();
+        proptest::prop_assert_eq!(after, kept);
         proptest::prop_assert_eq!(tallied(&spool), counted(&spool));
         let filter = crate::filter::QueueFilter {
             partner: Some("P1".into()),

@@ -4,7 +4,7 @@
 use redb::{Database, ReadableTable};
 
 use super::{DEDUP, ITEMS, META, Spool, SpoolError, db_err, decode_tally};
-use crate::item::{Item, State};
+use crate::item::State;
 use crate::tally::TallyChange;
 
 impl Spool {
@@ -21,10 +21,7 @@ impl Spool {
                 n += dedup.extract_if(|_, at| at < before_ms).map_err(db_err)?.count();
                 let mut items = tx.open_table(ITEMS).map_err(db_err)?;
                 for row in items
-                    .extract_if(|_, v| {
-                        Item::from_stored(v)
-                            .is_ok_and(|i| i.state == State::Delivered && i.received_at < before_ms)
-                    })
+                    .extract_if(|_, v| delivered_before(v, before_ms))
                     .map_err(db_err)?
                 {
                     let (k, v) = row.map_err(db_err)?;
@@ -54,6 +51,19 @@ impl Spool {
             Ok(n)
         })
     }
+}
+
+/// Whether a stored item was delivered and received before `before_ms`. The prune visits
+/// every row, so only these two fields are decoded (the old `admitted` flag only ever
+/// accompanies `received`, so it cannot make a row delivered).
+fn delivered_before(json: &[u8], before_ms: i64) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Stored {
+        state: State,
+        received_at: i64,
+    }
+    serde_json::from_slice::<Stored>(json)
+        .is_ok_and(|s| s.state == State::Delivered && s.received_at < before_ms)
 }
 
 /// The instance id kept in `meta`, made (random) on first use.
