@@ -95,8 +95,10 @@ pub fn simulate(
         Some(s) => s.values.iter().copied().map(Some).collect(),
         None => vec![None],
     };
-    let mut cases = Vec::new();
+    // Each value's gateway is prepared here, in order; the runs, independent (each on its own
+    // runtime, clock and work dir), share the machine's cores; their results are taken in order.
     let mut notes = Vec::new();
+    let mut prepared = Vec::with_capacity(values.len());
     for value in values {
         let mut t = table.clone();
         let label = match (sweep, value) {
@@ -115,8 +117,15 @@ pub fn simulate(
                 notes.push(note);
             }
         }
-        let out =
-            run::run(scenario, config, arrivals.clone(), seed, work.path(), &backend, progress)?;
+        prepared.push((label, value, t, config, work, backend));
+    }
+    let outputs = run::on_cores(prepared.len(), |i| {
+        let (_, _, _, config, work, backend) = &prepared[i];
+        run::run(scenario, config.clone(), arrivals.clone(), seed, work.path(), backend, progress)
+    });
+    let mut cases = Vec::with_capacity(prepared.len());
+    for ((label, value, t, ..), out) in prepared.into_iter().zip(outputs) {
+        let out = out?;
         on_run(&out);
         let figures = figures::compute(scenario, &out);
         cases.push(Case { label, value, limits: setup::limits(&t), figures });

@@ -17,8 +17,8 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -113,6 +113,33 @@ pub(crate) fn work_dir() -> std::io::Result<tempfile::TempDir> {
         return Ok(d);
     }
     tempfile::Builder::new().prefix("tollgate-sim-").tempdir()
+}
+
+/// `job(i)` for every `i` in `0..n`, on as many threads as the machine has cores (at most
+/// `n`); the results in index order.
+pub(crate) fn on_cores<T: Send>(n: usize, job: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    let threads = std::thread::available_parallelism().map_or(1, |c| c.get()).min(n);
+    if threads <= 1 {
+        return (0..n).map(job).collect();
+    }
+    let next = AtomicUsize::new(0);
+    let done: Mutex<Vec<Option<T>>> = Mutex::new((0..n).map(|_| None).collect());
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= n {
+                        break;
+                    }
+                    let r = job(i);
+                    done.lock().unwrap_or_else(PoisonError::into_inner)[i] = Some(r);
+                }
+            });
+        }
+    });
+    // A job that panicked has already panicked this scope; every slot is filled.
+    done.into_inner().unwrap_or_else(PoisonError::into_inner).into_iter().flatten().collect()
 }
 
 /// How often the backend directory is emptied, and (when the gateway prunes within the run)
@@ -282,4 +309,17 @@ async fn snapshot(
     })
     .await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    /// Results come back in index order even when later jobs finish first.
+    #[test]
+    fn on_cores_keeps_the_order_of_the_jobs() {
+        let out = super::on_cores(6, |i| {
+            std::thread::sleep(std::time::Duration::from_millis(5 * (6 - i as u64)));
+            i * 10
+        });
+        assert_eq!(out, vec![0, 10, 20, 30, 40, 50]);
+    }
 }

@@ -20,9 +20,8 @@ impl Spool {
                 let mut dedup = tx.open_table(DEDUP).map_err(db_err)?;
                 n += dedup.extract_if(|_, at| at < before_ms).map_err(db_err)?.count();
                 let mut items = tx.open_table(ITEMS).map_err(db_err)?;
-                for row in items
-                    .extract_if(|_, v| delivered_before(v, before_ms))
-                    .map_err(db_err)?
+                for row in
+                    items.extract_if(|_, v| delivered_before(v, before_ms)).map_err(db_err)?
                 {
                     let (k, v) = row.map_err(db_err)?;
                     counted.gone(decode_tally(k.value(), v.value())?);
