@@ -1,6 +1,6 @@
 //! Blocking work (the spool's database and files, parsing) off the async runtime — or inline
-//! for an ephemeral gateway (a simulation), whose spool lives in memory and on `/dev/shm`
-//! without fsync, so a hop to the blocking pool and back costs more than the work.
+//! for an ephemeral gateway (a simulation), whose spool lives in memory without fsync, so a
+//! hop to the blocking pool and back costs more than the work.
 
 /// Runs `f` on the blocking pool, or inline when `inline`; `Err` names a task that failed.
 pub(crate) async fn off_runtime<T: Send + 'static>(

@@ -30,12 +30,13 @@
 //!   which the next operation reopens (see `handle`).
 //!
 //! This file keeps the writes (`receive`, `commit`) that the invariants above are about; the
-//! reads (`read`), the database handle (`handle`), the write health (`health`) and backups
-//! (`backup`) are modules of their own.
+//! reads (`read`), spool files' bytes (`files`: on disk, or in memory for a simulation), the
+//! database handle (`handle`), the write health (`health`) and backups (`backup`) are modules
+//! of their own.
 
 use std::collections::HashSet;
 use std::fs::{self, File};
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::PoisonError;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -51,6 +52,7 @@ use crate::tally::{QueueTally, TallyChange, TallyRow};
 use crate::telemetry::SpoolUsage;
 
 mod backup;
+mod files;
 mod handle;
 mod health;
 mod read;
@@ -180,6 +182,8 @@ pub struct Spool {
     tally: QueueTally,
     /// Held by a write from its transaction's start to its tally update (commit order); counts them.
     rows_written: std::sync::Mutex<u64>,
+    /// An ephemeral spool's files (`None`: they are in `dir`).
+    memory: Option<files::MemoryFiles>,
 }
 
 impl Spool {
@@ -236,6 +240,7 @@ impl Spool {
             fsync: !options.ephemeral,
             tally: QueueTally::default(),
             rows_written: std::sync::Mutex::new(0),
+            memory: options.ephemeral.then(Default::default),
         };
         let mut spool = spool;
         spool.tally = spool.sort_unreferenced(&data_dir.join(ORPHANED))?;
@@ -352,8 +357,7 @@ impl Spool {
             });
             offset = end;
         }
-        let path = self.path(&spool_id);
-        let written = self.write_file(&path, files.iter().map(|(b, _)| *b)).and_then(|()| {
+        let written = self.write_file(&spool_id, files.iter().map(|(b, _)| *b)).and_then(|()| {
             let mut order = self.rows_written.lock().unwrap_or_else(PoisonError::into_inner);
             let durability = statedb::durability(self.fsync, &mut order);
             self.db.with(|db| {
@@ -375,52 +379,20 @@ impl Spool {
                 self.health.succeeded();
                 Ok(records)
             }
-            Err(e) => Err(self.discard(&path, e)),
+            Err(e) => Err(self.discard(&spool_id, e)),
         }
-    }
-
-    /// Writes `parts` one after the other into a new file at `path`, synced (file and
-    /// directory) unless fsync is off. On an error the caller removes the file ([`Spool::discard`]).
-    fn write_file<'a>(
-        &self,
-        path: &Path,
-        parts: impl IntoIterator<Item = &'a [u8]>,
-    ) -> Result<(), SpoolError> {
-        let mut f = File::create(path).map_err(io_err(path))?;
-        for bytes in parts {
-            f.write_all(bytes).map_err(io_err(path))?;
-        }
-        if self.fsync {
-            f.sync_all().map_err(io_err(path))?;
-            sync_dir(&self.dir)?;
-        }
-        Ok(())
-    }
-
-    /// Removes what a failed write left at `path` (nothing refers to it) and reports the
-    /// failure; returns `error` for the caller.
-    fn discard(&self, path: &Path, error: SpoolError) -> SpoolError {
-        match fs::remove_file(path) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => tracing::error!(path = %path.display(), error = %e,
-                "cannot remove the spool file of a failed write"),
-        }
-        self.health.failed(&error);
-        error
     }
 
     /// Writes a new spool file (the parts of a split interchange) durably; returns its id.
     pub fn store_part(&self, bytes: &[u8]) -> Result<String, SpoolError> {
         let id = self.new_file_id();
-        let path = self.path(&id);
-        match self.write_file(&path, [bytes]) {
+        match self.write_file(&id, [bytes]) {
             Ok(()) => {
                 self.usage.add(bytes.len() as u64);
                 self.health.succeeded();
                 Ok(id)
             }
-            Err(e) => Err(self.discard(&path, e)),
+            Err(e) => Err(self.discard(&id, e)),
         }
     }
 

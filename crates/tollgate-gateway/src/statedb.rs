@@ -29,8 +29,8 @@ pub struct SpoolOptions {
     /// Move a corrupt, truncated or missing-while-needed `gateway.redb` aside and start with an
     /// empty one (spool files are then kept in `orphaned/`), instead of refusing to start.
     pub move_aside_corrupt: bool,
-    /// A simulation's spool: the state database lives in memory (the same redb code, on its
-    /// in-memory backend) and no fsync is made (spool files, directories, `dir:`
+    /// A simulation's spool: the state database (the same redb code, on its in-memory
+    /// backend) and the spool files live in memory, and no fsync is made (directories, `dir:`
     /// deliveries). Nothing survives the process; only for a data dir that is thrown away.
     pub ephemeral: bool,
 }

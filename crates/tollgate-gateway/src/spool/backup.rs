@@ -9,7 +9,7 @@
 
 use std::collections::BTreeSet;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use redb::ReadableDatabase;
 use tollgate_quota::store::snapshot::{copy_table, create_copy};
@@ -37,9 +37,7 @@ impl Spool {
                 return;
             }
         }
-        let path = self.path(file);
-        let len = fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-        if fs::remove_file(&path).is_ok() {
+        if let Ok(Some(len)) = self.delete_file(file) {
             self.usage.remove(len);
         }
     }
@@ -95,10 +93,7 @@ impl Spool {
         let to = dir.join("spool");
         fs::create_dir(&to).map_err(io_err(&to))?;
         for file in &needed {
-            let from = self.path(file);
-            let dest: PathBuf = to.join(format!("{file}.edi"));
-            fs::copy(&from, &dest).map_err(io_err(&from))?;
-            fs::File::open(&dest).and_then(|f| f.sync_all()).map_err(io_err(&dest))?;
+            self.copy_file(file, &to.join(format!("{file}.edi")))?;
         }
         super::sync_dir(&to)?;
         super::sync_dir(dir)?;

@@ -1,15 +1,11 @@
-//! Reading the spool: the rows of its state database (received files, items, dedup keys),
-//! the bytes of spool files, and the delivered items of a stopped gateway's data dir.
+//! Reading the spool: the rows of its state database (received files, items, dedup keys) and
+//! the delivered items of a stopped gateway's data dir. Spool files are read in `files`.
 
-use std::fs::File;
-use std::io;
 use std::path::Path;
 
 use redb::{ReadableDatabase, ReadableTable};
 
-use super::{
-    DEDUP, FILES, FileRecord, ITEMS, Spool, SpoolError, db_err, decode, decode_item, io_err,
-};
+use super::{DEDUP, FILES, FileRecord, ITEMS, Spool, SpoolError, db_err, decode, decode_item};
 use crate::filter::QueueFilter;
 use crate::item::{Item, State};
 use crate::statedb;
@@ -137,21 +133,6 @@ impl Spool {
             let t = tx.open_table(DEDUP).map_err(db_err)?;
             Ok(t.get(key).map_err(db_err)?.map(|v| v.value()).filter(|&at| at >= since_ms))
         })
-    }
-
-    /// Reads `start..end` of a spool file.
-    pub fn read(&self, file: &str, start: u64, end: u64) -> Result<Vec<u8>, SpoolError> {
-        use std::io::{Read, Seek, SeekFrom};
-        let path = self.path(file);
-        let len = usize::try_from(end.saturating_sub(start)).unwrap_or(usize::MAX);
-        let mut buf = vec![0u8; len];
-        let mut f = File::open(&path).map_err(io_err(&path))?;
-        f.seek(SeekFrom::Start(start)).map_err(io_err(&path))?;
-        f.read_exact(&mut buf).map_err(|e| SpoolError::Io {
-            path: path.display().to_string(),
-            source: io::Error::new(e.kind(), format!("range {start}..{end}: {e}")),
-        })?;
-        Ok(buf)
     }
 }
 

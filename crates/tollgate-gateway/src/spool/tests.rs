@@ -62,6 +62,28 @@ fn receive_commit_and_reopen() {
     assert_eq!(spool.seen_since("k", 0).unwrap(), None);
 }
 
+/// An ephemeral spool keeps its files in memory under the same contract as on disk: read by
+/// range, a read past the end or of a deleted file is an error, a backup writes them out.
+#[test]
+fn an_ephemeral_spool_keeps_its_files_in_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = SpoolOptions { ephemeral: true, ..Default::default() };
+    let spool = Spool::open(dir.path(), options).unwrap();
+    let recs = spool.receive(&[(b"abc", "x".into()), (b"defg", "y".into())]).unwrap();
+    let part = spool.store_part(b"part").unwrap();
+    assert_eq!(fs::read_dir(dir.path().join("spool")).unwrap().count(), 0, "nothing on disk");
+    assert_eq!(spool.read(&recs[1].spool, recs[1].start, recs[1].end).unwrap(), b"defg");
+    assert_eq!(spool.read(&part, 1, 3).unwrap(), b"ar");
+    let past = spool.read(&part, 2, 9).unwrap_err().to_string();
+    assert!(past.contains("range 2..9"), "{past}");
+    let backup = tempfile::tempdir().unwrap();
+    spool.copy_file(&part, &backup.path().join("p.edi")).unwrap();
+    assert_eq!(fs::read(backup.path().join("p.edi")).unwrap(), b"part");
+    spool.remove_file(&part);
+    assert!(spool.read(&part, 0, 1).is_err(), "a deleted file cannot be read");
+    assert_eq!(spool.read(&recs[0].spool, 0, 3).unwrap(), b"abc", "other files stay");
+}
+
 /// On a full disk (a real tmpfs, filled) a receive fails without leaving a spool file and the
 /// spool reports failing; the probe fails too, and once space is freed it succeeds, clears
 /// the failure, and the next receive is recorded.
