@@ -53,6 +53,7 @@ pub(crate) fn durability(fsync: bool, writes: &mut u64) -> redb::Durability {
         redb::Durability::None
     }
 }
+
 /// Where spool files no state accounts for are kept, in the data dir.
 pub(crate) const ORPHANED: &str = "orphaned";
 
