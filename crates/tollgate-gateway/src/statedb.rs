@@ -75,7 +75,7 @@ pub(crate) fn open(
     let path = data_dir.join(STATE_DB);
     if options.ephemeral {
         // The page cache would only copy the backend's bytes (a larger one was measured no
-        // faster). Commits are made durable now and then (see `Spool::commit`) so that redb
+        // faster). Writes are made durable now and then (see `durability`) so that redb
         // reuses the pages they free.
         let db = Builder::new()
             .set_cache_size(EPHEMERAL_CACHE_BYTES)
