@@ -95,9 +95,11 @@ impl Rig {
         got
     }
 
-    /// Waits until the queue is quiet (every interchange of `want` delivered, nothing received
-    /// or admitted left, the landing directory empty but for the gateway's hidden folder),
-    /// then checks that each was delivered once and whole, and nothing else.
+    /// Waits until the queue is quiet (every interchange of `want` delivered and recorded so,
+    /// nothing received or admitted left, the landing directory empty but for the gateway's
+    /// hidden folder), then checks that each was delivered once and whole, and nothing else.
+    /// A delivery starts while the commit that records its item runs, so a delivered file can
+    /// appear before the item is in the queue in any state: the queue's count is waited for.
     fn expect_each_once(&self, want: &[&[u8]], duplicates: usize) {
         let want: BTreeMap<u32, String> =
             want.iter().map(|i| (control(i), String::from_utf8_lossy(i).into_owned())).collect();
@@ -111,6 +113,7 @@ impl Rig {
             Duration::from_secs(30),
             || {
                 self.count("received") + self.count("admitted") == 0
+                    && self.count("delivered") == want.len()
                     && std::fs::read_dir(&self.landing)
                         .unwrap()
                         .flatten()
