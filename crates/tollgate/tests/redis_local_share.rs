@@ -66,6 +66,8 @@ async fn race(addrs: &[String], id: &str) -> (usize, usize) {
     let answers = set.join_all().await;
     assert!(answers.iter().all(|(s, _)| *s == 200 || *s == 429), "{answers:?}");
     let admitted = answers.iter().filter(|(s, _)| *s == 200).count();
+    let admitted_locally = answers.iter().filter(|(s, local)| *s == 200 && *local).count();
+    println!("{id}: {admitted_locally} admitted locally");
     (admitted, answers.iter().filter(|(_, local)| *local).count())
 }
 

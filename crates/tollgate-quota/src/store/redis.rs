@@ -177,15 +177,21 @@ impl RedisStore {
         }
         let conn = client::open_conn(&opts)?;
         let health = Arc::new(Mutex::new(Some("not connected yet".to_owned())));
+        let caller = Caller::new(conn.clone(), &opts.key_prefix, None);
         let probe = {
-            let mut conn = conn.clone();
+            let (mut conn, caller) = (conn.clone(), caller.clone());
             let health = Arc::downgrade(&health);
             let timeout = opts.timeout;
             tokio::spawn(async move {
                 loop {
                     let cmd = redis::cmd("PING");
                     let ping = cmd.query_async::<String>(&mut conn);
-                    let result = tokio::time::timeout(timeout.max(PROBE_EVERY / 2), ping).await;
+                    let bound = timeout.max(PROBE_EVERY / 2);
+                    let result = tokio::time::timeout(bound, ping).await;
+                    if matches!(result, Ok(Ok(_))) {
+                        // Best effort: a check still loads a missing script itself.
+                        let _ = tokio::time::timeout(bound, caller.load()).await;
+                    }
                     let Some(health) = health.upgrade() else { return };
                     *health.lock().unwrap_or_else(PoisonError::into_inner) = match result {
                         Ok(Ok(_)) => None,
@@ -197,8 +203,7 @@ impl RedisStore {
                 }
             })
         };
-        let caller = Caller::new(conn.clone(), &opts.key_prefix, None);
-        let local = Arc::new(Fallback::new(opts.local_share_of, None));
+        let local = Arc::new(Fallback::new(opts.local_share_of, opts.timeout, None));
         let pusher = tokio::spawn(fallback::push_owed(local.clone(), caller.clone()));
         Ok(RedisStore { conn, caller, clock: None, local, pusher, opts, health, probe })
     }
@@ -229,7 +234,11 @@ impl RedisStore {
     /// Uses `clock` instead of Redis' `TIME`, in the script and for the local fallback. For
     /// tests that must place checks at chosen instants; production leaves time to Redis.
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
-        self.local = Arc::new(Fallback::new(self.opts.local_share_of, Some(Arc::clone(&clock))));
+        self.local = Arc::new(Fallback::new(
+            self.opts.local_share_of,
+            self.opts.timeout,
+            Some(Arc::clone(&clock)),
+        ));
         self.caller = Caller::new(self.conn.clone(), &self.opts.key_prefix, Some(clock.clone()));
         self.pusher.abort();
         self.pusher = tokio::spawn(fallback::push_owed(self.local.clone(), self.caller.clone()));
@@ -433,18 +442,28 @@ impl Store for RedisStore {
         spec: &QuotaSpec,
         weight: u64,
     ) -> Result<Decision, StoreError> {
-        match self.check_shared(id, spec, weight).await {
-            Ok(d) => {
-                if self.opts.on_unavailable == OnStoreUnavailable::Local {
-                    self.local.remember(id, spec, &d);
-                }
-                Ok(d)
-            }
-            Err(e) if self.opts.on_unavailable == OnStoreUnavailable::Local => {
+        if self.opts.on_unavailable != OnStoreUnavailable::Local {
+            return self.check_shared(id, spec, weight).await;
+        }
+        if !self.local.send(id, spec) {
+            return Ok(self.local.check(id, spec, weight));
+        }
+        let mut reply = self.caller.check_owned(id, spec, weight);
+        let shared = self.bounded(&mut reply).await;
+        match shared.and_then(|r| script::decision(&r, id, spec, weight)) {
+            Ok(d) if self.local.answered(id, spec, Some(&d)) => Ok(d),
+            // Answered while the counter is down: Redis counted it, and the local rule decides.
+            Ok(_) => Ok(self.local.check(id, spec, weight)),
+            Err(e) => {
                 tracing::debug!(error = %e, "redis unavailable, deciding locally");
+                if matches!(e, StoreError::Timeout(_)) {
+                    self.local.went_down(id, spec, self.opts.timeout);
+                    fallback::hear_late(&self.local, reply, id, spec, weight);
+                } else {
+                    self.local.answered(id, spec, None);
+                }
                 Ok(self.local.check(id, spec, weight))
             }
-            Err(e) => Err(e),
         }
     }
 

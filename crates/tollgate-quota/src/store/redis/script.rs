@@ -1,6 +1,7 @@
 //! The decision script (`decide.lua`) as one call: its arguments from a spec, and its reply
 //! read back into a [`Decision`]. A reply the script never sends is an error, never a guess.
 
+use std::pin::Pin;
 use std::sync::Arc;
 
 use crate::clock::Clock;
@@ -13,6 +14,9 @@ use crate::window::RollingLayout;
 use super::conn::Conn;
 use super::key;
 
+/// A script's reply still to come, owned.
+pub(super) type Reply = Pin<Box<dyn Future<Output = redis::RedisResult<Vec<i64>>> + Send>>;
+
 /// The decision script.
 const DECIDE_LUA: &str = include_str!("../decide.lua");
 /// The give-back script.
@@ -22,8 +26,8 @@ const GIVE_BACK_LUA: &str = include_str!("../give_back.lua");
 #[derive(Clone)]
 pub(super) struct Caller {
     conn: Conn,
-    script: redis::Script,
-    give_back: redis::Script,
+    script: Arc<redis::Script>,
+    give_back: Arc<redis::Script>,
     prefix: Arc<str>,
     /// When set, the script uses this clock instead of Redis' `TIME` (tests only).
     clock: Option<Arc<dyn Clock>>,
@@ -33,11 +37,30 @@ impl Caller {
     pub(super) fn new(conn: Conn, prefix: &str, clock: Option<Arc<dyn Clock>>) -> Self {
         Self {
             conn,
-            script: redis::Script::new(DECIDE_LUA),
-            give_back: redis::Script::new(GIVE_BACK_LUA),
+            script: Arc::new(redis::Script::new(DECIDE_LUA)),
+            give_back: Arc::new(redis::Script::new(GIVE_BACK_LUA)),
             prefix: prefix.into(),
             clock,
         }
+    }
+
+    /// Loads both scripts on every node that lacks them. A check that finds its script missing
+    /// loads it and runs again, two round trips later, behind checks sent after it; with the
+    /// scripts loaded ahead, each check runs in the order it was sent.
+    pub(super) async fn load(&self) -> redis::RedisResult<()> {
+        let mut conn = self.conn.clone();
+        for target in conn.scan_targets().await? {
+            let mut exists = redis::cmd("SCRIPT");
+            exists.arg("EXISTS").arg(self.script.get_hash()).arg(self.give_back.get_hash());
+            let loaded: Vec<bool> = conn.query_on(&exists, &target).await?;
+            if loaded.contains(&false) {
+                for code in [DECIDE_LUA, GIVE_BACK_LUA] {
+                    let _: String =
+                        conn.query_on(redis::cmd("SCRIPT").arg("LOAD").arg(code), &target).await?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The give-back script's reply (not bounded in time: the caller bounds it): the units
@@ -65,6 +88,13 @@ impl Caller {
             .arg(now);
         let mut conn = self.conn.clone();
         invocation.invoke_async(&mut conn).await
+    }
+
+    /// [`Caller::call`] for a check, owning what it needs, so that it can be awaited after
+    /// the request that made it has given up on it.
+    pub(super) fn check_owned(&self, id: &MeteringId, spec: &QuotaSpec, weight: u64) -> Reply {
+        let (caller, id, spec) = (self.clone(), id.clone(), *spec);
+        Box::pin(async move { caller.call(&id, &spec, weight, false).await })
     }
 
     /// The script's reply for one decision (not bounded in time: the caller bounds it); with
