@@ -1,9 +1,10 @@
 //! Delivery: handing an admitted interchange, byte for byte, to its route's target.
 //!
 //! - `dir:` writes `.<id>.edi.tmp`, fsyncs it, renames it to `<id>.edi` and fsyncs the
-//!   directory (one fsync for every rename waiting at that moment, see `DirSync`). The name comes from the item id, so a redelivery after a crash replaces the
-//!   same file instead of adding a second one; readers never see a partial file, and a
-//!   failed attempt (a full disk) removes its temp file.
+//!   directory (one fsync for every rename waiting at that moment, see `DirSync`). The name
+//!   comes from the item id, so a redelivery after a crash replaces the same file instead of
+//!   adding a second one; readers never see a partial file, and a failed attempt (a full
+//!   disk) removes its temp file. A simulation writes no file ([`Deliverer::simulated`]).
 //! - `http(s)://` POSTs the bytes with the route's Content-Type (`application/edi-x12` by
 //!   default), its fixed headers, `Tollgate-Interchange-Id`, `Tollgate-Partner` and
 //!   `Tollgate-Document`, and its credentials: HTTP Basic, or a bearer token from its OAuth 2.0
@@ -102,8 +103,9 @@ pub struct Deliverer {
     links: HashMap<String, Link>,
     limits: HashMap<Target, Arc<Semaphore>>,
     dir_syncs: HashMap<Target, DirSync>,
-    /// False only in a simulation ([`crate::SpoolOptions::ephemeral`]).
-    fsync: bool,
+    /// True only in a simulation ([`crate::SpoolOptions::ephemeral`]): `dir:` files are not
+    /// written at all, since a simulation throws them away.
+    simulated: bool,
 }
 
 /// What one HTTP route calls its target with, beyond the shared client.
@@ -156,12 +158,13 @@ impl Deliverer {
             };
             links.insert(r.name.clone(), Link { client: own, tokens });
         }
-        Ok(Self { client, links, limits, dir_syncs, fsync: true })
+        Ok(Self { client, links, limits, dir_syncs, simulated: false })
     }
 
-    /// Skips the fsyncs of `dir:` deliveries (a simulation, whose targets are thrown away).
-    pub fn without_fsync(mut self) -> Self {
-        self.fsync = false;
+    /// For a simulation: a `dir:` delivery succeeds without writing its file (the simulation
+    /// would throw it away), after waiting for its concurrency slot as in the real pipeline.
+    pub fn simulated(mut self) -> Self {
+        self.simulated = true;
         self
     }
 
@@ -177,20 +180,17 @@ impl Deliverer {
             None => None,
         };
         match target {
+            Target::Dir(_) if self.simulated => Attempt::Done,
             Target::Dir(dir) => {
                 let dir = dir.clone();
                 let id = parcel.id.clone();
                 let bytes = parcel.bytes.clone();
                 let d2 = dir.clone();
-                let fsync = self.fsync;
-                let write = move || write_into(&d2, &id, &bytes, fsync);
-                match crate::blocking::off_runtime(!fsync, write).await {
+                let write = move || write_into(&d2, &id, &bytes);
+                match crate::blocking::off_runtime(false, write).await {
                     Ok(Ok(())) => {}
                     Ok(Err(e)) => return Attempt::Retry(e),
                     Err(e) => return Attempt::Retry(format!("delivery task failed: {e}")),
-                }
-                if !self.fsync {
-                    return Attempt::Done;
                 }
                 let synced = match self.dir_syncs.get(target) {
                     Some(ds) => ds.sync(&dir).await,
@@ -284,16 +284,15 @@ fn header_safe(s: &str) -> String {
     s.chars().map(|c| if c.is_ascii_graphic() || c == ' ' { c } else { '_' }).collect()
 }
 
-/// Temp file, fsync (unless `fsync` is false), rename (the directory fsync follows, shared,
-/// in [`DirSync`]). The directory is created only when the temp file cannot be: a `mkdir` per
+/// Temp file, fsync, rename (the directory fsync follows, shared, in [`DirSync`]). The directory is created only when the temp file cannot be: a `mkdir` per
 /// delivery would lock the parent directory every time.
-fn write_into(dir: &Path, id: &str, bytes: &[u8], fsync: bool) -> Result<(), String> {
+fn write_into(dir: &Path, id: &str, bytes: &[u8]) -> Result<(), String> {
     let tmp = dir.join(format!(".{id}.edi.tmp"));
     let dest = dir.join(format!("{id}.edi"));
     let write = || {
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(bytes)?;
-        if fsync { f.sync_all() } else { Ok(()) }
+        f.sync_all()
     };
     let written = match write() {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {

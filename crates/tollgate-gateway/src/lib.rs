@@ -196,7 +196,7 @@ impl Gateway {
         let mut deliverer = delivery::Deliverer::new(&plan.routes, plan.deliver_ca_file.as_deref())
             .map_err(GatewayError::CaFile)?;
         if options.ephemeral {
-            deliverer = deliverer.without_fsync();
+            deliverer = deliverer.simulated();
         }
         let (events, rx) = mpsc::unbounded_channel();
         let (stop, stop_rx) = watch::channel(false);

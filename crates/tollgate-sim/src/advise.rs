@@ -357,7 +357,7 @@ pub fn replay(
         let (config, _) =
             crate::setup::prepare(&scenario, table, &backend, &work.path().join("acks"))
                 .map_err(crate::SimError::Config)?;
-        let out = run::run(&scenario, config, subset, seed, work.path(), &backend, progress)?;
+        let out = run::run(&scenario, config, subset, seed, work.path(), progress)?;
         let offset = merged.arrivals.len();
         merged.arrivals.extend(out.arrivals);
         merged

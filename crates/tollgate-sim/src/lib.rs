@@ -117,11 +117,11 @@ pub fn simulate(
                 notes.push(note);
             }
         }
-        prepared.push((label, value, t, config, work, backend));
+        prepared.push((label, value, t, config, work));
     }
     let outputs = run::on_cores(prepared.len(), |i| {
-        let (_, _, _, config, work, backend) = &prepared[i];
-        run::run(scenario, config.clone(), arrivals.clone(), seed, work.path(), backend, progress)
+        let (_, _, _, config, work) = &prepared[i];
+        run::run(scenario, config.clone(), arrivals.clone(), seed, work.path(), progress)
     });
     let mut cases = Vec::with_capacity(prepared.len());
     for ((label, value, t, ..), out) in prepared.into_iter().zip(outputs) {

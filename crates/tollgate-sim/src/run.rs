@@ -102,9 +102,9 @@ pub enum RunError {
     Io(String),
 }
 
-/// A temporary directory for a run's data dir and backend: in `/dev/shm` (memory) where it
-/// exists, so that the spool and delivered files cost no disk writes; else the system's temp
-/// directory. Removed when dropped.
+/// A temporary directory for a run's data dir: in `/dev/shm` (memory) where it exists; else
+/// the system's temp directory. Removed when dropped. (The backend's `dir:` target is named in
+/// it, but a simulation's deliveries write no file.)
 pub(crate) fn work_dir() -> std::io::Result<tempfile::TempDir> {
     let shm = Path::new("/dev/shm");
     if shm.is_dir()
@@ -142,10 +142,10 @@ pub(crate) fn on_cores<T: Send>(n: usize, job: impl Fn(usize) -> T + Sync) -> Ve
     done.into_inner().unwrap_or_else(PoisonError::into_inner).into_iter().flatten().collect()
 }
 
-/// How often the backend directory is emptied, and (when the gateway prunes within the run)
-/// the spool read: the gateway prunes delivered items older than its dedup window once a day
-/// from its start, so they are read just before each prune.
-const SNAPSHOT_EVERY_MS: i64 = 86_400_000;
+/// How often the spool is read when the gateway prunes within the run: it prunes delivered
+/// items older than its dedup window once a day from its start, so they are read just before
+/// each prune.
+const READ_EVERY_MS: i64 = 86_400_000;
 
 /// Runs `scenario` against a gateway started from `config` (see `setup::prepare`), offering
 /// `arrivals`; `work` holds its data dir, `progress` is told how many arrivals are offered.
@@ -155,7 +155,6 @@ pub(crate) fn run(
     arrivals: Vec<Arrival>,
     seed: u64,
     work: &Path,
-    backend: &Path,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<RunOutput, RunError> {
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -163,7 +162,7 @@ pub(crate) fn run(
         .start_paused(true)
         .build()
         .map_err(|e| RunError::Io(format!("runtime: {e}")))?;
-    rt.block_on(drive(scenario, config, arrivals, seed, work, backend, progress))
+    rt.block_on(drive(scenario, config, arrivals, seed, work, progress))
 }
 
 async fn drive(
@@ -172,7 +171,6 @@ async fn drive(
     arrivals: Vec<Arrival>,
     seed: u64,
     work: &Path,
-    backend: &Path,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<RunOutput, RunError> {
     // Delivered items are pruned only when they are older than the longest dedup window:
@@ -195,7 +193,7 @@ async fn drive(
     let names: Vec<String> = scenario.partners.iter().map(|p| p.sender()).collect();
     let mut by_file: BTreeMap<String, usize> = BTreeMap::new();
     let mut seen: BTreeMap<String, Seen> = BTreeMap::new();
-    let mut next_snapshot = SNAPSHOT_EVERY_MS;
+    let mut next_read = READ_EVERY_MS;
     let mut i = 0;
     while i < arrivals.len() {
         let second = arrivals[i].at_ms / 1000;
@@ -204,10 +202,10 @@ async fn drive(
             j += 1;
         }
         let at = second * 1000;
-        while next_snapshot <= at {
-            sleep_until(base, next_snapshot - 1).await;
-            snapshot(&gw, prunes.then_some(&mut seen), backend).await?;
-            next_snapshot += SNAPSHOT_EVERY_MS;
+        while prunes && next_read <= at {
+            sleep_until(base, next_read - 1).await;
+            read_items(&gw, &mut seen).await?;
+            next_read += READ_EVERY_MS;
         }
         sleep_until(base, at).await;
         let files: Vec<(Vec<u8>, String)> = arrivals[i..j]
@@ -225,15 +223,15 @@ async fn drive(
         progress((j - i) as u64);
         i = j;
     }
-    while next_snapshot < scenario.length_ms {
-        sleep_until(base, next_snapshot - 1).await;
-        snapshot(&gw, prunes.then_some(&mut seen), backend).await?;
-        next_snapshot += SNAPSHOT_EVERY_MS;
+    while prunes && next_read < scenario.length_ms {
+        sleep_until(base, next_read - 1).await;
+        read_items(&gw, &mut seen).await?;
+        next_read += READ_EVERY_MS;
     }
     sleep_until(base, scenario.length_ms).await;
     // Work already due at the end (a delivery started at the last instant) finishes first.
     tokio::time::sleep(Duration::from_millis(1)).await;
-    snapshot(&gw, Some(&mut seen), backend).await?;
+    read_items(&gw, &mut seen).await?;
     gw.shutdown().await;
 
     let rel = |ms: i64| ms - start_ms;
@@ -273,41 +271,21 @@ struct Seen {
     delivered_at: Option<i64>,
 }
 
-/// Reads every item the spool keeps into `seen` (when given), and empties the backend
-/// directory (the delivered files are not looked at again; the items say when each was
-/// delivered).
-async fn snapshot(
-    gw: &Gateway,
-    seen: Option<&mut BTreeMap<String, Seen>>,
-    backend: &Path,
-) -> Result<(), RunError> {
-    if let Some(seen) = seen {
-        let read = gw
-            .items_as(|item: Item| {
-                let kept = Seen {
-                    state: item.state,
-                    weight: item.weight,
-                    received_at: item.received_at,
-                    held_at: item.held_at,
-                    delivered_at: item.delivered_at,
-                };
-                Some((item.id, kept))
-            })
-            .await?;
-        seen.extend(read);
-    }
-    let dir = backend.to_path_buf();
-    let _ = tokio::task::spawn_blocking(move || {
-        if let Ok(entries) = std::fs::read_dir(&dir) {
-            // Finished files only: a `.tmp` being written belongs to a delivery in flight.
-            for e in entries.flatten() {
-                if !e.file_name().to_string_lossy().starts_with('.') {
-                    let _ = std::fs::remove_file(e.path());
-                }
-            }
-        }
-    })
-    .await;
+/// Reads every item the spool keeps into `seen`.
+async fn read_items(gw: &Gateway, seen: &mut BTreeMap<String, Seen>) -> Result<(), RunError> {
+    let read = gw
+        .items_as(|item: Item| {
+            let kept = Seen {
+                state: item.state,
+                weight: item.weight,
+                received_at: item.received_at,
+                held_at: item.held_at,
+                delivered_at: item.delivered_at,
+            };
+            Some((item.id, kept))
+        })
+        .await?;
+    seen.extend(read);
     Ok(())
 }
 
