@@ -321,7 +321,9 @@ pub fn replay(
             ps.iter().filter(|x| x.partner == *p).map(|x| (x.document.clone(), x.limit)).collect();
         groups.entry(key).or_default().push(pi);
     }
-    let mut merged = RunOutput { arrivals: Vec::new(), fates: Vec::new() };
+    // Each group's gateway is prepared here, in order; the runs, independent (each on its own
+    // runtime, clock and work dir), share the machine's cores; their results merge in order.
+    let mut prepared = Vec::with_capacity(groups.len());
     for (limits, members) in &groups {
         let mut table = toml::Table::new();
         table.insert("dedup_days".into(), toml::Value::Integer(1));
@@ -357,7 +359,15 @@ pub fn replay(
         let (config, _) =
             crate::setup::prepare(&scenario, table, &backend, &work.path().join("acks"))
                 .map_err(crate::SimError::Config)?;
-        let out = run::run(&scenario, config, subset, seed, work.path(), progress)?;
+        prepared.push((config, subset, work));
+    }
+    let outputs = run::on_cores(prepared.len(), |i| {
+        let (config, subset, work) = &prepared[i];
+        run::run(&scenario, config.clone(), subset.clone(), seed, work.path(), progress)
+    });
+    let mut merged = RunOutput { arrivals: Vec::new(), fates: Vec::new() };
+    for out in outputs {
+        let out = out?;
         let offset = merged.arrivals.len();
         merged.arrivals.extend(out.arrivals);
         merged
