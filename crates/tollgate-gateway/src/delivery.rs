@@ -284,8 +284,9 @@ fn header_safe(s: &str) -> String {
     s.chars().map(|c| if c.is_ascii_graphic() || c == ' ' { c } else { '_' }).collect()
 }
 
-/// Temp file, fsync, rename (the directory fsync follows, shared, in [`DirSync`]). The directory is created only when the temp file cannot be: a `mkdir` per
-/// delivery would lock the parent directory every time.
+/// Temp file, fsync, rename (the directory fsync follows, shared, in [`DirSync`]). The
+/// directory is created only when the temp file cannot be: a `mkdir` per delivery would lock
+/// the parent directory every time.
 fn write_into(dir: &Path, id: &str, bytes: &[u8]) -> Result<(), String> {
     let tmp = dir.join(format!(".{id}.edi.tmp"));
     let dest = dir.join(format!("{id}.edi"));
