@@ -66,6 +66,11 @@ const ID_SLACK_MS: i64 = 60_000;
 /// The largest time an id's 13 digits can hold.
 const MAX_ID_MS: i64 = 9_999_999_999_999;
 
+/// An id above that of every item received before `ms` (exclusive bound of a range scan).
+pub(crate) fn id_below(ms: i64) -> String {
+    format!("{:013}", ms.saturating_add(ID_SLACK_MS).clamp(0, MAX_ID_MS))
+}
+
 impl QueueFilter {
     /// Parses the query; an empty partner, route or state counts as absent, an empty time is
     /// refused.
@@ -115,10 +120,7 @@ impl QueueFilter {
     /// The smallest and (exclusive) largest id the items may have, from the time bounds.
     pub(crate) fn id_bounds(&self) -> (Option<String>, Option<String>) {
         let id = |ms: i64| format!("{:013}", ms.clamp(0, MAX_ID_MS));
-        (
-            self.from_ms.map(|f| id(f.saturating_sub(ID_SLACK_MS))),
-            self.to_ms.map(|t| id(t.saturating_add(ID_SLACK_MS))),
-        )
+        (self.from_ms.map(|f| id(f.saturating_sub(ID_SLACK_MS))), self.to_ms.map(id_below))
     }
 
     /// The filter as query parameters (`partner=…&state=…&`), percent-encoded, each followed

@@ -19,10 +19,13 @@ impl Spool {
             {
                 let mut dedup = tx.open_table(DEDUP).map_err(db_err)?;
                 n += dedup.extract_if(|_, at| at < before_ms).map_err(db_err)?.count();
+                // Ids start with their receive time: only the rows received before `before_ms`
+                // are read, not every item the spool keeps.
                 let mut items = tx.open_table(ITEMS).map_err(db_err)?;
-                for row in
-                    items.extract_if(|_, v| delivered_before(v, before_ms)).map_err(db_err)?
-                {
+                let end = crate::filter::id_below(before_ms);
+                let old =
+                    items.extract_from_if(..end.as_str(), |_, v| delivered_before(v, before_ms));
+                for row in old.map_err(db_err)? {
                     let (k, v) = row.map_err(db_err)?;
                     counted.gone(decode_tally(k.value(), v.value())?);
                     n += 1;
@@ -53,7 +56,7 @@ impl Spool {
 }
 
 /// Whether a stored item was delivered and received before `before_ms`. The prune visits
-/// every row, so only these two fields are decoded (the old `admitted` flag only ever
+/// every row received before then, so only these two fields are decoded (the old `admitted` flag only ever
 /// accompanies `received`, so it cannot make a row delivered).
 fn delivered_before(json: &[u8], before_ms: i64) -> bool {
     #[derive(serde::Deserialize)]
