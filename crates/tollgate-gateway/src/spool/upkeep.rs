@@ -56,8 +56,8 @@ impl Spool {
 }
 
 /// Whether a stored item was delivered and received before `before_ms`. The prune visits
-/// every row received before then, so only these two fields are decoded (the old `admitted` flag only ever
-/// accompanies `received`, so it cannot make a row delivered).
+/// every row received before then, so only these two fields are decoded (the old `admitted`
+/// flag only ever accompanies `received`, so it cannot make a row delivered).
 fn delivered_before(json: &[u8], before_ms: i64) -> bool {
     #[derive(serde::Deserialize)]
     struct Stored {
