@@ -168,7 +168,6 @@ impl Fallback {
         let shape = spec.counter_shape();
         let until = d.map(|d| self.until(&shape, d.window_end));
         let counter = (id.clone(), shape);
-        let owes = lock(&self.unsynced).contains_key(&counter);
         let now = self.now_us();
         let mut views = lock(&self.views);
         let Some(e) = views.get_mut(&counter) else { return true };
@@ -177,7 +176,9 @@ impl Fallback {
             e.heard(d.used, until, now, spec.window == WindowKind::Rolling);
         }
         let down = e.down_until > now;
-        if down && e.in_flight == 0 && !owes {
+        // Only a counter that is down looks at what it owes (lock order: `views`, then
+        // `unsynced`; whoever holds `unsynced` releases it before taking `views`).
+        if down && e.in_flight == 0 && !lock(&self.unsynced).contains_key(&counter) {
             e.down_until = 0;
         }
         !down
