@@ -319,9 +319,7 @@ impl Pipeline {
         // Deliveries start while the batch commits: if the commit is lost, the item is
         // metered and delivered again under the same id (at least once), and its delivery
         // result is applied only after this commit (this task is the only writer).
-        for id in dispatch {
-            self.dispatch(&id);
-        }
+        self.dispatch(&dispatch);
         if !change.is_empty() {
             let spool = self.parts.spool.clone();
             let inline = spool.is_ephemeral();

@@ -43,6 +43,58 @@ async fn a_delivery_retry_keeps_the_partners_later_documents_behind_it() {
     assert_delivered_in_order(gw, &backend, 5).await;
 }
 
+/// Uploads documents 1..=5 of one partner while the target refuses the first one for the
+/// moment (three 503s, 700 ms of backoff): 2..=5 wait behind it and are then taken as one run.
+async fn five_behind_a_retry(script: Vec<u16>) -> (Running, Backend, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = Backend::start([vec![503, 503, 503, 200], script].concat()).await;
+    let cfg = config(dir.path().join("in").to_str().unwrap(), &backend.url(), 100, "");
+    let gw = Running::start(&cfg, &dir.path().join("data"), memory_store()).await;
+    for c in 1..=5 {
+        let (status, _) = gw.upload(Status214::new("CARRIERA", c).build()).await;
+        assert_eq!(status, 202);
+    }
+    (gw, backend, dir)
+}
+
+/// ISA13 of every document the backend accepted, in the order it got them.
+fn control_numbers(backend: &Backend) -> Vec<u32> {
+    let body = |r: &Received| String::from_utf8(r.body.clone()).unwrap();
+    backend
+        .received()
+        .iter()
+        .map(|r| body(r).split('*').nth(13).unwrap().parse().unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_refused_document_lets_the_rest_of_its_run_go_on() {
+    // Document 2 heads the run 2..=5 and is refused (400): dead; 3, 4 and 5 follow in order.
+    let (gw, backend, _dir) = five_behind_a_retry(vec![400]).await;
+    let dead = gw.wait_for("dead", 1).await;
+    assert!(dead[0]["reason"].as_str().unwrap().contains("400"), "{dead:?}");
+    gw.wait_for("delivered", 4).await;
+    assert_eq!(control_numbers(&backend), [1, 3, 4, 5]);
+    gw.gateway.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_document_purged_while_its_run_waits_is_never_delivered() {
+    // Document 2 heads the run 2..=5 and is retried four times (1.5 s of backoff); meanwhile
+    // an operator purges 4, which waits in that run.
+    let (gw, backend, _dir) = five_behind_a_retry(vec![503, 503, 503, 503]).await;
+    eventually("document 2's first attempt", || *backend.hits.lock().unwrap() >= 5).await;
+    let queued = gw.queue("admitted").await;
+    let four = queued.iter().find(|i| i["control_number"] == "000000004").expect("4 is admitted");
+    let id = four["id"].as_str().unwrap();
+    let r = gw.client.delete(gw.url(&format!("/v1/queue/{id}"))).send().await.unwrap();
+    assert_eq!(r.status(), 204, "a document that waits in a run can be purged");
+    gw.wait_for("delivered", 4).await;
+    assert_eq!(control_numbers(&backend), [1, 2, 3, 5]);
+    assert_eq!(*backend.hits.lock().unwrap(), 4 + 5 + 2, "4 was never sent");
+    gw.gateway.shutdown().await;
+}
+
 #[tokio::test]
 async fn deliveries_in_flight_are_capped_per_target() {
     use std::sync::Arc;
@@ -84,14 +136,7 @@ async fn deliveries_in_flight_are_capped_per_target() {
 /// Waits for `n` deliveries, checks the backend got ISA13 = 1..=n in that order, and stops.
 async fn assert_delivered_in_order(gw: Running, backend: &Backend, n: u32) {
     gw.wait_for("delivered", n as usize).await;
-    let order: Vec<u32> = backend
-        .received()
-        .iter()
-        .map(|r| {
-            let text = String::from_utf8(r.body.clone()).unwrap();
-            text.split('*').nth(13).unwrap().parse().unwrap()
-        })
-        .collect();
+    let order = control_numbers(backend);
     assert_eq!(order, (1..=n).collect::<Vec<_>>(), "a partner's documents keep their order");
     gw.gateway.shutdown().await;
 }

@@ -1,13 +1,21 @@
-//! Delivering admitted items: one lane per metering id (see `crate::lane`), a delivery task per
-//! lane's current item, and applying each attempt's result (delivered, retried with backoff,
-//! or dead-lettered), which lets the lane's next item start.
+//! Delivering admitted items: one lane per metering id (see `crate::lane`), one delivery task
+//! per lane's current run, which delivers the run's items one after another and reports each
+//! attempt's result; applying a result (delivered, retried with backoff, or dead-lettered)
+//! lets the lane go on.
+//!
+//! A run's task stops at its first attempt that is not delivered: the pipeline then cancels
+//! the rest of the run, and starts the run again (after the retry's wait) or the lane's next.
+//! So a lane has a task working on it exactly when its run's head is in `in_flight`.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use super::*;
 
-/// The progress of one delivery task, shared by the task and the pipeline, so that an
-/// operator's purge and the task's start of its attempt cannot both win: whoever moves the
+/// The most items one delivery task takes from a lane.
+const RUN: usize = 64;
+
+/// The progress of one item's attempt, shared by its delivery task and the pipeline, so that
+/// an operator's purge and the task's start of the attempt cannot both win: whoever moves the
 /// gate off `WAITING` first decides.
 #[derive(Debug, Default)]
 pub(super) struct AttemptGate(AtomicU8);
@@ -33,65 +41,129 @@ impl AttemptGate {
     }
 }
 
+/// One item of a run, as its delivery task needs it.
+struct Planned {
+    id: String,
+    gate: Arc<AttemptGate>,
+    /// When its attempt may start (a retry's time), if later than now.
+    at: Option<Instant>,
+    route: Route,
+    file: String,
+    start: u64,
+    end: u64,
+    partner: String,
+    document: String,
+}
+
+impl Planned {
+    /// Reads the item's bytes from the spool and makes one delivery attempt.
+    async fn attempt(self, parts: &Parts) -> (String, Attempt) {
+        let spool = parts.spool.clone();
+        let (file, start, end) = (self.file, self.start, self.end);
+        let inline = spool.is_ephemeral();
+        let bytes =
+            crate::blocking::off_runtime(inline, move || spool.read(&file, start, end)).await;
+        let attempt = match bytes {
+            Ok(Ok(bytes)) => {
+                let parcel =
+                    Parcel { id: self.id, partner: self.partner, document: self.document, bytes };
+                let attempt = parts.deliverer.deliver(&self.route, &parcel).await;
+                return (parcel.id, attempt);
+            }
+            Ok(Err(e)) => Attempt::Retry(format!("reading the spool: {e}")),
+            Err(e) => Attempt::Retry(format!("reading the spool: {e}")),
+        };
+        (self.id, attempt)
+    }
+}
+
 impl Pipeline {
-    /// Puts an admitted item in its lane and starts the lane's current item if it is idle.
-    pub(super) fn dispatch(&mut self, id: &str) {
-        let Some(item) = self.live.get(id) else { return };
-        let lane = item.metering_id.as_ref().map_or(item.partner.as_str(), MeteringId::as_str);
-        let lane = lane.to_owned();
-        self.lanes.push(&lane, id);
-        self.start_lane(&lane);
+    /// Puts admitted items in their lanes, then starts each idle lane's run.
+    pub(super) fn dispatch(&mut self, ids: &[String]) {
+        let mut lanes: Vec<String> = Vec::new();
+        for id in ids {
+            let Some(item) = self.live.get(id) else { continue };
+            let lane = item.metering_id.as_ref().map_or(item.partner.as_str(), MeteringId::as_str);
+            self.lanes.push(lane, id);
+            if !lanes.iter().any(|l| l == lane) {
+                lanes.push(lane.to_owned());
+            }
+        }
+        for lane in lanes {
+            self.start_lane(&lane);
+        }
     }
 
-    /// Starts the delivery of a lane's current item unless it is already running.
+    /// Starts a delivery task on the lane's current run unless one is working on it.
     pub(super) fn start_lane(&mut self, lane: &str) {
-        let Some(id) = self.lanes.current(lane).map(str::to_owned) else { return };
-        if self.in_flight.contains_key(&id) {
-            return;
+        let now_ms = self.parts.spool.now_ms();
+        let mut planned = Vec::new();
+        while planned.is_empty() {
+            let Some(run) = self.lanes.take_run(lane, RUN) else { return };
+            if run.front().is_some_and(|head| self.in_flight.contains_key(head)) {
+                return;
+            }
+            let run: Vec<String> = run.iter().cloned().collect();
+            for id in run {
+                let Some((item, (route, _))) =
+                    self.live.get(&id).and_then(|i| Some((i, self.route_of(i)?)))
+                else {
+                    // Gone without a delivery result, or no route (never expected): let go.
+                    self.lanes.finish(&id);
+                    continue;
+                };
+                let wait = item.next_attempt_at.map_or(0, |at| at - now_ms);
+                let at = u64::try_from(wait)
+                    .ok()
+                    .filter(|w| *w > 0)
+                    .map(|w| Instant::now() + Duration::from_millis(w));
+                planned.push(Planned {
+                    id: id.clone(),
+                    gate: Arc::new(AttemptGate::default()),
+                    at,
+                    route,
+                    file: item.spool_file.clone(),
+                    start: item.start,
+                    end: item.end,
+                    partner: item.partner.clone(),
+                    document: item.document.clone(),
+                });
+            }
         }
-        let Some(item) = self.live.get(&id) else {
-            // Gone without a delivery result (never expected): free the lane.
-            self.lanes.finish(&id);
-            return self.start_lane(lane);
-        };
-        let Some((route, _)) = self.route_of(item) else {
-            self.lanes.finish(&id);
-            return self.start_lane(lane);
-        };
-        let delay = item
-            .next_attempt_at
-            .map(|at| {
-                Duration::from_millis(u64::try_from(at - self.parts.spool.now_ms()).unwrap_or(0))
-            })
-            .unwrap_or_default();
+        for p in &planned {
+            self.in_flight.insert(p.id.clone(), p.gate.clone());
+        }
         let parts = self.parts.clone();
         let events = self.events.clone();
-        let (file, start, end) = (item.spool_file.clone(), item.start, item.end);
-        let (partner, document) = (item.partner.clone(), item.document.clone());
-        let gate = Arc::new(AttemptGate::default());
-        self.in_flight.insert(id.clone(), gate.clone());
         self.deliveries.spawn(async move {
-            if !delay.is_zero() {
-                tokio::time::sleep(delay).await;
-            }
-            if !gate.start() {
-                return; // purged while waiting: the pipeline has already let the lane go on
-            }
-            let p2 = parts.clone();
-            let inline = p2.spool.is_ephemeral();
-            let bytes =
-                crate::blocking::off_runtime(inline, move || p2.spool.read(&file, start, end))
-                    .await;
-            let attempt = match bytes {
-                Ok(Ok(bytes)) => {
-                    let parcel = Parcel { id: id.clone(), partner, document, bytes };
-                    parts.deliverer.deliver(&route, &parcel).await
+            for p in planned {
+                if let Some(at) = p.at {
+                    tokio::time::sleep_until(at).await;
                 }
-                Ok(Err(e)) => Attempt::Retry(format!("reading the spool: {e}")),
-                Err(e) => Attempt::Retry(format!("reading the spool: {e}")),
-            };
-            let _ = events.send(Event::Delivery { id, attempt });
+                if !p.gate.start() {
+                    continue; // purged while waiting: the pipeline has let it go
+                }
+                let (id, attempt) = p.attempt(&parts).await;
+                let delivered = matches!(attempt, Attempt::Done);
+                // After a result that is not delivered, this task starts nothing more: the
+                // pipeline cancels the rest of the run (`stop_run`).
+                if events.send(Event::Delivery { id, attempt }).is_err() || !delivered {
+                    return;
+                }
+            }
         });
+    }
+
+    /// The task delivering `id`'s run has stopped at `id`: the rest of the run is cancelled,
+    /// so that the lane's next task may take it.
+    fn stop_run(&mut self, id: &str) {
+        let Some(run) = self.lanes.run_of(id) else { return };
+        let rest: Vec<String> = run.iter().filter(|r| *r != id).cloned().collect();
+        for other in rest {
+            if let Some(gate) = self.in_flight.remove(&other) {
+                gate.cancel();
+            }
+        }
     }
 
     /// Applies a delivery attempt's result, then lets the lane's next item start unless this
@@ -99,6 +171,9 @@ impl Pipeline {
     pub(super) fn delivery_result(&mut self, id: &str, attempt: Attempt, batch: &mut Batch) {
         self.in_flight.remove(id);
         let retry = matches!(attempt, Attempt::Retry(_));
+        if !matches!(attempt, Attempt::Done) {
+            self.stop_run(id);
+        }
         self.apply_attempt(id, attempt, batch);
         let still_current = self.live.get(id).is_some_and(|i| i.state == State::Admitted);
         if !(retry && still_current) {
