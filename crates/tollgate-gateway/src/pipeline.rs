@@ -5,9 +5,10 @@
 //!
 //! Invariants:
 //! - **One writer.** Only this task changes item state. Inbound, uploads, deliveries and the
-//!   admin API send it [`Event`]s; it applies a batch of them, commits one spool transaction,
-//!   and only then answers the admin API and applies the next batch (delivery results
-//!   included). "Delivered" is written only after the target has the bytes (at least once).
+//!   admin API send it [`Event`]s; it applies a batch of them (and the results of the
+//!   deliveries it starts that end at once), commits one spool transaction, and only then
+//!   answers the admin API and applies the next batch. "Delivered" is written only after the
+//!   target has the bytes (at least once).
 //! - **Nothing is lost on restart.** On start it reloads every `received`, `admitted` and
 //!   `held` item and every file not yet split into items: admitted items are delivered,
 //!   received ones metered, held ones re-metered when due.
@@ -236,7 +237,7 @@ impl Pipeline {
                 self.meter_new(&id, &mut batch).await;
             }
         }
-        self.finish(batch).await;
+        self.finish(batch, &mut rx).await;
 
         loop {
             let mut events = Vec::new();
@@ -284,7 +285,7 @@ impl Pipeline {
             if self.next_hold_due().is_some_and(|at| at <= Instant::now()) {
                 self.retry_held(&mut batch).await;
             }
-            self.finish(batch).await;
+            self.finish(batch, &mut rx).await;
         }
         self.deliveries.abort_all();
         while self.deliveries.join_next().await.is_some() {}
@@ -313,13 +314,34 @@ impl Pipeline {
         }
     }
 
-    /// Commits the batch, then starts deliveries, answers the admin API, drops spool files.
-    async fn finish(&mut self, batch: Batch) {
-        let Batch { change, dispatch, replies, drop_files } = batch;
+    /// Starts the batch's deliveries and takes in the results of those that end at once,
+    /// commits the batch, then answers the admin API and drops spool files.
+    async fn finish(&mut self, mut batch: Batch, rx: &mut mpsc::UnboundedReceiver<Event>) {
         // Deliveries start while the batch commits: if the commit is lost, the item is
-        // metered and delivered again under the same id (at least once), and its delivery
-        // result is applied only after this commit (this task is the only writer).
-        self.dispatch(&dispatch);
+        // metered and delivered again under the same id (at least once). A result that is
+        // ready before the commit joins the batch: admitted and delivered are then written
+        // by one commit, or neither is.
+        let mut taken = 0;
+        loop {
+            let dispatch = std::mem::take(&mut batch.dispatch);
+            self.dispatch(&dispatch);
+            if taken >= MAX_BATCH {
+                break;
+            }
+            tokio::task::yield_now().await;
+            let mut ready = Vec::new();
+            while taken + ready.len() < MAX_BATCH
+                && let Ok(e) = rx.try_recv()
+            {
+                ready.push(e);
+            }
+            if ready.is_empty() {
+                break;
+            }
+            taken += ready.len();
+            self.apply(ready, &mut batch).await;
+        }
+        let Batch { change, dispatch: _, replies, drop_files } = batch;
         if !change.is_empty() {
             let spool = self.parts.spool.clone();
             let inline = spool.is_ephemeral();
