@@ -34,7 +34,7 @@
 //! database handle (`handle`), the write health (`health`) and backups (`backup`) are modules
 //! of their own.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -158,6 +158,18 @@ impl Change {
             && self.put.is_empty()
             && self.delete.is_empty()
             && self.dedup.is_empty()
+    }
+
+    /// The last version of each item in `put`, in order: an earlier one would be replaced
+    /// in the same transaction, so it is not written (nor counted) at all.
+    fn last_puts(&self) -> impl Iterator<Item = &Item> {
+        let mut last: HashMap<&str, usize> = HashMap::new();
+        if self.put.len() > 1 {
+            last.extend(self.put.iter().enumerate().map(|(i, item)| (item.id.as_str(), i)));
+        }
+        let is_last =
+            move |(i, item): &(usize, &Item)| last.get(item.id.as_str()).is_none_or(|at| at == i);
+        self.put.iter().enumerate().filter(is_last).map(|(_, item)| item)
     }
 }
 
@@ -414,7 +426,7 @@ impl Spool {
                     files.remove(f.as_str()).map_err(db_err)?;
                 }
                 let mut items = tx.open_table(ITEMS).map_err(db_err)?;
-                for item in &change.put {
+                for item in change.last_puts() {
                     let v = serde_json::to_vec(item).map_err(db_err)?;
                     let old = items.insert(item.id.as_str(), v.as_slice()).map_err(db_err)?;
                     if let Some(old) = old {

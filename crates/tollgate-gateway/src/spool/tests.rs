@@ -156,6 +156,8 @@ proptest::proptest! {
     ) {
         let dir = tempfile::tempdir().unwrap();
         let spool = Spool::open(dir.path(), SpoolOptions::default()).unwrap();
+        // What the rows should be: a change's last put of an item wins, and its deletes last.
+        let mut model: std::collections::BTreeMap<String, (State, u64)> = Default::default();
         for step in &steps {
             let mut change = Change::default();
             for &(n, state, partner, weight, delete) in step {
@@ -173,6 +175,13 @@ proptest::proptest! {
                 change.put.push(it);
             }
             spool.commit(&change).unwrap();
+            model.extend(change.put.iter().map(|i| (i.id.clone(), (i.state, i.weight))));
+            for id in &change.delete {
+                model.remove(id);
+            }
+            let rows: Vec<(String, (State, u64))> =
+                spool.items(None).unwrap().into_iter().map(|i| (i.id, (i.state, i.weight))).collect();
+            proptest::prop_assert_eq!(rows, model.clone().into_iter().collect::<Vec<_>>());
             proptest::prop_assert_eq!(tallied(&spool), counted(&spool));
         }
         // The prune drops exactly the delivered items received before its bound (it reads
