@@ -60,13 +60,20 @@ impl Figures {
     }
 }
 
-async fn grpc_run(addr: String, clients: usize, calls: usize) -> Figures {
+/// `clients` workers on `conns` HTTP/2 connections (workers share them round-robin, their calls
+/// multiplexed as Envoy's worker threads multiplex theirs on one connection each).
+async fn grpc_run(addr: String, clients: usize, conns: usize, calls: usize) -> Figures {
+    let mut channels = Vec::new();
+    for _ in 0..conns.clamp(1, clients) {
+        let endpoint = tonic::transport::Endpoint::from_shared(addr.clone()).expect("grpc url");
+        channels.push(endpoint.connect().await.expect("grpc connect"));
+    }
     let start = Instant::now();
     let mut tasks = Vec::new();
     for w in 0..clients {
-        let addr = addr.clone();
+        let channel = channels[w % channels.len()].clone();
         tasks.push(tokio::spawn(async move {
-            let mut c = RateLimitServiceClient::connect(addr).await.expect("grpc connect");
+            let mut c = RateLimitServiceClient::new(channel);
             let mut lat = Vec::with_capacity(calls);
             for i in 0..calls {
                 let req = RateLimitRequest {
@@ -132,6 +139,7 @@ async fn http_run(addr: String, clients: usize, calls: usize) -> Figures {
 fn main() {
     let clients = env("CLIENTS", 16);
     let calls = env("CALLS", 5_000);
+    let conns = env("GRPC_CONNS", clients);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     rt.block_on(async {
         let store = Arc::new(AnyStore::Memory(MemoryStore::new()));
@@ -154,14 +162,19 @@ fn main() {
         let limits = tollgate_rls::ConnLimits::default();
         tokio::spawn(tollgate_rls::serve(grpc, limits, limiter, std::future::pending()));
 
-        println!("{clients} clients × {calls} calls each, one connection per client, memory store");
+        println!(
+            "{clients} clients × {calls} calls each, memory store; HTTP: one connection per \
+             client; gRPC: {conns} connection(s)"
+        );
         // A short warm-up of each, then the measured runs, alternated.
         http_run(http_addr.clone(), clients, calls / 10).await;
-        grpc_run(grpc_addr.clone(), clients, calls / 10).await;
+        grpc_run(grpc_addr.clone(), clients, conns, calls / 10).await;
         for round in 1..=2 {
             println!("round {round}");
             http_run(http_addr.clone(), clients, calls).await.print("GET /v1/quota (HTTP/1.1)");
-            grpc_run(grpc_addr.clone(), clients, calls).await.print("ShouldRateLimit (gRPC)");
+            grpc_run(grpc_addr.clone(), clients, conns, calls)
+                .await
+                .print("ShouldRateLimit (gRPC)");
         }
     });
 }
