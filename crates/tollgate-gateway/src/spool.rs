@@ -420,14 +420,11 @@ impl Spool {
             counted = TallyChange::default();
             let mut tx = db.begin_write().map_err(db_err)?;
             tx.set_durability(durability).map_err(db_err)?;
-            // A table is opened only when the change touches it.
-            if !change.remove_files.is_empty() {
+            {
                 let mut files = tx.open_table(FILES).map_err(db_err)?;
                 for f in &change.remove_files {
                     files.remove(f.as_str()).map_err(db_err)?;
                 }
-            }
-            if !change.put.is_empty() || !change.delete.is_empty() {
                 let mut items = tx.open_table(ITEMS).map_err(db_err)?;
                 for item in change.last_puts() {
                     let v = serde_json::to_vec(item).map_err(db_err)?;
@@ -444,8 +441,6 @@ impl Spool {
                         counted.gone(decode_tally(id, old.value())?);
                     }
                 }
-            }
-            if !change.dedup.is_empty() {
                 let mut dedup = tx.open_table(DEDUP).map_err(db_err)?;
                 for (k, at) in &change.dedup {
                     dedup.insert(k.as_str(), *at).map_err(db_err)?;
