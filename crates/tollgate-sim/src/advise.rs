@@ -361,10 +361,15 @@ pub fn replay(
                 .map_err(crate::SimError::Config)?;
         prepared.push((config, subset, work));
     }
-    let outputs = run::on_cores(prepared.len(), |i| {
-        let (config, subset, work) = &prepared[i];
-        run::run(&scenario, config.clone(), subset.clone(), seed, work.path(), progress)
-    });
+    // A group's run costs about its arrivals: the busiest groups start first.
+    let outputs = run::on_cores(
+        prepared.len(),
+        |i| prepared[i].1.len(),
+        |i| {
+            let (config, subset, work) = &prepared[i];
+            run::run(&scenario, config.clone(), subset.clone(), seed, work.path(), progress)
+        },
+    );
     let mut merged = RunOutput { arrivals: Vec::new(), fates: Vec::new() };
     for out in outputs {
         let out = out?;

@@ -119,10 +119,15 @@ pub fn simulate(
         }
         prepared.push((label, value, t, config, work));
     }
-    let outputs = run::on_cores(prepared.len(), |i| {
-        let (_, _, _, config, work) = &prepared[i];
-        run::run(scenario, config.clone(), arrivals.clone(), seed, work.path(), progress)
-    });
+    // Every value replays the same arrivals: the same cost.
+    let outputs = run::on_cores(
+        prepared.len(),
+        |_| 1,
+        |i| {
+            let (_, _, _, config, work) = &prepared[i];
+            run::run(scenario, config.clone(), arrivals.clone(), seed, work.path(), progress)
+        },
+    );
     let mut cases = Vec::with_capacity(prepared.len());
     for ((label, value, t, ..), out) in prepared.into_iter().zip(outputs) {
         let out = out?;

@@ -116,11 +116,21 @@ pub(crate) fn work_dir() -> std::io::Result<tempfile::TempDir> {
 }
 
 /// `job(i)` for every `i` in `0..n`, on as many threads as the machine has cores (at most
-/// `n`); the results in index order.
-pub(crate) fn on_cores<T: Send>(n: usize, job: impl Fn(usize) -> T + Sync) -> Vec<T> {
+/// `n`), started costliest first by `cost(i)` so that no long job starts last and runs alone;
+/// the results in index order.
+pub(crate) fn on_cores<T: Send>(
+    n: usize,
+    cost: impl Fn(usize) -> usize,
+    job: impl Fn(usize) -> T + Sync,
+) -> Vec<T> {
+    let order = costliest_first(n, cost);
     let threads = std::thread::available_parallelism().map_or(1, |c| c.get()).min(n);
     if threads <= 1 {
-        return (0..n).map(job).collect();
+        let mut done: Vec<Option<T>> = (0..n).map(|_| None).collect();
+        for &i in &order {
+            done[i] = Some(job(i));
+        }
+        return done.into_iter().flatten().collect();
     }
     let next = AtomicUsize::new(0);
     let done: Mutex<Vec<Option<T>>> = Mutex::new((0..n).map(|_| None).collect());
@@ -128,10 +138,9 @@ pub(crate) fn on_cores<T: Send>(n: usize, job: impl Fn(usize) -> T + Sync) -> Ve
         for _ in 0..threads {
             s.spawn(|| {
                 loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i >= n {
+                    let Some(&i) = order.get(next.fetch_add(1, Ordering::Relaxed)) else {
                         break;
-                    }
+                    };
                     let r = job(i);
                     done.lock().unwrap_or_else(PoisonError::into_inner)[i] = Some(r);
                 }
@@ -140,6 +149,13 @@ pub(crate) fn on_cores<T: Send>(n: usize, job: impl Fn(usize) -> T + Sync) -> Ve
     });
     // A job that panicked has already panicked this scope; every slot is filled.
     done.into_inner().unwrap_or_else(PoisonError::into_inner).into_iter().flatten().collect()
+}
+
+/// `0..n` by `cost`, the costliest first (ties in index order).
+fn costliest_first(n: usize, cost: impl Fn(usize) -> usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(cost(i)));
+    order
 }
 
 /// How often the spool is read when the gateway prunes within the run: it prunes delivered
@@ -294,10 +310,20 @@ mod tests {
     /// Results come back in index order even when later jobs finish first.
     #[test]
     fn on_cores_keeps_the_order_of_the_jobs() {
-        let out = super::on_cores(6, |i| {
-            std::thread::sleep(std::time::Duration::from_millis(5 * (6 - i as u64)));
-            i * 10
-        });
+        let out = super::on_cores(
+            6,
+            |i| i % 3,
+            |i| {
+                std::thread::sleep(std::time::Duration::from_millis(5 * (6 - i as u64)));
+                i * 10
+            },
+        );
         assert_eq!(out, vec![0, 10, 20, 30, 40, 50]);
+    }
+
+    /// The costliest jobs start first; equal costs keep their index order.
+    #[test]
+    fn jobs_start_costliest_first() {
+        assert_eq!(super::costliest_first(6, |i| [3, 9, 1, 9, 0, 3][i]), [1, 3, 0, 5, 2, 4]);
     }
 }
