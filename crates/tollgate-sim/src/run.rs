@@ -137,10 +137,7 @@ pub(crate) fn on_cores<T: Send>(
     std::thread::scope(|s| {
         for _ in 0..threads {
             s.spawn(|| {
-                loop {
-                    let Some(&i) = order.get(next.fetch_add(1, Ordering::Relaxed)) else {
-                        break;
-                    };
+                while let Some(&i) = order.get(next.fetch_add(1, Ordering::Relaxed)) {
                     let r = job(i);
                     done.lock().unwrap_or_else(PoisonError::into_inner)[i] = Some(r);
                 }
