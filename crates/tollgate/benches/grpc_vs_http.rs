@@ -6,7 +6,8 @@
 //! that every check is admitted, so both sides do the same store work). It prints throughput,
 //! p50 and p99 of the call latency seen by the client. Bounded in count; stops by itself.
 //!
-//! `cargo bench -p tollgate --bench grpc_vs_http` (env `CLIENTS`, `CALLS` override the size).
+//! `cargo bench -p tollgate --bench grpc_vs_http` (env `CLIENTS`, `CALLS` override the size;
+//! `GRPC_CONNS` how many connections the gRPC workers share, one per worker by default).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
