@@ -321,26 +321,7 @@ impl Pipeline {
         // metered and delivered again under the same id (at least once). A result that is
         // ready before the commit joins the batch: admitted and delivered are then written
         // by one commit, or neither is.
-        let mut taken = 0;
-        loop {
-            let dispatch = std::mem::take(&mut batch.dispatch);
-            self.dispatch(&dispatch);
-            if taken >= MAX_BATCH {
-                break;
-            }
-            tokio::task::yield_now().await;
-            let mut ready = Vec::new();
-            while taken + ready.len() < MAX_BATCH
-                && let Ok(e) = rx.try_recv()
-            {
-                ready.push(e);
-            }
-            if ready.is_empty() {
-                break;
-            }
-            taken += ready.len();
-            self.apply(ready, &mut batch).await;
-        }
+        self.start_deliveries(&mut batch, rx).await;
         let Batch { change, dispatch: _, replies, drop_files } = batch;
         if !change.is_empty() {
             let spool = self.parts.spool.clone();

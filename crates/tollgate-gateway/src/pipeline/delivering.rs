@@ -94,6 +94,35 @@ impl Pipeline {
         }
     }
 
+    /// Starts the batch's deliveries, then takes the results of those that end at once into
+    /// the batch (at most [`MAX_BATCH`] events), starting what they let go on.
+    pub(super) async fn start_deliveries(
+        &mut self,
+        batch: &mut Batch,
+        rx: &mut mpsc::UnboundedReceiver<Event>,
+    ) {
+        let mut taken = 0;
+        loop {
+            let dispatch = std::mem::take(&mut batch.dispatch);
+            self.dispatch(&dispatch);
+            if taken >= MAX_BATCH {
+                return;
+            }
+            tokio::task::yield_now().await;
+            let mut ready = Vec::new();
+            while taken + ready.len() < MAX_BATCH
+                && let Ok(e) = rx.try_recv()
+            {
+                ready.push(e);
+            }
+            if ready.is_empty() {
+                return;
+            }
+            taken += ready.len();
+            self.apply(ready, batch).await;
+        }
+    }
+
     /// Starts a delivery task on the lane's current run unless one is working on it.
     pub(super) fn start_lane(&mut self, lane: &str) {
         let now_ms = self.parts.spool.now_ms();
