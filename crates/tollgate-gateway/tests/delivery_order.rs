@@ -84,9 +84,20 @@ async fn a_document_purged_while_its_run_waits_is_never_delivered() {
     // an operator purges 4, which waits in that run.
     let (gw, backend, _dir) = five_behind_a_retry(vec![503, 503, 503, 503]).await;
     eventually("document 2's first attempt", || *backend.hits.lock().unwrap() >= 5).await;
-    let queued = gw.queue("admitted").await;
-    let four = queued.iter().find(|i| i["control_number"] == "000000004").expect("4 is admitted");
-    let id = four["id"].as_str().unwrap();
+    let four = |q: &[serde_json::Value]| {
+        q.iter()
+            .find(|i| i["control_number"] == "000000004")
+            .and_then(|i| i["id"].as_str())
+            .map(str::to_owned)
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let id = loop {
+        if let Some(id) = four(&gw.queue("admitted").await) {
+            break id;
+        }
+        assert!(std::time::Instant::now() < deadline, "document 4 is never admitted");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     let r = gw.client.delete(gw.url(&format!("/v1/queue/{id}"))).send().await.unwrap();
     assert_eq!(r.status(), 204, "a document that waits in a run can be purged");
     gw.wait_for("delivered", 4).await;
