@@ -105,7 +105,8 @@ impl Pipeline {
         loop {
             let dispatch = std::mem::take(&mut batch.dispatch);
             self.dispatch(&dispatch);
-            if taken >= MAX_BATCH {
+            // Results come only from delivery tasks: with none, there is nothing to wait for.
+            if taken >= MAX_BATCH || self.deliveries.is_empty() {
                 return;
             }
             tokio::task::yield_now().await;
@@ -147,7 +148,7 @@ impl Pipeline {
                     .filter(|w| *w > 0)
                     .map(|w| Instant::now() + Duration::from_millis(w));
                 planned.push(Planned {
-                    id: id.clone(),
+                    id,
                     gate: Arc::new(AttemptGate::default()),
                     at,
                     route,
