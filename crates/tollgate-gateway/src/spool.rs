@@ -11,7 +11,8 @@
 //! - **A `files` row means "received, not yet split into items".** [`Spool::commit`] removes the
 //!   row in the same transaction that inserts the file's items, so a crash leaves either the
 //!   row (the file is parsed again; item ids are derived from the file id, so the outcome is
-//!   the same items) or the items, never neither.
+//!   the same items) or the items, never neither. An ephemeral spool (a simulation) keeps no
+//!   `files` rows: only a restart reads them, and it has none.
 //! - **Every state change is one transaction.** An item's row is replaced whole; there is no
 //!   moment at which an item is in two states or none.
 //! - **The tally follows the rows.** A commit (and the prune) reads each row it replaces or
@@ -346,8 +347,8 @@ impl Spool {
         self.dir.join(format!("{file}.edi"))
     }
 
-    /// Makes `files` durable and records them as received, in one database transaction.
-    /// Returns the records in input order. After this returns, the caller may remove the
+    /// Makes `files` durable and records them as received, in one database transaction (an
+    /// ephemeral spool keeps only their bytes). Returns the records in input order. After this returns, the caller may remove the
     /// inbound files or answer 202.
     pub fn receive(&self, files: &[(&[u8], String)]) -> Result<Vec<FileRecord>, SpoolError> {
         let now = self.now_ms();
@@ -370,6 +371,9 @@ impl Spool {
             offset = end;
         }
         let written = self.write_file(&spool_id, files.iter().map(|(b, _)| *b)).and_then(|()| {
+            if self.is_ephemeral() {
+                return Ok(());
+            }
             let mut order = self.rows_written.lock().unwrap_or_else(PoisonError::into_inner);
             let durability = statedb::durability(self.fsync, &mut order);
             self.db.with(|db| {
@@ -421,9 +425,11 @@ impl Spool {
             let mut tx = db.begin_write().map_err(db_err)?;
             tx.set_durability(durability).map_err(db_err)?;
             {
-                let mut files = tx.open_table(FILES).map_err(db_err)?;
-                for f in &change.remove_files {
-                    files.remove(f.as_str()).map_err(db_err)?;
+                if !change.remove_files.is_empty() && !self.is_ephemeral() {
+                    let mut files = tx.open_table(FILES).map_err(db_err)?;
+                    for f in &change.remove_files {
+                        files.remove(f.as_str()).map_err(db_err)?;
+                    }
                 }
                 let mut items = tx.open_table(ITEMS).map_err(db_err)?;
                 for item in change.last_puts() {

@@ -63,7 +63,8 @@ fn receive_commit_and_reopen() {
 }
 
 /// An ephemeral spool keeps its files in memory under the same contract as on disk: read by
-/// range, a read past the end or of a deleted file is an error, a backup writes them out.
+/// range, a read past the end or of a deleted file is an error, a backup writes them out. It
+/// keeps no `files` rows.
 #[test]
 fn an_ephemeral_spool_keeps_its_files_in_memory() {
     let dir = tempfile::tempdir().unwrap();
@@ -72,6 +73,7 @@ fn an_ephemeral_spool_keeps_its_files_in_memory() {
     let recs = spool.receive(&[(b"abc", "x".into()), (b"defg", "y".into())]).unwrap();
     let part = spool.store_part(b"part").unwrap();
     assert_eq!(fs::read_dir(dir.path().join("spool")).unwrap().count(), 0, "nothing on disk");
+    assert!(spool.pending_files().unwrap().is_empty(), "no `files` rows: no restart reads them");
     assert_eq!(spool.read(&recs[1].spool, recs[1].start, recs[1].end).unwrap(), b"defg");
     assert_eq!(spool.read(&part, 1, 3).unwrap(), b"ar");
     let past = spool.read(&part, 2, 9).unwrap_err().to_string();
