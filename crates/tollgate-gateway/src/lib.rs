@@ -349,19 +349,20 @@ impl Gateway {
 
     /// Every item the spool keeps (live, and finished ones not yet pruned), in arrival order.
     pub async fn items(&self) -> Result<Vec<Item>, GatewayError> {
-        self.items_as(Some).await
+        self.items_as(QueueFilter::default(), Some).await
     }
 
-    /// What `f` keeps of every item the spool keeps (`None`: nothing), in arrival order; each
-    /// item is mapped as it is read, so the spool is never held whole.
+    /// What `f` keeps of every item the spool keeps that `filter` matches (`None`: nothing),
+    /// in arrival order; each item is mapped as it is read, so the spool is never held whole.
     pub async fn items_as<T: Send + 'static>(
         &self,
+        filter: QueueFilter,
         f: impl Fn(Item) -> Option<T> + Send + 'static,
     ) -> Result<Vec<T>, GatewayError> {
         let spool = self.spool.clone();
         let items = tokio::task::spawn_blocking(move || {
             let mut out = Vec::new();
-            spool.each_item(&mut |item| out.extend(f(item)))?;
+            spool.each_item(&filter, &mut |item| out.extend(f(item)))?;
             Ok::<_, spool::SpoolError>(out)
         })
         .await

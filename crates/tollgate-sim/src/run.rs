@@ -22,7 +22,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use jiff::Timestamp;
-use tollgate_gateway::{Gateway, GatewayClock, GatewayConfig, Item, SpoolOptions, State};
+use tollgate_gateway::{
+    Gateway, GatewayClock, GatewayConfig, Item, QueueFilter, SpoolOptions, State,
+};
 use tollgate_policy::{Decider, PolicyHandle, PolicySet};
 use tollgate_quota::store::{MemoryStore, OnStoreUnavailable};
 use tollgate_quota::{AnyStore, Clock};
@@ -160,6 +162,10 @@ fn costliest_first(n: usize, cost: impl Fn(usize) -> usize) -> Vec<usize> {
 /// each prune.
 const READ_EVERY_MS: i64 = 86_400_000;
 
+/// A read before a prune takes the items received up to this long after the prune's bound
+/// (the prune may start a little after the read); later items are read by a later read.
+const READ_MARGIN_MS: i64 = 3_600_000;
+
 /// Runs `scenario` against a gateway started from `config` (see `setup::prepare`), offering
 /// `arrivals`; `work` holds its data dir, `progress` is told how many arrivals are offered.
 pub(crate) fn run(
@@ -189,7 +195,8 @@ async fn drive(
     // Delivered items are pruned only when they are older than the longest dedup window:
     // within a shorter run, reading the spool once at the end sees every item.
     let horizon = config.plan().map(|p| p.longest_dedup().as_millis()).unwrap_or(0);
-    let prunes = i128::try_from(horizon).unwrap_or(i128::MAX) <= i128::from(scenario.length_ms);
+    let horizon = i64::try_from(horizon).unwrap_or(i64::MAX);
+    let prunes = horizon <= scenario.length_ms;
     let clock = Arc::new(VirtualClock::new(scenario.start));
     let store = Arc::new(AnyStore::Memory(MemoryStore::with_clock(clock.clone())));
     let options = SpoolOptions { ephemeral: true, ..Default::default() };
@@ -203,6 +210,14 @@ async fn drive(
         .await?;
     let base = tokio::time::Instant::now();
     let start_ms = scenario.start.as_millisecond();
+    // Before the prune at `at`: only the items it may drop. Every item is read once more at the
+    // end, so each one's last read is after its last change.
+    let before_prune = |at: i64| QueueFilter {
+        to_ms: Some(
+            start_ms.saturating_add(at).saturating_sub(horizon).saturating_add(READ_MARGIN_MS),
+        ),
+        ..Default::default()
+    };
     let names: Vec<String> = scenario.partners.iter().map(|p| p.sender()).collect();
     let mut by_file: BTreeMap<String, usize> = BTreeMap::new();
     let mut seen: BTreeMap<String, Seen> = BTreeMap::new();
@@ -217,7 +232,7 @@ async fn drive(
         let at = second * 1000;
         while prunes && next_read <= at {
             sleep_until(base, next_read - 1).await;
-            read_items(&gw, &mut seen).await?;
+            read_items(&gw, before_prune(next_read), &mut seen).await?;
             next_read += READ_EVERY_MS;
         }
         sleep_until(base, at).await;
@@ -236,15 +251,16 @@ async fn drive(
         progress((j - i) as u64);
         i = j;
     }
-    while prunes && next_read < scenario.length_ms {
+    // A prune falls due at the very end too, before the last read.
+    while prunes && next_read <= scenario.length_ms {
         sleep_until(base, next_read - 1).await;
-        read_items(&gw, &mut seen).await?;
+        read_items(&gw, before_prune(next_read), &mut seen).await?;
         next_read += READ_EVERY_MS;
     }
     sleep_until(base, scenario.length_ms).await;
     // Work already due at the end (a delivery started at the last instant) finishes first.
     tokio::time::sleep(Duration::from_millis(1)).await;
-    read_items(&gw, &mut seen).await?;
+    read_items(&gw, QueueFilter::default(), &mut seen).await?;
     gw.shutdown().await;
 
     let rel = |ms: i64| ms - start_ms;
@@ -284,10 +300,14 @@ struct Seen {
     delivered_at: Option<i64>,
 }
 
-/// Reads every item the spool keeps into `seen`.
-async fn read_items(gw: &Gateway, seen: &mut BTreeMap<String, Seen>) -> Result<(), RunError> {
+/// Reads the items the spool keeps that `filter` matches into `seen`.
+async fn read_items(
+    gw: &Gateway,
+    filter: QueueFilter,
+    seen: &mut BTreeMap<String, Seen>,
+) -> Result<(), RunError> {
     let read = gw
-        .items_as(|item: Item| {
+        .items_as(filter, |item: Item| {
             let kept = Seen {
                 state: item.state,
                 weight: item.weight,

@@ -28,25 +28,21 @@ impl Spool {
     /// Items, all or those in `state`, in id (arrival) order.
     pub fn items(&self, state: Option<State>) -> Result<Vec<Item>, SpoolError> {
         let mut out = Vec::new();
-        self.each_item(&mut |item| {
-            if state.is_none_or(|s| s == item.state) {
-                out.push(item);
-            }
-        })?;
+        self.each_item(&QueueFilter { state, ..Default::default() }, &mut |item| out.push(item))?;
         Ok(out)
     }
 
-    /// Hands every item to `f` in id order as it is read, so that a caller keeping only a
-    /// little of each never holds the whole spool.
-    pub fn each_item(&self, f: &mut dyn FnMut(Item)) -> Result<(), SpoolError> {
-        self.db.with(|db| {
-            let tx = db.begin_read().map_err(db_err)?;
-            let t = tx.open_table(ITEMS).map_err(db_err)?;
-            for row in t.iter().map_err(db_err)? {
-                let (k, v) = row.map_err(db_err)?;
-                f(decode_item(k.value(), v.value())?);
-            }
-            Ok(())
+    /// Hands every item `filter` keeps to `f` in id order as it is read, so that a caller
+    /// keeping only a little of each never holds the whole spool. Reads rows only within the
+    /// filter's time bounds.
+    pub fn each_item(
+        &self,
+        filter: &QueueFilter,
+        f: &mut dyn FnMut(Item),
+    ) -> Result<(), SpoolError> {
+        self.scan(filter, None, |item| {
+            f(item);
+            true
         })
     }
 
