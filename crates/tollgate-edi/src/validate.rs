@@ -171,33 +171,39 @@ fn is_hhmm(s: &str) -> bool {
     digits(s, 4) && number(&s[0..2]) < 24 && number(&s[2..4]) < 60
 }
 
-/// Checks the fixed-format ISA elements; returns (TA1 note code, message) pairs.
+/// Checks the fixed-format ISA elements (`el`: the segment's elements, decoded, the tag
+/// first); returns (TA1 note code, message) pairs.
 ///
 /// Each element is checked for its length and character class as X12.5 defines it. Padding is
 /// layout: a value shorter than its fixed width, or longer only by trailing spaces, is not
 /// reported (many partners do not pad); one with more significant characters than the width,
 /// or with a control character, is.
-pub(crate) fn check_isa(seg: &Segment<'_>, d: &Delimiters) -> Vec<(&'static str, String)> {
+pub(crate) fn check_isa(el: &[String]) -> Vec<(&'static str, String)> {
     let mut out = Vec::new();
-    let count = seg.element_count(d);
+    let count = el.len().saturating_sub(1);
     if count != 16 {
         out.push(("022", format!("ISA has {count} elements, 16 are required")));
     }
-    let el = |i: usize| seg.text(d, i);
-    let mut check = |note: &'static str, name: &str, problem: Option<String>, value: String| {
+    let el = |i: usize| el.get(i).map_or("", String::as_str);
+    let mut check = |note: &'static str, name: &str, problem: Option<String>, value: &str| {
         if let Some(problem) = problem {
             out.push((note, format!("{name} `{}` {problem}", show(value.as_bytes()))));
         }
     };
-    for (i, note) in [(1, "010"), (3, "012"), (5, "005"), (7, "007")] {
-        let v = el(i);
-        check(note, &format!("ISA{i:02}"), id_problem(&v), v);
-    }
-    for (i, note, width, required) in
-        [(2, "011", 10, false), (4, "013", 10, false), (6, "006", 15, true), (8, "008", 15, true)]
+    for (i, name, note) in
+        [(1, "ISA01", "010"), (3, "ISA03", "012"), (5, "ISA05", "005"), (7, "ISA07", "007")]
     {
         let v = el(i);
-        check(note, &format!("ISA{i:02}"), an_problem(&v, width, required), v);
+        check(note, name, id_problem(v), v);
+    }
+    for (i, name, note, width, required) in [
+        (2, "ISA02", "011", 10, false),
+        (4, "ISA04", "013", 10, false),
+        (6, "ISA06", "006", 15, true),
+        (8, "ISA08", "008", 15, true),
+    ] {
+        let v = el(i);
+        check(note, name, an_problem(v, width, required), v);
     }
     let v = el(9);
     check("014", "ISA09", (!is_yymmdd(v.trim())).then(|| "is not a YYMMDD date".into()), v);

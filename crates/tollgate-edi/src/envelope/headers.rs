@@ -22,15 +22,18 @@ pub(super) fn interchange(
 ) -> Vec<(&'static str, String)> {
     match ic.standard {
         Standard::X12 => {
-            ic.sender = PartyId::new(&seg.text(d, 5), &seg.text(d, 6));
-            ic.receiver = PartyId::new(&seg.text(d, 7), &seg.text(d, 8));
-            ic.date = seg.text(d, 9).trim().to_string();
-            ic.time = seg.text(d, 10).trim().to_string();
-            ic.version = seg.text(d, 12).trim().to_string();
-            ic.control_number = ControlNumber(seg.text(d, 13).trim().to_string());
-            ic.ack_requested = seg.text(d, 14).trim() == "1";
-            ic.test = seg.text(d, 15).trim() == "T";
-            validate::check_isa(seg, d)
+            // Decoded once: every element is read here and checked below.
+            let el: Vec<String> = seg.elements(d).map(|raw| decode(raw, d)).collect();
+            let text = |i: usize| el.get(i).map_or("", String::as_str);
+            ic.sender = PartyId::new(text(5), text(6));
+            ic.receiver = PartyId::new(text(7), text(8));
+            ic.date = text(9).trim().to_string();
+            ic.time = text(10).trim().to_string();
+            ic.version = text(12).trim().to_string();
+            ic.control_number = ControlNumber(text(13).trim().to_string());
+            ic.ack_requested = text(14).trim() == "1";
+            ic.test = text(15).trim() == "T";
+            validate::check_isa(&el)
         }
         Standard::Edifact => {
             let s001 = seg.components(d, 1);
