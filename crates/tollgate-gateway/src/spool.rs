@@ -348,8 +348,8 @@ impl Spool {
     }
 
     /// Makes `files` durable and records them as received, in one database transaction (an
-    /// ephemeral spool keeps only their bytes). Returns the records in input order. After this returns, the caller may remove the
-    /// inbound files or answer 202.
+    /// ephemeral spool keeps only their bytes). Returns the records in input order. After this
+    /// returns, the caller may remove the inbound files or answer 202.
     pub fn receive(&self, files: &[(&[u8], String)]) -> Result<Vec<FileRecord>, SpoolError> {
         let now = self.now_ms();
         // One spool file per batch: one fsync makes every file of the batch durable.

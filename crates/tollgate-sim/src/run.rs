@@ -251,7 +251,7 @@ async fn drive(
         progress((j - i) as u64);
         i = j;
     }
-    // A prune falls due at the very end too, before the last read.
+    // A prune due at the very end runs before the last read: it is read before, as the others.
     while prunes && next_read <= scenario.length_ms {
         sleep_until(base, next_read - 1).await;
         read_items(&gw, before_prune(next_read), &mut seen).await?;
