@@ -52,7 +52,7 @@ mod metering;
 mod receiving;
 mod refund;
 
-use delivering::AttemptGate;
+use delivering::{AttemptGate, Recorded};
 use fair_queue::FairQueue;
 
 pub(crate) use admin::row;
@@ -160,6 +160,9 @@ struct Batch {
     dispatch: Vec<String>,
     replies: Vec<Reply>,
     drop_files: Vec<String>,
+    /// The attempts whose results it writes: marked recorded when it is dropped, after its
+    /// commit.
+    recorded: Recorded,
 }
 
 impl Batch {
@@ -322,7 +325,8 @@ impl Pipeline {
         // ready before the commit joins the batch: admitted and delivered are then written
         // by one commit, or neither is.
         self.start_deliveries(&mut batch, rx).await;
-        let Batch { change, dispatch: _, replies, drop_files } = batch;
+        // `_recorded` lives to the end: the attempts are recorded after the commit, however it ends.
+        let Batch { change, dispatch: _, replies, drop_files, recorded: _recorded } = batch;
         if !change.is_empty() {
             let spool = self.parts.spool.clone();
             let inline = spool.is_ephemeral();
@@ -351,16 +355,6 @@ impl Pipeline {
         telemetry::queue_depth("held", held);
         telemetry::queue_depth("admitted", admitted);
         telemetry::queue_depth("received", self.live.len().saturating_sub(held + admitted));
-    }
-
-    fn next_hold_due(&self) -> Option<Instant> {
-        let now_ms = self.parts.spool.now_ms();
-        let now = Instant::now();
-        self.held
-            .heads()
-            .filter_map(|(_, h)| self.live.get(h).and_then(|i| i.next_attempt_at))
-            .min()
-            .map(|at| now + Duration::from_millis(u64::try_from(at - now_ms).unwrap_or(0)))
     }
 
     fn route_of(&self, item: &Item) -> Option<(Route, MeteringId)> {

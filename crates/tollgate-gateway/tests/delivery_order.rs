@@ -151,3 +151,74 @@ async fn assert_delivered_in_order(gw: Running, backend: &Backend, n: u32) {
     assert_eq!(order, (1..=n).collect::<Vec<_>>(), "a partner's documents keep their order");
     gw.gateway.shutdown().await;
 }
+
+/// Blocks the pipeline in its metering of CarrierB's documents while `stalled` is set, and
+/// says when it is blocked there.
+#[derive(Default)]
+struct Stall {
+    stalled: std::sync::Mutex<bool>,
+    released: std::sync::Condvar,
+    blocked: std::sync::atomic::AtomicBool,
+}
+
+impl tollgate_quota::store::DecisionObserver for Stall {
+    fn decided(&self, decision: &tollgate_quota::Decision) {
+        if !decision.identifier.as_str().contains("CarrierB") {
+            return;
+        }
+        let mut stalled = self.stalled.lock().unwrap();
+        while *stalled {
+            self.blocked.store(true, std::sync::atomic::Ordering::SeqCst);
+            stalled = self.released.wait(stalled).unwrap();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_run_goes_no_further_than_one_delivery_past_what_is_recorded() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    // The target counts deliveries and holds each until `open`.
+    let hits = Arc::new(AtomicUsize::new(0));
+    let (open, opened) = tokio::sync::watch::channel(false);
+    let h2 = hits.clone();
+    let app = axum::Router::new().route(
+        "/edi",
+        axum::routing::post(move || {
+            let (hits, mut opened) = (h2.clone(), opened.clone());
+            async move {
+                hits.fetch_add(1, Ordering::SeqCst);
+                let _ = opened.wait_for(|o| *o).await;
+                "ok"
+            }
+        }),
+    );
+    let addr = serve(app).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg =
+        config(dir.path().join("in").to_str().unwrap(), &format!("http://{addr}/edi"), 100, "");
+    let store = memory_store();
+    let stall = Arc::new(Stall { stalled: std::sync::Mutex::new(true), ..Default::default() });
+    assert!(store.observe(stall.clone()));
+    let gw = Running::start(&cfg, &dir.path().join("data"), store).await;
+    // One file of six documents: admitted together, delivered as one run.
+    let six: Vec<u8> = (1..=6).flat_map(|c| Status214::new("CARRIERA", c).build()).collect();
+    assert_eq!(gw.upload(six).await.0, 202);
+    eventually("the run's first delivery at the target", || hits.load(Ordering::SeqCst) >= 1).await;
+    // The pipeline now stops in CarrierB's metering: it records nothing until released.
+    assert_eq!(gw.upload(Status214::new("CARRIERB", 7).build()).await.0, 202);
+    eventually("the pipeline stalled", || stall.blocked.load(Ordering::SeqCst)).await;
+    open.send(true).unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let while_stalled = hits.load(Ordering::SeqCst);
+    // Released before any assertion: a failing test must not leave a worker blocked.
+    *stall.stalled.lock().unwrap() = false;
+    stall.released.notify_all();
+    assert_eq!(
+        while_stalled, 2,
+        "with nothing recorded, the run delivers the one under way and one more, then waits"
+    );
+    gw.wait_for("delivered", 7).await;
+    assert_eq!(hits.load(Ordering::SeqCst), 7, "each document delivered once");
+    gw.gateway.shutdown().await;
+}

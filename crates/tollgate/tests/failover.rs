@@ -225,11 +225,16 @@ fn a_standby_takes_over_within_5_s_of_a_kill_and_delivers_everything_accepted() 
     assert_eq!(per_id.len(), INTERCHANGES as usize, "one id per interchange: {per_id:?}");
     let twice = per_id.values().filter(|(_, n)| *n == 2).count();
     assert!(per_id.values().all(|(_, n)| *n <= 2), "delivered more than twice: {per_id:?}");
-    assert!(twice <= CONCURRENCY, "only deliveries in flight at the kill may repeat: {twice}");
+    // Per partner (one lane each): the delivery under way at the kill, and one delivered
+    // whose result was not yet committed; a lane waits for the one before before going on.
+    assert!(
+        twice <= 2 * SENDERS.len(),
+        "only deliveries under way or not yet recorded at the kill may repeat: {twice}"
+    );
     println!(
         "failover: {INTERCHANGES} of {INTERCHANGES} accepted interchanges delivered; \
-         {before_kill} before the kill, ready {} ms after it; {twice} delivered twice (in \
-         flight at the kill, at least once)",
+         {before_kill} before the kill, ready {} ms after it; {twice} delivered twice (under \
+         way or not yet recorded at the kill, at least once)",
         ready.as_millis()
     );
 }

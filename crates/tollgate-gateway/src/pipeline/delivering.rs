@@ -6,8 +6,15 @@
 //! A run's task stops at its first attempt that is not delivered: the pipeline then cancels
 //! the rest of the run, and starts the run again (after the retry's wait) or the lane's next.
 //! So a lane has a task working on it exactly when its run's head is in `in_flight`.
+//!
+//! A task starts an attempt only once every delivered attempt of its run but the last is
+//! recorded (its batch committed): a kill repeats, per lane, at most the attempt under way and
+//! one delivered attempt (at least once). An ephemeral spool (a simulation) has no restart, so
+//! its tasks do not wait.
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+
+use tokio::sync::Notify;
 
 use super::*;
 
@@ -17,8 +24,14 @@ const RUN: usize = 64;
 /// The progress of one item's attempt, shared by its delivery task and the pipeline, so that
 /// an operator's purge and the task's start of the attempt cannot both win: whoever moves the
 /// gate off `WAITING` first decides.
+/// Once the attempt is delivered, the pipeline marks it recorded after the commit that writes
+/// it, which the task waits for before its attempt after next.
 #[derive(Debug, Default)]
-pub(super) struct AttemptGate(AtomicU8);
+pub(super) struct AttemptGate {
+    state: AtomicU8,
+    recorded: AtomicBool,
+    on_record: Notify,
+}
 
 impl AttemptGate {
     const WAITING: u8 = 0;
@@ -27,7 +40,7 @@ impl AttemptGate {
 
     /// The task is about to read and send the item: false when it was cancelled first.
     fn start(&self) -> bool {
-        self.0
+        self.state
             .compare_exchange(Self::WAITING, Self::STARTED, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
     }
@@ -35,9 +48,39 @@ impl AttemptGate {
     /// Cancels the task while it still waits for its attempt's time: false when the attempt
     /// has started (its outcome must be awaited).
     pub(super) fn cancel(&self) -> bool {
-        self.0
+        self.state
             .compare_exchange(Self::WAITING, Self::CANCELLED, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
+    }
+
+    /// The commit that writes the attempt's result is over (a failed one too: its state stays
+    /// in memory, and a lane does not stop for it).
+    pub(super) fn record(&self) {
+        self.recorded.store(true, Ordering::Release);
+        self.on_record.notify_waiters();
+    }
+
+    /// Waits until [`AttemptGate::record`].
+    async fn recorded(&self) {
+        loop {
+            let notified = self.on_record.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            if self.recorded.load(Ordering::Acquire) {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// Attempts whose results a batch writes; dropped after its commit, it marks them recorded.
+#[derive(Default)]
+pub(super) struct Recorded(Vec<Arc<AttemptGate>>);
+
+impl Drop for Recorded {
+    fn drop(&mut self) {
+        self.0.iter().for_each(|gate| gate.record());
     }
 }
 
@@ -165,7 +208,10 @@ impl Pipeline {
         }
         let parts = self.parts.clone();
         let events = self.events.clone();
+        let waits = !parts.spool.is_ephemeral();
         self.deliveries.spawn(async move {
+            // The last delivered attempt, which may not be recorded yet.
+            let mut last: Option<Arc<AttemptGate>> = None;
             for p in planned {
                 if let Some(at) = p.at {
                     tokio::time::sleep_until(at).await;
@@ -173,12 +219,16 @@ impl Pipeline {
                 if !p.gate.start() {
                     continue; // purged while waiting: the pipeline has let it go
                 }
+                let gate = p.gate.clone();
                 let (id, attempt) = p.attempt(&parts).await;
                 let delivered = matches!(attempt, Attempt::Done);
                 // After a result that is not delivered, this task starts nothing more: the
                 // pipeline cancels the rest of the run (`stop_run`).
                 if events.send(Event::Delivery { id, attempt }).is_err() || !delivered {
                     return;
+                }
+                if let Some(before) = last.replace(gate).filter(|_| waits) {
+                    before.recorded().await;
                 }
             }
         });
@@ -199,7 +249,9 @@ impl Pipeline {
     /// Applies a delivery attempt's result, then lets the lane's next item start unless this
     /// one is being retried.
     pub(super) fn delivery_result(&mut self, id: &str, attempt: Attempt, batch: &mut Batch) {
-        self.in_flight.remove(id);
+        if let Some(gate) = self.in_flight.remove(id) {
+            batch.recorded.0.push(gate);
+        }
         let retry = matches!(attempt, Attempt::Retry(_));
         if !matches!(attempt, Attempt::Done) {
             self.stop_run(id);

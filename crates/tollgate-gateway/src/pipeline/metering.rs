@@ -7,6 +7,17 @@ use super::*;
 use crate::config::Dedup;
 
 impl Pipeline {
+    /// When the first held item falls due for re-metering.
+    pub(super) fn next_hold_due(&self) -> Option<Instant> {
+        let now_ms = self.parts.spool.now_ms();
+        let now = Instant::now();
+        self.held
+            .heads()
+            .filter_map(|(_, h)| self.live.get(h).and_then(|i| i.next_attempt_at))
+            .min()
+            .map(|at| now + Duration::from_millis(u64::try_from(at - now_ms).unwrap_or(0)))
+    }
+
     /// Meters a new (or resumed) item, unless its metering id has held items to wait behind.
     pub(super) async fn meter_new(&mut self, id: &str, batch: &mut Batch) {
         let Some(item) = self.live.get(id) else { return };
