@@ -161,6 +161,24 @@ struct Stall {
     blocked: std::sync::atomic::AtomicBool,
 }
 
+impl Stall {
+    /// Lets the pipeline go on (again and again: it stays released).
+    fn release(&self) {
+        *self.stalled.lock().unwrap() = false;
+        self.released.notify_all();
+    }
+}
+
+/// Releases the stall however the test ends: a panic must not leave a worker blocked, which
+/// would hang the runtime's shutdown instead of failing the test.
+struct ReleaseOnDrop(std::sync::Arc<Stall>);
+
+impl Drop for ReleaseOnDrop {
+    fn drop(&mut self) {
+        self.0.release();
+    }
+}
+
 impl tollgate_quota::store::DecisionObserver for Stall {
     fn decided(&self, decision: &tollgate_quota::Decision) {
         if !decision.identifier.as_str().contains("CarrierB") {
@@ -200,6 +218,7 @@ async fn a_run_goes_no_further_than_one_delivery_past_what_is_recorded() {
     let store = memory_store();
     let stall = Arc::new(Stall { stalled: std::sync::Mutex::new(true), ..Default::default() });
     assert!(store.observe(stall.clone()));
+    let _release = ReleaseOnDrop(stall.clone());
     let gw = Running::start(&cfg, &dir.path().join("data"), store).await;
     // One file of six documents: admitted together, delivered as one run.
     let six: Vec<u8> = (1..=6).flat_map(|c| Status214::new("CARRIERA", c).build()).collect();
@@ -209,11 +228,11 @@ async fn a_run_goes_no_further_than_one_delivery_past_what_is_recorded() {
     assert_eq!(gw.upload(Status214::new("CARRIERB", 7).build()).await.0, 202);
     eventually("the pipeline stalled", || stall.blocked.load(Ordering::SeqCst)).await;
     open.send(true).unwrap();
+    eventually("the run's second delivery", || hits.load(Ordering::SeqCst) >= 2).await;
+    // Room for the third, had the run not waited.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let while_stalled = hits.load(Ordering::SeqCst);
-    // Released before any assertion: a failing test must not leave a worker blocked.
-    *stall.stalled.lock().unwrap() = false;
-    stall.released.notify_all();
+    stall.release();
     assert_eq!(
         while_stalled, 2,
         "with nothing recorded, the run delivers the one under way and one more, then waits"
