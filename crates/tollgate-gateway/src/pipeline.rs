@@ -325,7 +325,8 @@ impl Pipeline {
         // ready before the commit joins the batch: admitted and delivered are then written
         // by one commit, or neither is.
         self.start_deliveries(&mut batch, rx).await;
-        // `_recorded` lives to the end: the attempts are recorded after the commit, however it ends.
+        // `_recorded` lives to the end: its attempts are recorded after the commit, however
+        // that ends.
         let Batch { change, dispatch: _, replies, drop_files, recorded: _recorded } = batch;
         if !change.is_empty() {
             let spool = self.parts.spool.clone();

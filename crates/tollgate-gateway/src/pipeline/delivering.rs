@@ -24,6 +24,7 @@ const RUN: usize = 64;
 /// The progress of one item's attempt, shared by its delivery task and the pipeline, so that
 /// an operator's purge and the task's start of the attempt cannot both win: whoever moves the
 /// gate off `WAITING` first decides.
+///
 /// Once the attempt is delivered, the pipeline marks it recorded after the commit that writes
 /// it, which the task waits for before its attempt after next.
 #[derive(Debug, Default)]
