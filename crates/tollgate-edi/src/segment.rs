@@ -178,8 +178,14 @@ impl<'a> Iterator for Split<'a> {
 
 /// Decodes a raw value: drops CR/LF (line wrapping) and release characters, lossy UTF-8.
 pub(crate) fn decode(raw: &[u8], d: &Delimiters) -> String {
+    decode_cow(raw, d).into_owned()
+}
+
+/// [`decode`], borrowing `raw` when it decodes as is (no line break, release character or
+/// invalid UTF-8): what is read once and dropped need not be copied.
+pub(crate) fn decode_cow<'a>(raw: &'a [u8], d: &Delimiters) -> std::borrow::Cow<'a, str> {
     if is_plain(raw, d) {
-        return String::from_utf8_lossy(raw).into_owned();
+        return String::from_utf8_lossy(raw);
     }
     let mut out = Vec::with_capacity(raw.len());
     let mut i = 0;
@@ -195,7 +201,7 @@ pub(crate) fn decode(raw: &[u8], d: &Delimiters) -> String {
         }
         i += 1;
     }
-    String::from_utf8_lossy(&out).into_owned()
+    String::from_utf8_lossy(&out).into_owned().into()
 }
 
 /// Whether a raw value holds neither line breaks nor release characters (decodes as is).

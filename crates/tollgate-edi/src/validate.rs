@@ -178,13 +178,13 @@ fn is_hhmm(s: &str) -> bool {
 /// layout: a value shorter than its fixed width, or longer only by trailing spaces, is not
 /// reported (many partners do not pad); one with more significant characters than the width,
 /// or with a control character, is.
-pub(crate) fn check_isa(el: &[String]) -> Vec<(&'static str, String)> {
+pub(crate) fn check_isa(el: &[std::borrow::Cow<'_, str>]) -> Vec<(&'static str, String)> {
     let mut out = Vec::new();
     let count = el.len().saturating_sub(1);
     if count != 16 {
         out.push(("022", format!("ISA has {count} elements, 16 are required")));
     }
-    let el = |i: usize| el.get(i).map_or("", String::as_str);
+    let el = |i: usize| el.get(i).map_or("", |e| e.as_ref());
     let mut check = |note: &'static str, name: &str, problem: Option<String>, value: &str| {
         if let Some(problem) = problem {
             out.push((note, format!("{name} `{}` {problem}", show(value.as_bytes()))));

@@ -2,9 +2,11 @@
 //! date, version, control number, and the repetition separator EDIFACT syntax 4 implies), group
 //! headers (GS, UNG) and transaction headers (ST, UNH). Values are decoded and trimmed.
 
+use std::borrow::Cow;
+
 use crate::delimiters::Delimiters;
 use crate::interchange::{ControlNumber, Group, Interchange, PartyId, Standard, Transaction};
-use crate::segment::{Segment, decode};
+use crate::segment::{Segment, decode, decode_cow};
 use crate::validate;
 
 /// An EDIFACT party (S002, S003, S006, S007): id, then its qualifier.
@@ -23,8 +25,8 @@ pub(super) fn interchange(
     match ic.standard {
         Standard::X12 => {
             // Decoded once: every element is read here and checked below.
-            let el: Vec<String> = seg.elements(d).map(|raw| decode(raw, d)).collect();
-            let text = |i: usize| el.get(i).map_or("", String::as_str);
+            let el: Vec<Cow<'_, str>> = seg.elements(d).map(|raw| decode_cow(raw, d)).collect();
+            let text = |i: usize| el.get(i).map_or("", |e| e.as_ref());
             ic.sender = PartyId::new(text(5), text(6));
             ic.receiver = PartyId::new(text(7), text(8));
             ic.date = text(9).trim().to_string();
