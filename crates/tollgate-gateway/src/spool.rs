@@ -342,6 +342,12 @@ impl Spool {
         !self.fsync
     }
 
+    /// Whether received files get a `files` row: not in an ephemeral spool, which no restart
+    /// reads (see the invariants above).
+    fn records_files(&self) -> bool {
+        !self.is_ephemeral()
+    }
+
     /// The path of a spool file.
     pub fn path(&self, file: &str) -> PathBuf {
         self.dir.join(format!("{file}.edi"))
@@ -371,7 +377,7 @@ impl Spool {
             offset = end;
         }
         let written = self.write_file(&spool_id, files.iter().map(|(b, _)| *b)).and_then(|()| {
-            if self.is_ephemeral() {
+            if !self.records_files() {
                 return Ok(());
             }
             let mut order = self.rows_written.lock().unwrap_or_else(PoisonError::into_inner);
@@ -425,7 +431,7 @@ impl Spool {
             let mut tx = db.begin_write().map_err(db_err)?;
             tx.set_durability(durability).map_err(db_err)?;
             {
-                if !change.remove_files.is_empty() && !self.is_ephemeral() {
+                if !change.remove_files.is_empty() && self.records_files() {
                     let mut files = tx.open_table(FILES).map_err(db_err)?;
                     for f in &change.remove_files {
                         files.remove(f.as_str()).map_err(db_err)?;
