@@ -1,7 +1,8 @@
 //! The spool: received bytes on disk and every item's state in a redb database.
 //!
 //! Layout in the data dir: `spool/<file-id>.edi` (the bytes exactly as received) and
-//! `gateway.redb` (tables `files`, `items`, `dedup`, `meta`).
+//! `gateway.redb` (tables `files`, `items`, `dedup`, `meta`). An ephemeral spool (a
+//! simulation) keeps both in memory instead, under the same contract (see `rows`, `files`).
 //!
 //! Invariants, and the code that keeps them:
 //! - **A file is durable before it is acknowledged.** [`Spool::receive`] writes the batch of
@@ -17,7 +18,7 @@
 //!   moment at which an item is in two states or none.
 //! - **The tally follows the rows.** A commit (and the prune) reads each row it replaces or
 //!   removes in its transaction and applies the difference to [`QueueTally`] after the commit,
-//!   in commit order (`rows_written`), so the tally counts exactly the stored rows.
+//!   in commit order (`commit_order`), so the tally counts exactly the stored rows.
 //! - **Spool files outlive their items.** A spool file is deleted only after the commit that
 //!   makes its last item `delivered` (or purges it). A spool file with no row at all (a crash
 //!   between the write and the commit, or state moved aside) is not deleted: [`Spool::open`]
@@ -31,9 +32,9 @@
 //!   which the next operation reopens (see `handle`).
 //!
 //! This file keeps the writes (`receive`, `commit`) that the invariants above are about; the
-//! reads (`read`), spool files' bytes (`files`: on disk, or in memory for a simulation), the
-//! database handle (`handle`), the write health (`health`) and backups (`backup`) are modules
-//! of their own.
+//! reads (`read`), the rows (`rows`: in the database, or in memory for a simulation), spool
+//! files' bytes (`files`: on disk, or in memory), the database handle (`handle`), the write
+//! health (`health`) and backups (`backup`) are modules of their own.
 
 use std::collections::{HashMap, HashSet};
 use std::fs::{self, File};
@@ -57,12 +58,13 @@ mod files;
 mod handle;
 mod health;
 mod read;
+mod rows;
 mod upkeep;
 pub use backup::BackupReport;
 use handle::DbHandle;
 pub(crate) use health::{SPOOL_ERRORS, SPOOL_FAILING, SpoolHealth, probe_while_failing};
 pub(crate) use read::delivered_items;
-use upkeep::instance_of;
+use rows::Rows;
 
 const FILES: TableDefinition<'static, &str, &[u8]> = TableDefinition::new("files");
 const ITEMS: TableDefinition<'static, &str, &[u8]> = TableDefinition::new("items");
@@ -178,7 +180,7 @@ impl Change {
 /// call them from `spawn_blocking` in async code.
 pub struct Spool {
     dir: PathBuf,
-    db: DbHandle,
+    rows: Rows,
     /// Whether the last write succeeded (see `health`).
     health: SpoolHealth,
     seq: AtomicU64,
@@ -193,8 +195,8 @@ pub struct Spool {
     fsync: bool,
     /// Items per group and state, changed by every commit (see `tally`).
     tally: QueueTally,
-    /// Held by a write from its transaction's start to its tally update (commit order); counts them.
-    rows_written: std::sync::Mutex<u64>,
+    /// Held by a write from its transaction's start to its tally update (commit order).
+    commit_order: std::sync::Mutex<()>,
     /// An ephemeral spool's files (`None`: they are in `dir`).
     memory: Option<files::MemoryFiles>,
 }
@@ -215,8 +217,42 @@ impl Spool {
     ) -> Result<Spool, SpoolError> {
         let dir = data_dir.join("spool");
         fs::create_dir_all(&dir).map_err(io_err(&dir))?;
-        let spool_files = fs::read_dir(&dir).map_err(io_err(&dir))?.flatten().count();
-        let db = statedb::open(data_dir, clock.now_ms(), spool_files, options, &|db| {
+        let rows = if options.ephemeral {
+            Rows::memory()
+        } else {
+            let path = data_dir.join(statedb::STATE_DB);
+            Rows::Db(DbHandle::new(Self::open_db(data_dir, &dir, &clock, options)?, path))
+        };
+        let _ = fs::remove_file(data_dir.join(health::PROBE_FILE));
+        let instance = rows.instance()?;
+        let mut spool = Spool {
+            dir,
+            rows,
+            health: SpoolHealth::default(),
+            seq: AtomicU64::new(0),
+            instance,
+            usage: SpoolUsage::default(),
+            deferred: Default::default(),
+            clock,
+            fsync: !options.ephemeral,
+            tally: QueueTally::default(),
+            commit_order: std::sync::Mutex::new(()),
+            memory: options.ephemeral.then(Default::default),
+        };
+        spool.tally = spool.sort_unreferenced(&data_dir.join(ORPHANED))?;
+        spool.usage.count(&spool.dir);
+        Ok(spool)
+    }
+
+    /// Opens `gateway.redb` with its tables, reading every row once.
+    fn open_db(
+        data_dir: &Path,
+        dir: &Path,
+        clock: &GatewayClock,
+        options: SpoolOptions,
+    ) -> Result<redb::Database, SpoolError> {
+        let spool_files = fs::read_dir(dir).map_err(io_err(dir))?.flatten().count();
+        statedb::open(data_dir, clock.now_ms(), spool_files, options, &|db| {
             let tx = db.begin_write().map_err(|e| e.to_string())?;
             for t in [FILES, ITEMS] {
                 tx.open_table(t).map_err(|e| e.to_string())?;
@@ -237,28 +273,7 @@ impl Spool {
                 row.map_err(|e| e.to_string())?;
             }
             Ok(())
-        })?;
-        let instance = instance_of(&db)?;
-        let path = (!options.ephemeral).then(|| data_dir.join(statedb::STATE_DB));
-        let _ = fs::remove_file(data_dir.join(health::PROBE_FILE));
-        let spool = Spool {
-            dir,
-            db: DbHandle::new(db, path),
-            health: SpoolHealth::default(),
-            seq: AtomicU64::new(0),
-            instance,
-            usage: SpoolUsage::default(),
-            deferred: Default::default(),
-            clock,
-            fsync: !options.ephemeral,
-            tally: QueueTally::default(),
-            rows_written: std::sync::Mutex::new(0),
-            memory: options.ephemeral.then(Default::default),
-        };
-        let mut spool = spool;
-        spool.tally = spool.sort_unreferenced(&data_dir.join(ORPHANED))?;
-        spool.usage.count(&spool.dir);
-        Ok(spool)
+        })
     }
 
     /// This data dir's instance id: random, made when the state database is created and kept
@@ -380,19 +395,12 @@ impl Spool {
             if !self.records_files() {
                 return Ok(());
             }
-            let mut order = self.rows_written.lock().unwrap_or_else(PoisonError::into_inner);
-            let durability = statedb::durability(self.fsync, &mut order);
-            self.db.with(|db| {
-                let mut tx = db.begin_write().map_err(db_err)?;
-                tx.set_durability(durability).map_err(db_err)?;
-                {
-                    let mut t = tx.open_table(FILES).map_err(db_err)?;
-                    for r in &records {
-                        let v = serde_json::to_vec(r).map_err(db_err)?;
-                        t.insert(r.id.as_str(), v.as_slice()).map_err(db_err)?;
-                    }
+            let _order = self.commit_order.lock().unwrap_or_else(PoisonError::into_inner);
+            self.rows.write(|rows| {
+                for r in &records {
+                    rows.put_file(&r.id, &serde_json::to_vec(r).map_err(db_err)?)?;
                 }
-                tx.commit().map_err(db_err)
+                Ok(())
             })
         });
         match written {
@@ -423,51 +431,44 @@ impl Spool {
         if change.is_empty() {
             return Ok(());
         }
-        let mut order = self.rows_written.lock().unwrap_or_else(PoisonError::into_inner);
-        let durability = statedb::durability(self.fsync, &mut order);
-        let mut counted = TallyChange::default();
-        let result = self.db.with(|db| {
-            counted = TallyChange::default();
-            let mut tx = db.begin_write().map_err(db_err)?;
-            tx.set_durability(durability).map_err(db_err)?;
-            {
-                if !change.remove_files.is_empty() && self.records_files() {
-                    let mut files = tx.open_table(FILES).map_err(db_err)?;
-                    for f in &change.remove_files {
-                        files.remove(f.as_str()).map_err(db_err)?;
-                    }
-                }
-                let mut items = tx.open_table(ITEMS).map_err(db_err)?;
-                for item in change.last_puts() {
-                    let v = serde_json::to_vec(item).map_err(db_err)?;
-                    let old = items.insert(item.id.as_str(), v.as_slice()).map_err(db_err)?;
-                    if let Some(old) = old {
-                        counted.gone(decode_tally(&item.id, old.value())?);
-                    }
-                    counted.came(TallyRow::of(item));
-                }
-                // Deletes come last: an item purged in a batch is gone, whatever the batch
-                // wrote of it before the purge (a release, then a purge).
-                for id in &change.delete {
-                    if let Some(old) = items.remove(id.as_str()).map_err(db_err)? {
-                        counted.gone(decode_tally(id, old.value())?);
-                    }
-                }
-                let mut dedup = tx.open_table(DEDUP).map_err(db_err)?;
-                for (k, at) in &change.dedup {
-                    dedup.insert(k.as_str(), *at).map_err(db_err)?;
+        let _order = self.commit_order.lock().unwrap_or_else(PoisonError::into_inner);
+        let result = self.rows.write(|rows| {
+            let mut counted = TallyChange::default();
+            if self.records_files() {
+                for f in &change.remove_files {
+                    rows.remove_file(f)?;
                 }
             }
-            tx.commit().map_err(db_err)
+            for item in change.last_puts() {
+                let v = serde_json::to_vec(item).map_err(db_err)?;
+                if let Some(old) = rows.put_item(&item.id, v)? {
+                    counted.gone(old);
+                }
+                counted.came(TallyRow::of(item));
+            }
+            // Deletes come last: an item purged in a batch is gone, whatever the batch
+            // wrote of it before the purge (a release, then a purge).
+            for id in &change.delete {
+                if let Some(old) = rows.remove_item(id)? {
+                    counted.gone(old);
+                }
+            }
+            for (k, at) in &change.dedup {
+                rows.put_dedup(k, *at)?;
+            }
+            Ok(counted)
         });
-        match &result {
-            Ok(()) => {
+        match result {
+            Ok(counted) => {
                 self.health.succeeded();
                 self.tally.apply(&counted, self.now_ms());
+                Ok(())
             }
-            Err(e) => self.health.failed(e),
+            Err(e) => {
+                self.health.failed(&e);
+                Err(e)
+            }
         }
-        result
     }
 }
 

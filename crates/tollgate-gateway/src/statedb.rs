@@ -21,40 +21,20 @@ use redb::{Builder, Database, DatabaseError, StorageError};
 
 use crate::spool::{SpoolError, sync_dir};
 
-mod sparse;
-
 /// How the spool opens its state database, and how it writes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SpoolOptions {
     /// Move a corrupt, truncated or missing-while-needed `gateway.redb` aside and start with an
     /// empty one (spool files are then kept in `orphaned/`), instead of refusing to start.
     pub move_aside_corrupt: bool,
-    /// A simulation's spool: the state database (the same redb code, on its in-memory
-    /// backend) and the spool files live in memory, and no fsync is made (directories, `dir:`
+    /// A simulation's spool: its rows (in maps, holding the bytes the state database would)
+    /// and its spool files live in memory, and no fsync is made (directories, `dir:`
     /// deliveries). Nothing survives the process; only for a data dir that is thrown away.
     pub ephemeral: bool,
 }
 
 /// The file name of the state database in the data dir.
 pub(crate) const STATE_DB: &str = "gateway.redb";
-/// The page cache of an in-memory state database.
-const EPHEMERAL_CACHE_BYTES: usize = 4 << 20;
-/// How often an in-memory state database's commit is durable: redb reuses the pages commits
-/// free only after a durable one, whose bookkeeping costs many small commits (one in 64 was 6 %
-/// of a simulated week; one in 1,024 keeps the peak within a few MB of it).
-const EPHEMERAL_DURABLE_EVERY: u64 = 1024;
-
-/// The durability of the next write transaction, `writes` counting them (the caller holds
-/// its lock): always `Immediate` with fsync; in memory, one in [`EPHEMERAL_DURABLE_EVERY`].
-pub(crate) fn durability(fsync: bool, writes: &mut u64) -> redb::Durability {
-    *writes += 1;
-    if fsync || writes.is_multiple_of(EPHEMERAL_DURABLE_EVERY) {
-        redb::Durability::Immediate
-    } else {
-        redb::Durability::None
-    }
-}
-
 /// Where spool files no state accounts for are kept, in the data dir.
 pub(crate) const ORPHANED: &str = "orphaned";
 
@@ -74,17 +54,6 @@ pub(crate) fn open(
     init: &dyn Fn(&Database) -> Result<(), String>,
 ) -> Result<Database, SpoolError> {
     let path = data_dir.join(STATE_DB);
-    if options.ephemeral {
-        // The page cache would only copy the backend's bytes (a larger one was measured no
-        // faster). Writes are made durable now and then (see `durability`) so that redb
-        // reuses the pages they free.
-        let db = Builder::new()
-            .set_cache_size(EPHEMERAL_CACHE_BYTES)
-            .create_with_backend(sparse::SparseMemory::default())
-            .map_err(|e| SpoolError::Db(format!("in-memory state database: {e}")))?;
-        init(&db).map_err(SpoolError::Db)?;
-        return Ok(db);
-    }
     let len = match fs::metadata(&path) {
         Ok(m) => Some(m.len()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,

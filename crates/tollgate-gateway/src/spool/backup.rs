@@ -61,7 +61,7 @@ impl Spool {
     }
 
     fn copy_to(&self, dir: &Path) -> Result<BackupReport, SpoolError> {
-        self.db.with(|db| self.copy_snapshot(db, dir))
+        self.rows.database(|db| self.copy_snapshot(db, dir))
     }
 
     /// [`Spool::copy_to`] from one read transaction of `db`.

@@ -19,8 +19,8 @@ use super::SpoolError;
 /// The open state database, or none after a failed operation (reopened on the next use).
 pub(super) struct DbHandle {
     slot: RwLock<Slot>,
-    /// The file to reopen; `None` for an in-memory database (a simulation), never reopened.
-    path: Option<PathBuf>,
+    /// The file to reopen.
+    path: PathBuf,
 }
 
 struct Slot {
@@ -30,8 +30,8 @@ struct Slot {
 }
 
 impl DbHandle {
-    /// A handle on `db`, opened from `path` (`None`: in memory).
-    pub(super) fn new(db: Database, path: Option<PathBuf>) -> Self {
+    /// A handle on `db`, opened from `path`.
+    pub(super) fn new(db: Database, path: PathBuf) -> Self {
         Self { slot: RwLock::new(Slot { db: Some(db), generation: 0 }), path }
     }
 
@@ -59,7 +59,7 @@ impl DbHandle {
         let generation = slot.generation;
         let result = f(db);
         drop(slot);
-        if matches!(result, Err(SpoolError::Db(_))) && self.path.is_some() {
+        if matches!(result, Err(SpoolError::Db(_))) {
             let mut slot = self.write();
             if slot.generation == generation && slot.db.is_some() {
                 slot.db = None;
@@ -71,7 +71,7 @@ impl DbHandle {
 
     /// Opens the file again unless another caller already did.
     fn reopen(&self) -> Result<(), SpoolError> {
-        let Some(path) = &self.path else { return Ok(()) };
+        let path = &self.path;
         let mut slot = self.write();
         if slot.db.is_some() {
             return Ok(());

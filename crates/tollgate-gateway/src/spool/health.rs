@@ -115,10 +115,7 @@ impl Spool {
         let removed = std::fs::remove_file(&path);
         written.map_err(io_err(&path))?;
         removed.map_err(io_err(&path))?;
-        self.db.with(|db| {
-            let tx = db.begin_write().map_err(super::db_err)?;
-            tx.commit().map_err(super::db_err)
-        })
+        self.rows.probe()
     }
 }
 

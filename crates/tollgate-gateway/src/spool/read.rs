@@ -5,7 +5,7 @@ use std::path::Path;
 
 use redb::{ReadableDatabase, ReadableTable};
 
-use super::{DEDUP, FILES, FileRecord, ITEMS, Spool, SpoolError, db_err, decode, decode_item};
+use super::{FileRecord, ITEMS, Spool, SpoolError, db_err, decode, decode_item};
 use crate::filter::QueueFilter;
 use crate::item::{Item, State};
 use crate::statedb;
@@ -13,16 +13,12 @@ use crate::statedb;
 impl Spool {
     /// Files received but not yet split into items, oldest first.
     pub fn pending_files(&self) -> Result<Vec<FileRecord>, SpoolError> {
-        self.db.with(|db| {
-            let tx = db.begin_read().map_err(db_err)?;
-            let t = tx.open_table(FILES).map_err(db_err)?;
-            let mut out = Vec::new();
-            for row in t.iter().map_err(db_err)? {
-                let (k, v) = row.map_err(db_err)?;
-                out.push(decode(k.value(), v.value())?);
-            }
-            Ok(out)
-        })
+        let mut out = Vec::new();
+        self.rows.files(&mut |k, v| {
+            out.push(decode(k, v)?);
+            Ok(true)
+        })?;
+        Ok(out)
     }
 
     /// Items, all or those in `state`, in id (arrival) order.
@@ -89,46 +85,27 @@ impl Spool {
     ) -> Result<(), SpoolError> {
         use std::ops::Bound;
         let (low, high) = filter.id_bounds();
-        self.db.with(|db| {
-            let tx = db.begin_read().map_err(db_err)?;
-            let t = tx.open_table(ITEMS).map_err(db_err)?;
-            let from = match (after, low.as_deref()) {
-                (Some(a), Some(l)) if l > a => Bound::Included(l),
-                (Some(a), _) => Bound::Excluded(a),
-                (None, Some(l)) => Bound::Included(l),
-                (None, None) => Bound::Unbounded,
-            };
-            let to = high.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
-            for row in t.range::<&str>((from, to)).map_err(db_err)? {
-                let (k, v) = row.map_err(db_err)?;
-                let item = decode_item(k.value(), v.value())?;
-                if filter.matches(&item) && !take(item) {
-                    break;
-                }
-            }
-            Ok(())
+        let from = match (after, low.as_deref()) {
+            (Some(a), Some(l)) if l > a => Bound::Included(l),
+            (Some(a), _) => Bound::Excluded(a),
+            (None, Some(l)) => Bound::Included(l),
+            (None, None) => Bound::Unbounded,
+        };
+        let to = high.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+        self.rows.items_in((from, to), &mut |k, v| {
+            let item = decode_item(k, v)?;
+            Ok(!filter.matches(&item) || take(item))
         })
     }
 
     /// One item by id.
     pub fn item(&self, id: &str) -> Result<Option<Item>, SpoolError> {
-        self.db.with(|db| {
-            let tx = db.begin_read().map_err(db_err)?;
-            let t = tx.open_table(ITEMS).map_err(db_err)?;
-            match t.get(id).map_err(db_err)? {
-                Some(v) => Ok(Some(decode_item(id, v.value())?)),
-                None => Ok(None),
-            }
-        })
+        self.rows.item(id, |v| decode_item(id, v))
     }
 
     /// When the dedup key was first seen, if at or after `since_ms`.
     pub fn seen_since(&self, key: &str, since_ms: i64) -> Result<Option<i64>, SpoolError> {
-        self.db.with(|db| {
-            let tx = db.begin_read().map_err(db_err)?;
-            let t = tx.open_table(DEDUP).map_err(db_err)?;
-            Ok(t.get(key).map_err(db_err)?.map(|v| v.value()).filter(|&at| at >= since_ms))
-        })
+        Ok(self.rows.dedup(key)?.filter(|&at| at >= since_ms))
     }
 }
 

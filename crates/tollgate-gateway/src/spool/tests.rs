@@ -63,8 +63,8 @@ fn receive_commit_and_reopen() {
 }
 
 /// An ephemeral spool keeps its files in memory under the same contract as on disk: read by
-/// range, a read past the end or of a deleted file is an error, a backup writes them out. It
-/// keeps no `files` rows.
+/// range, a read past the end or of a deleted file is an error, a file copies out. It keeps
+/// no `files` rows and no state database on disk, so a backup of it is refused.
 #[test]
 fn an_ephemeral_spool_keeps_its_files_in_memory() {
     let dir = tempfile::tempdir().unwrap();
@@ -73,6 +73,11 @@ fn an_ephemeral_spool_keeps_its_files_in_memory() {
     let recs = spool.receive(&[(b"abc", "x".into()), (b"defg", "y".into())]).unwrap();
     let part = spool.store_part(b"part").unwrap();
     assert_eq!(fs::read_dir(dir.path().join("spool")).unwrap().count(), 0, "nothing on disk");
+    assert!(!dir.path().join(crate::statedb::STATE_DB).exists(), "no state database on disk");
+    assert_eq!(
+        (spool.next_control_number().unwrap(), spool.next_control_number().unwrap()),
+        (1, 2)
+    );
     assert!(spool.pending_files().unwrap().is_empty(), "no `files` rows: no restart reads them");
     assert_eq!(spool.read(&recs[1].spool, recs[1].start, recs[1].end).unwrap(), b"defg");
     assert_eq!(spool.read(&part, 1, 3).unwrap(), b"ar");
@@ -84,6 +89,8 @@ fn an_ephemeral_spool_keeps_its_files_in_memory() {
     spool.remove_file(&part);
     assert!(spool.read(&part, 0, 1).is_err(), "a deleted file cannot be read");
     assert_eq!(spool.read(&recs[0].spool, 0, 3).unwrap(), b"abc", "other files stay");
+    let refused = spool.backup_to(backup.path()).unwrap_err().to_string();
+    assert!(refused.contains("in memory"), "{refused}");
 }
 
 /// On a full disk (a real tmpfs, filled) a receive fails without leaving a spool file and the
@@ -145,19 +152,22 @@ fn tallied(spool: &Spool) -> Vec<(crate::tally::TallyKey, [u64; 7], [u64; 7])> {
 }
 
 proptest::proptest! {
-    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
 
     /// Whatever commits put, replace, delete and prune, the tally counts exactly the stored
-    /// rows, and the filtered pages and counts agree with a filter over every row.
+    /// rows, and the filtered pages and counts agree with a filter over every row: in the
+    /// state database and in an ephemeral spool's memory rows alike.
     #[test]
     fn the_tally_and_the_filtered_reads_follow_the_rows(
         steps in proptest::collection::vec(
             proptest::collection::vec((0u8..12, 0u8..7, 0u8..3, 1u64..5, proptest::bool::ANY), 1..8),
             1..12,
         ),
+        ephemeral in proptest::bool::ANY,
     ) {
         let dir = tempfile::tempdir().unwrap();
-        let spool = Spool::open(dir.path(), SpoolOptions::default()).unwrap();
+        let options = SpoolOptions { ephemeral, ..Default::default() };
+        let spool = Spool::open(dir.path(), options).unwrap();
         // What the rows should be: a change's last put of an item wins, and its deletes last.
         let mut model: std::collections::BTreeMap<String, (State, u64)> = Default::default();
         for step in &steps {
@@ -226,8 +236,10 @@ proptest::proptest! {
         proptest::prop_assert_eq!(spool.count(&filter).unwrap(), all.len() as u64);
         let held = spool.items(Some(State::Held)).unwrap().iter().filter(|i| i.partner == "P0").count();
         proptest::prop_assert_eq!(spool.tally().count(Some("P0"), None, Some(State::Held)), held as u64);
-        drop(spool);
-        let spool = Spool::open(dir.path(), SpoolOptions::default()).unwrap();
-        proptest::prop_assert_eq!(tallied(&spool), counted(&spool));
+        if !ephemeral {
+            drop(spool);
+            let spool = Spool::open(dir.path(), options).unwrap();
+            proptest::prop_assert_eq!(tallied(&spool), counted(&spool));
+        }
     }
 }
