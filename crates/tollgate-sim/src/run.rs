@@ -12,8 +12,7 @@
 //! Intake: arrivals within the same virtual second are offered together, as one landing
 //! directory poll would take them (`Gateway::submit`: parse, spool, hand to the pipeline).
 //! The simulation skips fsync (its spool is
-//! `ephemeral`: the state database in memory, files in `/dev/shm` where it exists) and
-//! nothing else.
+//! `ephemeral`: its rows and spool files in memory) and nothing else.
 
 use std::collections::BTreeMap;
 use std::path::Path;
