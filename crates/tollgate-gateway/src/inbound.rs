@@ -26,24 +26,27 @@
 //!   within `poll_ms / WAKE_SHARE` of the last listing however many changes arrive. Each
 //!   listing counts in `tollgate_gateway_landing_scans_total`.
 //!
-//! One state machine, kept in one file: the loop in [`Landing`] wakes (`Watch`), lists and
-//! settles files (`scan`, remembered in `Memory`), takes a batch into the spool (`take`), then
-//! moves the taken files aside (`set_aside`); `failed` and `spool_backoff` are its two ways of
-//! waiting.
+//! One state machine: the loop here ([`poll`]) wakes on a change that [`matters`], lists and
+//! settles files (`scan`: what it remembers of each file between listings, and `set_aside` for
+//! files too large), takes a batch into the spool (`take`), then retires the taken files;
+//! `failed` and `spool_backoff` are its two ways of waiting.
 
-use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
 
-use crate::batch::{Candidate, Ready};
+use crate::batch::Ready;
 use crate::config::Plan;
-use crate::envelope;
-use crate::landing::{self, Contents, PartialNames, Stamp};
+use crate::landing::PartialNames;
 use crate::pipeline::Event;
-use crate::spool::{Change, Spool};
+use crate::spool::Spool;
+
+mod scan;
+mod take;
+use scan::{Memory, scan, set_aside};
+use take::take;
 
 /// Files taken per spool transaction at most.
 const MAX_FILES_PER_BATCH: usize = 64;
@@ -101,46 +104,6 @@ impl Landing {
             partial: plan.partial_names.clone(),
             plan: Arc::new(plan.clone()),
         }
-    }
-}
-
-/// What the poller knows about one landing file.
-#[derive(Debug, Clone)]
-struct Watch {
-    stamp: Stamp,
-    /// When this stamp was first seen.
-    since: Instant,
-    /// Sniffed once the file has settled.
-    sender: Option<String>,
-    /// This version was read and its last interchange had no trailer.
-    incomplete: bool,
-    /// Failed attempts at this version, and when to try again.
-    failures: u32,
-    retry_at: Option<Instant>,
-}
-
-impl Watch {
-    fn new(stamp: Stamp, now: Instant) -> Self {
-        Self { stamp, since: now, sender: None, incomplete: false, failures: 0, retry_at: None }
-    }
-}
-
-#[derive(Default)]
-struct Memory {
-    files: HashMap<PathBuf, Watch>,
-    /// Entries already reported (symlinks, non-regular, non-UTF-8 names).
-    noted: HashSet<PathBuf>,
-}
-
-impl Memory {
-    /// When the first file written to but not yet unchanged for `settle` will have been.
-    fn next_settled(&self, settle: Duration) -> Option<Instant> {
-        let now = Instant::now();
-        self.files
-            .values()
-            .filter(|w| w.stamp.len > 0 && now.duration_since(w.since) < settle)
-            .map(|w| w.since + settle)
-            .min()
     }
 }
 
@@ -369,195 +332,6 @@ fn watch_dirs(dirs: &[PathBuf], wake: mpsc::Sender<()>) -> Option<notify::Recomm
         }
     }
     Some(watcher)
-}
-
-/// The sender of the first interchange, from the head of the file (empty when unknown).
-fn sniff_sender(path: &Path) -> String {
-    use std::io::Read;
-    let mut head = vec![0u8; 1024];
-    let n = std::fs::File::open(path).and_then(|mut f| f.read(&mut head)).unwrap_or(0);
-    head.truncate(n);
-    envelope::sniff_sender(&head)
-}
-
-/// Lists settled files (and settled files over the size limit); remembers the others' stamps.
-fn scan(landing: &Landing, mem: &mut Memory) -> (Vec<Candidate>, Vec<PathBuf>) {
-    let now = Instant::now();
-    let mut ready = Vec::new();
-    let mut too_large = Vec::new();
-    let mut present = HashSet::new();
-    for dir in &landing.dirs {
-        let entries = match std::fs::read_dir(dir) {
-            Ok(e) => e,
-            Err(e) => {
-                if mem.noted.insert(dir.clone()) {
-                    tracing::error!(dir = %dir.display(), error = %e, "cannot list landing directory");
-                }
-                continue;
-            }
-        };
-        mem.noted.remove(dir);
-        for entry in entries.flatten() {
-            let path = entry.path();
-            let raw = entry.file_name();
-            let name = raw.to_string_lossy();
-            let Ok(kind) = entry.file_type() else { continue };
-            if kind.is_dir() {
-                continue; // too-large/ and the like: never taken
-            }
-            if landing.partial.matches(&name) {
-                continue;
-            }
-            present.insert(path.clone());
-            if !kind.is_file() {
-                if mem.noted.insert(path.clone()) {
-                    let what = if kind.is_symlink() { "a symlink" } else { "not a regular file" };
-                    tracing::warn!(
-                        path = %path.display(),
-                        "skipping landing entry: {what} (only regular files are taken)"
-                    );
-                }
-                continue;
-            }
-            if raw.to_str().is_none() && mem.noted.insert(path.clone()) {
-                tracing::warn!(
-                    path = %path.display(),
-                    "landing file name is not UTF-8; taking it (the name is shown lossily)"
-                );
-            }
-            let Ok(meta) = entry.metadata() else { continue };
-            let stamp = Stamp::of(&meta);
-            let w = mem.files.entry(path.clone()).or_insert_with(|| Watch::new(stamp, now));
-            if w.stamp != stamp {
-                *w = Watch::new(stamp, now);
-            }
-            let unchanged = now.duration_since(w.since);
-            if stamp.len == 0 || unchanged < landing.settle {
-                continue; // empty: created, not written yet
-            }
-            if w.retry_at.is_some_and(|t| t > now) {
-                continue;
-            }
-            if stamp.len > landing.max_file_bytes {
-                too_large.push(path);
-                continue;
-            }
-            let grace_passed = unchanged >= landing.grace;
-            if w.incomplete && !grace_passed {
-                continue;
-            }
-            let sender = w.sender.get_or_insert_with(|| sniff_sender(&path)).clone();
-            ready.push(Candidate { path, sender, stamp, grace_passed });
-        }
-    }
-    mem.files.retain(|p, _| present.contains(p));
-    mem.noted.retain(|p| present.contains(p) || landing.dirs.contains(p));
-    ready.sort_by(|a, b| a.path.cmp(&b.path));
-    (ready, too_large)
-}
-
-/// Moves files over `max` bytes aside, logging why.
-fn set_aside(paths: Vec<PathBuf>, max: u64) -> Vec<(PathBuf, std::io::Result<PathBuf>)> {
-    paths
-        .into_iter()
-        .map(|p| {
-            let len = Stamp::at(&p).map(|s| s.len).unwrap_or(0);
-            let reason =
-                format!("{}: {len} bytes is over max_file_bytes ({max}); not taken", p.display());
-            let res = landing::move_aside(&p, &reason);
-            if let Ok(to) = &res {
-                tracing::error!(
-                    path = %p.display(),
-                    moved_to = %to.display(),
-                    bytes = len,
-                    max_file_bytes = max,
-                    "landing file over max_file_bytes moved aside"
-                );
-            }
-            (p, res)
-        })
-        .collect()
-}
-
-/// What one batch gave.
-struct Took {
-    records: Vec<crate::spool::FileRecord>,
-    /// Spooled and unchanged since, with the length spooled: retire them.
-    spooled: Vec<(PathBuf, u64)>,
-    /// Read, but the last interchange is unfinished: wait.
-    incomplete: Vec<PathBuf>,
-    failed: Vec<(PathBuf, String)>,
-}
-
-/// Reads the files and spools them durably, then keeps only those that did not change
-/// meanwhile (the caller removes them).
-/// Each file is parsed here, once: the parse says whether it is complete and goes with its
-/// record to the pipeline.
-fn take(
-    spool: &Spool,
-    plan: &Plan,
-    batch: Vec<Candidate>,
-) -> Result<Took, crate::spool::SpoolError> {
-    let mut files = Vec::new();
-    let mut parses = Vec::new();
-    let mut read = Vec::new();
-    let mut took = Took {
-        records: Vec::new(),
-        spooled: Vec::new(),
-        incomplete: Vec::new(),
-        failed: Vec::new(),
-    };
-    for c in batch {
-        match landing::read_if_unchanged(&c.path, c.stamp) {
-            Ok(Contents::Bytes(bytes)) => {
-                let parsed = crate::receipt::parse(&bytes, plan);
-                if !landing::complete(&bytes, &parsed.scan) {
-                    if !c.grace_passed {
-                        took.incomplete.push(c.path);
-                        continue;
-                    }
-                    tracing::warn!(
-                        path = %c.path.display(),
-                        "taking landing file whose last interchange is unfinished after \
-                         incomplete_grace_ms unchanged; it will be rejected with the reason"
-                    );
-                }
-                files.push((bytes, c.path.display().to_string()));
-                parses.push(Arc::new(parsed));
-                read.push(c);
-            }
-            // Seen again, with its new stamp, on the next scan (or gone: the sender took it back).
-            Ok(Contents::Changed) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => took.failed.push((c.path, e.to_string())),
-        }
-    }
-    if files.is_empty() {
-        return Ok(took);
-    }
-    let refs: Vec<(&[u8], String)> = files.iter().map(|(b, o)| (b.as_slice(), o.clone())).collect();
-    let records = spool.receive(&refs)?;
-    // Re-check: a file written to after it was read must not be removed, and the partial copy
-    // just spooled must not be delivered. It is dropped here, before the pipeline sees it.
-    let mut discard = Change::default();
-    for ((mut rec, c), parsed) in records.into_iter().zip(read).zip(parses) {
-        if Stamp::at(&c.path).ok() == Some(c.stamp) {
-            rec.sender = c.sender;
-            rec.parsed = Some(parsed);
-            took.records.push(rec);
-            took.spooled.push((c.path, c.stamp.len));
-        } else {
-            tracing::info!(
-                path = %c.path.display(),
-                "landing file changed while it was taken; taking it again once it settles"
-            );
-            discard.remove_files.push(rec.id);
-        }
-    }
-    if !discard.remove_files.is_empty() {
-        spool.commit(&discard)?;
-    }
-    Ok(took)
 }
 
 /// Creates the landing directories so that senders can write into them; an existing path that

@@ -1,6 +1,8 @@
 //! Settling, taking and retiring landing files, on real files in temp dirs.
 
 use super::*;
+use crate::batch::Candidate;
+use crate::landing::Stamp;
 
 fn landing(dir: &Path, settle_ms: u64) -> Landing {
     let config = crate::config::GatewayConfig {
