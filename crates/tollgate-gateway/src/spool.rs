@@ -176,8 +176,8 @@ impl Change {
     }
 }
 
-/// Received bytes on disk and item state in redb. Methods block (file and database fsync):
-/// call them from `spawn_blocking` in async code.
+/// Received bytes on disk and item state in redb (both in memory for a simulation). Methods
+/// block (file and database fsync): call them from `spawn_blocking` in async code.
 pub struct Spool {
     dir: PathBuf,
     rows: Rows,

@@ -10,8 +10,8 @@
 //!   dropped without [`MemoryWrite::commit`], so a failed commit changes no row there either.
 //! - **Memory rows hold the bytes the database would,** encoded and decoded by the same code
 //!   (`serde_json`, [`crate::item::Item::from_stored`], [`TallyRow::from_stored`]).
-//! - **Memory rows keep no `files` rows:** only an ephemeral spool has them, and it records no
-//!   received file (see `Spool::records_files`).
+//! - **Memory rows keep no `files` rows:** they belong to an ephemeral spool, which records no
+//!   received file (see `Spool::records_files`); a write of one is refused.
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
