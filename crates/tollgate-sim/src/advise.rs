@@ -10,7 +10,7 @@
 //! burst). The median and MAD are not moved by a few huge hours, unlike a mean and a standard
 //! deviation.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write;
 use std::path::Path;
 
@@ -294,15 +294,20 @@ pub fn replay(
         marked_bursting: marked,
     };
     let mut control = vec![0u32; partners.len()];
+    // Looked up once per row: by borrowed names, not copies of them.
+    let bursts_of: HashMap<(&str, &str), &BTreeSet<usize>> =
+        burst_hours.iter().map(|((p, d), set)| ((p.as_str(), d.as_str()), set)).collect();
+    let index_of: HashMap<&str, usize> =
+        partners.iter().enumerate().map(|(i, p)| (p.as_str(), i)).collect();
     let arrivals: Vec<Arrival> = rows
         .iter()
         .map(|r| {
-            let pi = partners.iter().position(|p| *p == r.partner).unwrap_or(0);
+            let pi = index_of.get(r.partner.as_str()).copied().unwrap_or(0);
             control[pi] = control[pi] % 999_999_999 + 1;
             let docs = &scenario.partners[pi].documents;
             let h = usize::try_from(hour_of(r.at_ms) - first_hour).unwrap_or(0);
-            let burst = burst_hours
-                .get(&(r.partner.clone(), r.document.clone()))
+            let burst = bursts_of
+                .get(&(r.partner.as_str(), r.document.as_str()))
                 .is_some_and(|s| s.contains(&h));
             Arrival {
                 at_ms: r.at_ms - start_ms,
