@@ -15,6 +15,7 @@
 //! - **`held_since`** is when the group's held count last rose from zero (at open, the oldest
 //!   `held_at` of its held items), and is cleared when it falls back to zero.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -110,26 +111,52 @@ impl TallyRow {
     /// The tally's part of a stored row, read without decoding the rest of the item (as
     /// [`Item::from_stored`] reads it: `"received"` with `"admitted": true` is admitted).
     pub(crate) fn from_stored(json: &[u8]) -> Result<Self, serde_json::Error> {
-        #[derive(Deserialize)]
-        struct Stored {
-            partner: String,
-            route: Option<String>,
-            metering_id: Option<String>,
-            state: State,
-            weight: u64,
-            #[serde(default)]
-            held_at: Option<i64>,
-            #[serde(default)]
-            admitted: bool,
+        Ok(serde_json::from_slice::<Stored<'_>>(json)?.into_row())
+    }
+
+    /// The tally's part of a stored row when the item was delivered and received before
+    /// `before_ms` (what the prune drops), read in one pass; `None` for any other row, and for
+    /// one that does not decode (the prune keeps it).
+    pub(crate) fn delivered_before(json: &[u8], before_ms: i64) -> Option<Self> {
+        let s = serde_json::from_slice::<Stored<'_>>(json).ok()?;
+        let dropped =
+            s.state.as_stored(s.admitted) == State::Delivered && s.received_at < before_ms;
+        dropped.then(|| s.into_row())
+    }
+}
+
+/// What the tally and the prune read of a stored row; its strings are borrowed from the row
+/// where they need no unescaping, so a row the prune keeps costs no allocation.
+#[derive(Deserialize)]
+struct Stored<'a> {
+    #[serde(borrow)]
+    partner: Cow<'a, str>,
+    #[serde(borrow)]
+    route: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    metering_id: Option<Cow<'a, str>>,
+    state: State,
+    weight: u64,
+    #[serde(default)]
+    held_at: Option<i64>,
+    #[serde(default)]
+    admitted: bool,
+    #[serde(default)]
+    received_at: i64,
+}
+
+impl Stored<'_> {
+    fn into_row(self) -> TallyRow {
+        TallyRow {
+            key: TallyKey {
+                partner: self.partner.into_owned(),
+                route: self.route.map(Cow::into_owned),
+                metering_id: self.metering_id.map(Cow::into_owned),
+            },
+            state: self.state.as_stored(self.admitted),
+            weight: self.weight,
+            held_at: self.held_at,
         }
-        let s: Stored = serde_json::from_slice(json)?;
-        let state = s.state.as_stored(s.admitted);
-        Ok(Self {
-            key: TallyKey { partner: s.partner, route: s.route, metering_id: s.metering_id },
-            state,
-            weight: s.weight,
-            held_at: s.held_at,
-        })
     }
 }
 

@@ -241,11 +241,12 @@ pub(super) trait RowsWrite {
     fn put_dedup(&mut self, key: &str, at_ms: i64) -> Result<(), SpoolError>;
     /// Removes the dedup keys first seen before `before_ms`; returns how many.
     fn prune_dedup(&mut self, before_ms: i64) -> Result<usize, SpoolError>;
-    /// Removes the `items` rows with ids below `end` that `drop` picks; returns their tallies.
+    /// Removes the `items` rows with ids below `end` that `pick` gives a tally for; returns
+    /// those tallies.
     fn prune_items(
         &mut self,
         end: &str,
-        drop: &dyn Fn(&[u8]) -> bool,
+        pick: &dyn Fn(&[u8]) -> Option<TallyRow>,
     ) -> Result<Vec<TallyRow>, SpoolError>;
 }
 
@@ -313,13 +314,14 @@ impl RowsWrite for DbWrite<'_> {
     fn prune_items(
         &mut self,
         end: &str,
-        drop: &dyn Fn(&[u8]) -> bool,
+        pick: &dyn Fn(&[u8]) -> Option<TallyRow>,
     ) -> Result<Vec<TallyRow>, SpoolError> {
         let items = opened(&mut self.items, self.tx, ITEMS)?;
         let mut gone = Vec::new();
-        for row in items.extract_from_if(..end, |_, v| drop(v)).map_err(db_err)? {
-            let (k, v) = row.map_err(db_err)?;
-            gone.push(decode_tally(k.value(), v.value())?);
+        let picked = |_: &str, v: &[u8]| pick(v).map(|t| gone.push(t)).is_some();
+        // A row is removed as it is iterated: every one is.
+        for row in items.extract_from_if(..end, picked).map_err(db_err)? {
+            row.map_err(db_err)?;
         }
         Ok(gone)
     }
@@ -410,18 +412,17 @@ impl RowsWrite for MemoryWrite<'_> {
     fn prune_items(
         &mut self,
         end: &str,
-        drop: &dyn Fn(&[u8]) -> bool,
+        pick: &dyn Fn(&[u8]) -> Option<TallyRow>,
     ) -> Result<Vec<TallyRow>, SpoolError> {
-        let ids: Vec<Box<str>> =
-            (self.rows.items.range::<str, _>((Bound::Unbounded, Bound::Excluded(end))))
-                .filter(|(_, v)| drop(v))
-                .map(|(k, _)| k.clone())
-                .collect();
-        let mut gone = Vec::with_capacity(ids.len());
-        for id in ids {
-            if let Some(tally) = self.remove_item(&id)? {
-                gone.push(tally);
-            }
+        let below = (Bound::Unbounded, Bound::Excluded(end));
+        let picked: Vec<(Box<str>, TallyRow)> = (self.rows.items.range::<str, _>(below))
+            .filter_map(|(k, v)| pick(v).map(|t| (k.clone(), t)))
+            .collect();
+        let mut gone = Vec::with_capacity(picked.len());
+        for (id, tally) in picked {
+            let old = self.rows.items.remove(&id);
+            self.undo.push(Undo::Item(id, old));
+            gone.push(tally);
         }
         Ok(gone)
     }
@@ -432,7 +433,7 @@ mod tests {
     use super::*;
 
     /// A memory write dropped without `commit` (a commit that failed half way) puts back
-    /// every row it put, replaced, removed or pruned.
+    /// every row it put, replaced, removed or pruned (dedup keys and items).
     #[test]
     fn an_uncommitted_memory_write_changes_no_row() {
         let rows = Rows::memory();
@@ -460,6 +461,8 @@ mod tests {
             assert!(w.put_item("c", row("held"))?.is_none());
             assert!(w.remove_item("b")?.is_some());
             assert_eq!(w.prune_dedup(10)?, 1);
+            let pruned = w.prune_items("b", &|v| TallyRow::from_stored(v).ok())?;
+            assert_eq!(pruned.len(), 1, "the rows below b: a");
             w.put_dedup("j", 7)?;
             // A row that does not decode fails the write after all of the above.
             w.put_item("a", b"not json".to_vec())?;

@@ -2,8 +2,7 @@
 //! number (kept in the `meta` table).
 
 use super::{Spool, SpoolError};
-use crate::item::State;
-use crate::tally::TallyChange;
+use crate::tally::{TallyChange, TallyRow};
 
 impl Spool {
     /// Drops dedup keys first seen before `before_ms`, and delivered items received before it.
@@ -15,7 +14,7 @@ impl Spool {
             // Ids start with their receive time: only the rows received before `before_ms`
             // are read, not every item the spool keeps.
             let end = crate::filter::id_below(before_ms);
-            for row in rows.prune_items(&end, &|v| delivered_before(v, before_ms))? {
+            for row in rows.prune_items(&end, &|v| TallyRow::delivered_before(v, before_ms))? {
                 counted.gone(row);
                 n += 1;
             }
@@ -29,17 +28,4 @@ impl Spool {
     pub fn next_control_number(&self) -> Result<u64, SpoolError> {
         self.rows.next_control_number()
     }
-}
-
-/// Whether a stored item was delivered and received before `before_ms`. The prune visits
-/// every row received before then, so only these two fields are decoded (the old `admitted`
-/// flag only ever accompanies `received`, so it cannot make a row delivered).
-fn delivered_before(json: &[u8], before_ms: i64) -> bool {
-    #[derive(serde::Deserialize)]
-    struct Stored {
-        state: State,
-        received_at: i64,
-    }
-    serde_json::from_slice::<Stored>(json)
-        .is_ok_and(|s| s.state == State::Delivered && s.received_at < before_ms)
 }
