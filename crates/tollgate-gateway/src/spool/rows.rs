@@ -110,7 +110,7 @@ impl Rows {
         }
     }
 
-    /// Hands each `files` row to `visit`, in id order.
+    /// Hands each `files` row to `visit`, in id order, until it answers false.
     pub(super) fn files(&self, visit: &mut Visit<'_>) -> Result<(), SpoolError> {
         let Rows::Db(db) = self else { return Ok(()) };
         db.with(|db| {
@@ -118,7 +118,9 @@ impl Rows {
             let t = tx.open_table(FILES).map_err(db_err)?;
             for row in t.iter().map_err(db_err)? {
                 let (k, v) = row.map_err(db_err)?;
-                visit(k.value(), v.value())?;
+                if !visit(k.value(), v.value())? {
+                    break;
+                }
             }
             Ok(())
         })
@@ -318,7 +320,13 @@ impl RowsWrite for DbWrite<'_> {
     ) -> Result<Vec<TallyRow>, SpoolError> {
         let items = opened(&mut self.items, self.tx, ITEMS)?;
         let mut gone = Vec::new();
-        let picked = |_: &str, v: &[u8]| pick(v).map(|t| gone.push(t)).is_some();
+        let picked = |_: &str, v: &[u8]| match pick(v) {
+            Some(tally) => {
+                gone.push(tally);
+                true
+            }
+            None => false,
+        };
         // A row is removed as it is iterated: every one is.
         for row in items.extract_from_if(..end, picked).map_err(db_err)? {
             row.map_err(db_err)?;
