@@ -37,7 +37,8 @@ async fn three_instances_admit_exactly_the_limit() {
         for _ in 0..3 {
             instances.push(Arc::new(store(&server, "t:", OnStoreUnavailable::Deny, 2_000).await));
         }
-        let spec = QuotaSpec::new(200, 1, TimeUnit::Hour).unwrap();
+        // Flexi: no top of the hour can fall inside the race.
+        let spec = QuotaSpec::new(200, 1, TimeUnit::Hour).unwrap().with_window(WindowKind::Flexi);
         let tasks: Vec<_> = (0..600)
             .map(|i| {
                 let s = Arc::clone(&instances[i % 3]);
@@ -118,7 +119,8 @@ async fn outage_modes_and_recovery() {
     let local = store(&server, "o:", OnStoreUnavailable::Local, 500).await;
     let allow = store(&server, "o:", OnStoreUnavailable::Allow, 500).await;
     let deny = store(&server, "o:", OnStoreUnavailable::Deny, 500).await;
-    let spec = QuotaSpec::new(2, 1, TimeUnit::Hour).unwrap();
+    // Flexi: no top of the hour can fall between the checks that fill the limit.
+    let spec = QuotaSpec::new(2, 1, TimeUnit::Hour).unwrap().with_window(WindowKind::Flexi);
     for s in [&local, &allow, &deny] {
         assert!(
             !s.check(&id("Out:warm"), &QuotaSpec::new(99, 1, TimeUnit::Hour).unwrap(), 1)

@@ -91,9 +91,15 @@ fn keys_on(port: u16) -> Vec<String> {
     }
 }
 
+/// `limit` units an hour, in a flexi window: it starts at the first check, so no calendar
+/// boundary (the top of the hour) can fall inside a test.
+fn hourly(limit: u64) -> QuotaSpec {
+    QuotaSpec::new(limit, 1, TimeUnit::Hour).unwrap().with_window(WindowKind::Flexi)
+}
+
 /// `3 × limit` concurrent checks of each id over the store instances: exactly `limit` admitted.
 async fn race(stores: &[Arc<RedisStore>], ids: &[String], weight: u64, limit: u64) {
-    let spec = QuotaSpec::new(limit, 1, TimeUnit::Hour).unwrap();
+    let spec = hourly(limit);
     let n = 3 * limit as usize;
     let mut tasks = Vec::new();
     for key in ids {
@@ -196,8 +202,7 @@ async fn counters_on_three_masters() {
     let expected: BTreeSet<String> = unit.iter().chain(&weighted).cloned().collect();
     assert_eq!(listed, expected);
     assert_eq!(stores[1].reset(&id(&unit[1])).await.unwrap(), 1);
-    let hour = QuotaSpec::new(200, 1, TimeUnit::Hour).unwrap();
-    assert_eq!(stores[0].check(&id(&unit[1]), &hour, 0).await.unwrap().used, 0, "reset");
+    assert_eq!(stores[0].check(&id(&unit[1]), &hourly(200), 0).await.unwrap().used, 0, "reset");
     assert_eq!(stores[2].counters("Exact:").await.unwrap().len(), expected.len() - 1);
 }
 
@@ -274,7 +279,8 @@ async fn a_master_killed_and_its_replica_promoted() {
     let deny = Arc::new(store(&cluster, OnStoreUnavailable::Deny, 250).await);
     let local = Arc::new(store(&cluster, OnStoreUnavailable::Local, 250).await);
     let allow = Arc::new(store(&cluster, OnStoreUnavailable::Allow, 250).await);
-    let spec = QuotaSpec::new(200, 1, TimeUnit::Hour).unwrap();
+    // Flexi: the locally admitted units are owed to this window, which no top of the hour ends.
+    let spec = hourly(200);
     let key = "Failover:Carrier";
     let slot = cluster.keyslot(&tag(key));
     let master = cluster.master_of_slot(slot);
