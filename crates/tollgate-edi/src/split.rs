@@ -187,11 +187,13 @@ pub fn split_outline(
             transactions: Vec::with_capacity(kept.len()),
         };
         let explicit = !g.header.is_empty();
+        let mut reference = None;
         if explicit {
             terminated(input, &g.header, &d)?;
             groups += 1;
-            let gs = segment_bytes(input, &g.header, &d);
-            group.header = push_segment(&mut out, &strip_line_breaks(gs), &d);
+            let gs = strip_line_breaks(segment_bytes(input, &g.header, &d));
+            reference = reference_as_written(&gs, outline.standard, &d);
+            group.header = push_segment(&mut out, &gs, &d);
         }
         for span in &kept {
             terminated(input, span, &d)?;
@@ -206,7 +208,8 @@ pub fn split_outline(
             }
         }
         if explicit {
-            let gcn = d.escape(g.control_number.as_deref().unwrap_or(""));
+            let gcn =
+                reference.unwrap_or_else(|| d.escape(g.control_number.as_deref().unwrap_or("")));
             let trailer = match outline.standard {
                 Standard::X12 => "GE",
                 Standard::Edifact => "UNE",
@@ -224,6 +227,17 @@ pub fn split_outline(
     let seg = join(trailer, &[count.to_string().as_bytes(), &d.escape(&cn)], &d);
     push_segment(&mut out, &seg, &d);
     Ok((out, piece))
+}
+
+/// The group header's reference (GS06 / UNG 0048) as written in `header`, for the rebuilt
+/// trailer to repeat byte for byte: escaping the value read would write a component separator
+/// in it as a substitute, and the trailer would no longer match its header.
+fn reference_as_written(header: &[u8], standard: Standard, d: &Delimiters) -> Option<Vec<u8>> {
+    let index = match standard {
+        Standard::X12 => 6,
+        Standard::Edifact => 5,
+    };
+    Split::new(header, d.element, d.release).nth(index).map(<[u8]>::to_vec)
 }
 
 /// The bytes of a segment span without its terminator.

@@ -38,6 +38,27 @@ fn a_unb_without_control_reference_gets_one_in_every_piece() {
 }
 
 #[test]
+fn a_group_reference_holding_a_delimiter_is_repeated_as_written_in_the_trailer() {
+    // GS06 is `>`, the component separator: read as text it cannot be written back without a
+    // substitute, so the rebuilt GE02 repeats the header's bytes instead.
+    let text = "ISA*00*          *00*          *ZZ*SENDER         *ZZ*RECEIVER       *240102*0930*U*00401*000000001*0*P*>~\
+                GS*QM*SENDER*RECEIVER*20240102*0930*>*X*004010~\
+                ST*214*0001~B10*PRO1*S1*SCAC~SE*3*0001~\
+                ST*214*0002~B10*PRO2*S2*SCAC~SE*3*0002~GE*2*>~IEA*1*000000001~";
+    let p = parse(text.as_bytes());
+    let ic = &p.interchanges[0];
+    assert_eq!(codes(ic), Vec::<&str>::new());
+    for t in 0..2 {
+        let piece = split(text.as_bytes(), ic, &[t], "5").unwrap();
+        let piece_text = String::from_utf8(piece.clone()).unwrap();
+        assert!(piece_text.contains("GE*1*>~"), "{piece_text}");
+        let back = parse(&piece);
+        assert_eq!(codes(&back.interchanges[0]), Vec::<&str>::new(), "{piece_text}");
+    }
+    self_check_split(text.as_bytes());
+}
+
+#[test]
 fn an_isa_cut_short_by_its_terminator_is_rebuilt_whole_in_every_piece() {
     // The segment terminator is a line feed, and one also sits inside ISA10: the ISA as a
     // segment ends there, with 10 of its 16 elements (TA1 022), and what follows it is a
