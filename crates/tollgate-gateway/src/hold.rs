@@ -45,6 +45,11 @@ impl HoldQueue {
         self.groups.get(metering_id).and_then(|g| g.first()).map(|a| a.0.as_str())
     }
 
+    /// True when `item` is in the group of `metering_id`.
+    pub(crate) fn contains(&self, metering_id: &MeteringId, item: &str) -> bool {
+        self.groups.get(metering_id).is_some_and(|g| g.contains(&ArrivalOrder(item.to_owned())))
+    }
+
     /// True when the metering id has held items (a new item must wait behind them).
     pub(crate) fn is_holding(&self, metering_id: &MeteringId) -> bool {
         self.groups.contains_key(metering_id)

@@ -15,6 +15,9 @@
 //! - **Order per metering id.** Held items are re-metered oldest first (see [`crate::hold`]),
 //!   and admitted items are delivered one at a time per metering id, oldest first (see
 //!   `crate::lane`).
+//! - **Held items behind a head rest in the spool.** Memory grows with the groups held, not
+//!   with what they hold: an item waiting behind its group's head is kept as its row only,
+//!   and read back when it is needed (see `resting`).
 //! - **A duplicate consumes no quota**: dedup runs before metering, and only interchanges that
 //!   passed parsing record their key. On `dedup = "transaction"` routes, resent transactions
 //!   are removed before each metering (see `duplicates`), and a fingerprint stays claimed only
@@ -51,6 +54,7 @@ mod fair_queue;
 mod metering;
 mod receiving;
 mod refund;
+mod resting;
 
 use delivering::{AttemptGate, Recorded};
 use fair_queue::FairQueue;
@@ -138,6 +142,10 @@ pub(crate) struct Pipeline {
     events: mpsc::UnboundedSender<Event>,
     live: HashMap<String, Box<Item>>,
     held: HoldQueue,
+    /// Held items not in `live`: they wait behind their group's head (see `resting`).
+    resting: usize,
+    /// Unix ms before which a head at rest is not read again (after a failed read).
+    wake_after: i64,
     /// Admitted items waiting for delivery, one lane per metering id.
     lanes: Lanes,
     /// Items whose delivery task is running (or sleeping until its retry time), with the
@@ -182,6 +190,8 @@ impl Pipeline {
             events,
             live: HashMap::new(),
             held: HoldQueue::default(),
+            resting: 0,
+            wake_after: i64::MIN,
             lanes: Lanes::default(),
             in_flight: HashMap::new(),
             file_holders: HashMap::new(),
@@ -202,6 +212,7 @@ impl Pipeline {
             }
             p.live.insert(item.id.clone(), Box::new(item));
         }
+        p.rest_loaded();
         // The held gauges start at zero (`telemetry::register`): count in what was held.
         let heads: Vec<String> = p.held.heads().map(|(_, h)| h.to_owned()).collect();
         for head in heads {
@@ -331,10 +342,17 @@ impl Pipeline {
         if !change.is_empty() {
             let spool = self.parts.spool.clone();
             let inline = spool.is_ephemeral();
-            let res = crate::blocking::off_runtime(inline, move || spool.commit(&change)).await;
+            let res = crate::blocking::off_runtime(inline, move || {
+                let res = spool.commit(&change);
+                (res, change)
+            })
+            .await;
             let err = match res {
-                Ok(Ok(())) => None,
-                Ok(Err(e)) => Some(e.to_string()),
+                Ok((Ok(()), change)) => {
+                    self.settle_held(&change);
+                    None
+                }
+                Ok((Err(e), _)) => Some(e.to_string()),
                 Err(e) => Some(e),
             };
             if let Some(e) = err {
@@ -355,7 +373,7 @@ impl Pipeline {
         let (held, admitted) = (self.held.len(), self.lanes.len());
         telemetry::queue_depth("held", held);
         telemetry::queue_depth("admitted", admitted);
-        telemetry::queue_depth("received", self.live.len().saturating_sub(held + admitted));
+        telemetry::queue_depth("received", self.received_depth());
     }
 
     fn route_of(&self, item: &Item) -> Option<(Route, MeteringId)> {
@@ -435,33 +453,6 @@ impl Pipeline {
     fn update_held_gauge(&self, id: &str, m: &MeteringId) {
         if let Some(item) = self.live.get(id) {
             telemetry::held_depth(&self.parts.plan, item, self.held.depth(m));
-        }
-    }
-
-    /// Re-meters the head of every group that is due; an admitted head lets the next one try.
-    async fn retry_held(&mut self, batch: &mut Batch) {
-        let now = self.parts.spool.now_ms();
-        let due: Vec<MeteringId> = self
-            .held
-            .heads()
-            .filter(|(_, h)| {
-                self.live.get(*h).and_then(|i| i.next_attempt_at).is_none_or(|at| at <= now)
-            })
-            .map(|(m, _)| m.clone())
-            .collect();
-        for m in due {
-            // Bounded: each admitted head leaves the group; a held one ends the loop.
-            while let Some(head) = self.held.head(&m).map(str::to_owned) {
-                if !self.meter(&head, batch).await {
-                    // Still held (or dead): the rest of the group waits for the new time.
-                    if self.held.head(&m) == Some(head.as_str()) {
-                        break;
-                    }
-                }
-                if batch.change.put.len() >= MAX_BATCH {
-                    return;
-                }
-            }
         }
     }
 

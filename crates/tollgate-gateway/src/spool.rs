@@ -165,7 +165,7 @@ impl Change {
 
     /// The last version of each item in `put`, in order: an earlier one would be replaced
     /// in the same transaction, so it is not written (nor counted) at all.
-    fn last_puts(&self) -> impl Iterator<Item = &Item> {
+    pub(crate) fn last_puts(&self) -> impl Iterator<Item = &Item> {
         let mut last: HashMap<&str, usize> = HashMap::new();
         if self.put.len() > 1 {
             last.extend(self.put.iter().enumerate().map(|(i, item)| (item.id.as_str(), i)));

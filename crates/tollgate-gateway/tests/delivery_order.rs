@@ -241,3 +241,114 @@ async fn a_run_goes_no_further_than_one_delivery_past_what_is_recorded() {
     assert_eq!(hits.load(Ordering::SeqCst), 7, "each document delivered once");
     gw.gateway.shutdown().await;
 }
+
+/// The held items of `gw`, by control number: (id, reason, attempts).
+async fn held_by_control(gw: &Running) -> std::collections::BTreeMap<u32, (String, String, u64)> {
+    gw.queue("held")
+        .await
+        .iter()
+        .map(|i| {
+            let control = i["control_number"].as_str().unwrap().parse().unwrap();
+            let id = i["id"].as_str().unwrap().to_owned();
+            let reason = i["reason"].as_str().unwrap_or_default().to_owned();
+            (control, (id, reason, i["attempts"].as_u64().unwrap()))
+        })
+        .collect()
+}
+
+/// `POST /v1/queue/{id}/{op}` on `gw`.
+async fn post(gw: &Running, id: &str, op: &str) -> reqwest::Response {
+    gw.client.post(gw.url(&format!("/v1/queue/{id}/{op}"))).send().await.unwrap()
+}
+
+/// Items held behind their group's head are kept as rows only: an operator releases, purges
+/// and retries them as any other, a restart keeps them, and the one that becomes the head
+/// waits for its own time instead of being metered at once.
+#[tokio::test]
+async fn items_held_behind_the_head_rest_and_are_acted_on_as_any_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = Backend::start(vec![]).await;
+    let data = dir.path().join("data");
+    // One a day: a test never crosses the day's end in practice, and nothing is re-metered
+    // by itself (Retry-After is hours away).
+    let cfg = config(dir.path().join("in").to_str().unwrap(), &backend.url(), 1, "")
+        .replace("unit = \"hour\"", "unit = \"day\"");
+    let gw = Running::start(&cfg, &data, memory_store()).await;
+    for c in 1..=6 {
+        assert_eq!(gw.upload(Status214::new("CARRIERA", c).build()).await.0, 202);
+    }
+    gw.wait_for("held", 5).await;
+    let held = held_by_control(&gw).await;
+    assert!(held[&2].1.contains("over quota"), "{held:?}");
+    for c in 3..=6 {
+        assert!(held[&c].1.contains("waiting behind"), "{c}: {held:?}");
+    }
+    let r = post(&gw, &held[&4].0, "release").await;
+    assert_eq!(r.status(), 200, "a held item behind the head is released");
+    let r = gw.client.delete(gw.url(&format!("/v1/queue/{}", held[&5].0))).send().await.unwrap();
+    assert_eq!(r.status(), 204, "a held item behind the head is purged");
+    let r = post(&gw, &held[&3].0, "retry").await;
+    assert_eq!(r.status(), 200);
+    let retried: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(retried["state"], "held", "{retried}");
+    assert!(retried["reason"].as_str().unwrap().contains("over quota"), "{retried}");
+    gw.wait_for("delivered", 2).await;
+    assert_eq!(control_numbers(&backend), [1, 4]);
+    gw.stop().await;
+
+    // A restart on a fresh quota counter: 2 heads the group, 3 and 6 wait behind it.
+    let gw = Running::start(&cfg, &data, memory_store()).await;
+    let held = held_by_control(&gw).await;
+    assert_eq!(held.keys().copied().collect::<Vec<_>>(), [2, 3, 6], "{held:?}");
+    let r = post(&gw, &held[&2].0, "retry").await;
+    assert_eq!(r.status(), 200);
+    gw.wait_for("delivered", 3).await;
+    assert_eq!(control_numbers(&backend), [1, 4, 2]);
+    // 3 heads the group now; it keeps its own retry time (hours away), so it is not metered
+    // at once, and 6 stays behind it.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let held = held_by_control(&gw).await;
+    assert_eq!(held.keys().copied().collect::<Vec<_>>(), [3, 6], "{held:?}");
+    assert_eq!(held[&3].2, 0, "3 was not metered again: {held:?}");
+    let r = post(&gw, &held[&6].0, "release").await;
+    assert_eq!(r.status(), 200);
+    gw.wait_for("delivered", 4).await;
+    assert_eq!(control_numbers(&backend), [1, 4, 2, 6]);
+    assert_eq!(held_by_control(&gw).await.keys().copied().collect::<Vec<_>>(), [3]);
+    gw.gateway.shutdown().await;
+}
+
+/// When an operator purges the head of a group, the item behind it (at rest in the spool) is
+/// metered once its time has come, and the one behind that keeps waiting.
+#[tokio::test]
+async fn the_item_behind_a_purged_head_is_metered_when_its_time_comes() {
+    // Every check is refused (429 without Retry-After: held for a second).
+    let (addr, hits) = quota_service(429, Duration::ZERO).await;
+    let dir = tempfile::tempdir().unwrap();
+    let backend = Backend::start(vec![]).await;
+    let extra = format!("[quota]\nmode = \"remote\"\nurl = \"http://{addr}/v1/quota\"");
+    let cfg = config(dir.path().join("in").to_str().unwrap(), &backend.url(), 100, &extra);
+    let gw = Running::start(&cfg, &dir.path().join("data"), memory_store()).await;
+    for c in 1..=3 {
+        assert_eq!(gw.upload(Status214::new("CARRIERA", c).build()).await.0, 202);
+    }
+    gw.wait_for("held", 3).await;
+    // The head was checked again (its second passed): the time 2 and 3 were given is over.
+    eventually("the head's second check", || *hits.lock().unwrap() >= 2).await;
+    let held = held_by_control(&gw).await;
+    assert!(held[&2].1.contains("waiting behind") && held[&3].1.contains("waiting behind"));
+    let r = gw.client.delete(gw.url(&format!("/v1/queue/{}", held[&1].0))).send().await.unwrap();
+    assert_eq!(r.status(), 204);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let held = loop {
+        let held = held_by_control(&gw).await;
+        if held[&2].1.contains("over quota") {
+            break held;
+        }
+        assert!(std::time::Instant::now() < deadline, "2 is never metered: {held:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(held[&3].1.contains("waiting behind"), "{held:?}");
+    assert!(backend.received().is_empty());
+    gw.gateway.shutdown().await;
+}

@@ -11,6 +11,7 @@ impl Pipeline {
         batch: &mut Batch,
     ) -> Result<Option<Item>, AdminError> {
         let item = self.current(id, batch).await?.ok_or(AdminError::NotFound)?;
+        self.wake_read(&item);
         match op {
             AdminOp::Purge => self.purge(item, batch).await,
             AdminOp::Retry | AdminOp::Release => {

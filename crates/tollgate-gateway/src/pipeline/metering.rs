@@ -11,17 +11,57 @@ impl Pipeline {
     pub(super) fn next_hold_due(&self) -> Option<Instant> {
         let now_ms = self.parts.spool.now_ms();
         let now = Instant::now();
-        self.held
+        self.held.heads().filter_map(|(_, h)| self.head_due_at(h)).min().map(|at| {
+            now + Duration::from_millis(u64::try_from(at.saturating_sub(now_ms)).unwrap_or(0))
+        })
+    }
+
+    /// Re-meters the head of every group that is due; an admitted head lets the next one try.
+    pub(super) async fn retry_held(&mut self, batch: &mut Batch) {
+        let now = self.parts.spool.now_ms();
+        let due: Vec<MeteringId> = self
+            .held
             .heads()
-            .filter_map(|(_, h)| self.live.get(h).and_then(|i| i.next_attempt_at))
-            .min()
-            .map(|at| now + Duration::from_millis(u64::try_from(at - now_ms).unwrap_or(0)))
+            .filter(|(_, h)| self.head_due_at(h).is_none_or(|at| at <= now))
+            .map(|(m, _)| m.clone())
+            .collect();
+        for m in due {
+            // Bounded: each admitted head leaves the group; a held one ends the loop.
+            let mut first = true;
+            while let Some(head) = self.held.head(&m).map(str::to_owned) {
+                if !self.wake(&m, &head).await {
+                    if self.held.head(&m) == Some(head.as_str()) {
+                        break;
+                    }
+                    continue;
+                }
+                // A head woken from rest keeps its own time; one that follows an admitted
+                // head tries at once.
+                let at = self.live.get(&head).and_then(|i| i.next_attempt_at);
+                if first && at.is_some_and(|at| at > now) {
+                    break;
+                }
+                first = false;
+                if !self.meter(&head, batch).await {
+                    // Still held (or dead): the rest of the group waits for the new time.
+                    if self.held.head(&m) == Some(head.as_str()) {
+                        break;
+                    }
+                }
+                if batch.change.put.len() >= MAX_BATCH {
+                    return;
+                }
+            }
+        }
     }
 
     /// Meters a new (or resumed) item, unless its metering id has held items to wait behind.
     pub(super) async fn meter_new(&mut self, id: &str, batch: &mut Batch) {
         let Some(item) = self.live.get(id) else { return };
         let Some(m) = item.metering_id.clone() else { return };
+        if let Some(head) = self.held.head(&m).map(str::to_owned) {
+            self.wake(&m, &head).await;
+        }
         if self.held.is_holding(&m) {
             let head_at =
                 self.held.head(&m).and_then(|h| self.live.get(h)).and_then(|h| h.next_attempt_at);

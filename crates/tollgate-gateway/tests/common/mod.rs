@@ -130,7 +130,7 @@ pub async fn quota_service(status: u16, delay: Duration) -> (SocketAddr, Arc<Mut
     (serve(app).await, hits)
 }
 
-/// Serves `app` on a free loopback port.
+/// Serves `app` on a free loopback port for the rest of the test.
 pub async fn serve(app: axum::Router) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -140,12 +140,34 @@ pub async fn serve(app: axum::Router) -> SocketAddr {
     addr
 }
 
+/// A server started by [`serve_until_stopped`]: sending on `stop` ends it once its
+/// connections are closed, and `task` ends with it.
+pub struct Served {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// Serves `app` on a free loopback port until the returned [`Served`] is stopped.
+pub async fn serve_until_stopped(app: axum::Router) -> (SocketAddr, Served) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        let stopped = async move {
+            let _ = stopped.await;
+        };
+        axum::serve(listener, app).with_graceful_shutdown(stopped).await.unwrap();
+    });
+    (addr, Served { stop, task })
+}
+
 /// A gateway with its admin/upload API on a free port.
 pub struct Running {
     pub gateway: Gateway,
     pub addr: SocketAddr,
     pub store: Arc<AnyStore>,
     pub client: reqwest::Client,
+    served: Served,
 }
 
 impl Running {
@@ -153,8 +175,19 @@ impl Running {
         let config: GatewayConfig = toml::from_str(toml_text).unwrap();
         let decider = Decider::without_policies(store.clone());
         let gateway = Gateway::builder(config, data, decider).start().await.unwrap();
-        let addr = serve(gateway.router(AccessGuard::new(None, true), Default::default())).await;
-        Running { gateway, addr, store, client: reqwest::Client::new() }
+        let router = gateway.router(AccessGuard::new(None, true), Default::default());
+        let (addr, served) = serve_until_stopped(router).await;
+        Running { gateway, addr, store, client: reqwest::Client::new(), served }
+    }
+
+    /// Stops the gateway and its API, and waits until both have let go of the data dir (so
+    /// that a gateway can start on it again).
+    pub async fn stop(self) {
+        let Running { gateway, client, served, .. } = self;
+        drop(client);
+        gateway.shutdown().await;
+        let _ = served.stop.send(());
+        served.task.await.unwrap();
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -223,8 +256,8 @@ impl Running {
         let store = memory_store();
         let decider = Decider::without_policies(store.clone());
         let gateway = Gateway::builder(config, data, decider).start().await.unwrap();
-        let addr = serve(gateway.router(guard, clients)).await;
-        Running { gateway, addr, store, client: reqwest::Client::new() }
+        let (addr, served) = serve_until_stopped(gateway.router(guard, clients)).await;
+        Running { gateway, addr, store, client: reqwest::Client::new(), served }
     }
 }
 
