@@ -1,6 +1,7 @@
 //! A `ShouldRateLimit` call whose body is not a protobuf `RateLimitRequest`, sent to the real
 //! `tollgate serve`: answered `INVALID_ARGUMENT` (the caller's mistake, not the server's
-//! `INTERNAL`), counting nothing.
+//! `INTERNAL`), counting nothing. And a valid call many times larger than the server codec's
+//! first buffer, read and answered whole.
 
 mod common;
 
@@ -51,10 +52,10 @@ impl Codec for RawCodec {
     }
 }
 
-#[test]
-fn a_request_that_is_not_protobuf_is_invalid_argument_and_counts_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("t.toml");
+/// `tollgate serve` (memory store) with one rule, `partner:{partner}` at 5 an hour; its gRPC
+/// URL.
+fn serve(dir: &std::path::Path) -> (Server, String) {
+    let file = dir.join("t.toml");
     std::fs::write(
         &file,
         "[server]\ngrpc_listen = \"127.0.0.1:0\"\n\n[[rls.rule]]\ndomain = \"edi\"\n\
@@ -63,6 +64,13 @@ fn a_request_that_is_not_protobuf_is_invalid_argument_and_counts_nothing() {
     .unwrap();
     let server = Server::start(&["--store", "memory", "--config", file.to_str().unwrap()]);
     let grpc = format!("http://{}", server.grpc_addr());
+    (server, grpc)
+}
+
+#[test]
+fn a_request_that_is_not_protobuf_is_invalid_argument_and_counts_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, grpc) = serve(dir.path());
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async {
         let channel =
@@ -93,5 +101,36 @@ fn a_request_that_is_not_protobuf_is_invalid_argument_and_counts_nothing() {
         let answer = c.should_rate_limit(r).await.unwrap().into_inner();
         let status = &answer.statuses[0];
         assert_eq!(status.limit_remaining, 4, "{answer:?}");
+    });
+}
+
+#[test]
+fn a_request_and_answer_larger_than_the_first_buffer_are_read_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, grpc) = serve(dir.path());
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let channel =
+            tonic::transport::Channel::from_shared(grpc).unwrap().connect().await.unwrap();
+        // 200 descriptors with long partner names: about 16 KB, and a longer answer.
+        let descriptors: Vec<RateLimitDescriptor> = (0..200)
+            .map(|i| RateLimitDescriptor {
+                entries: vec![Entry { key: "partner".into(), value: format!("{i:0>64}") }],
+                hits_addend: None,
+            })
+            .collect();
+        let request = RateLimitRequest { domain: "edi".into(), descriptors, hits_addend: 1 };
+        let bytes = prost::Message::encode_to_vec(&request);
+        assert!(bytes.len() > 8 * 1024, "{} bytes", bytes.len());
+        let mut raw = tonic::client::Grpc::new(channel);
+        raw.ready().await.unwrap();
+        let path = tonic::codegen::http::uri::PathAndQuery::from_static(METHOD);
+        let answer = raw.unary(tonic::Request::new(bytes), path, RawCodec).await.unwrap();
+        let answer = answer.into_inner();
+        assert!(answer.len() > 8 * 1024, "{} bytes", answer.len());
+        let answer: tollgate_rls::rls::RateLimitResponse =
+            prost::Message::decode(answer.as_slice()).unwrap();
+        assert_eq!(answer.statuses.len(), 200);
+        assert!(answer.statuses.iter().all(|s| s.limit_remaining == 4), "{:?}", answer.statuses[0]);
     });
 }
