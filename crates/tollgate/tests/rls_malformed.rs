@@ -12,6 +12,7 @@ use tollgate_rls::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descr
 use tollgate_rls::rls::RateLimitRequest;
 use tollgate_rls::rls::rate_limit_service_client::RateLimitServiceClient;
 use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
+use tonic::transport::Channel;
 use tonic::{Code, Status};
 
 const METHOD: &str = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
@@ -52,9 +53,9 @@ impl Codec for RawCodec {
     }
 }
 
-/// `tollgate serve` (memory store) with one rule, `partner:{partner}` at 5 an hour; its gRPC
-/// URL.
-fn serve(dir: &std::path::Path) -> (Server, String) {
+/// `tollgate serve` (memory store) with one rule, `partner:{partner}` at 5 an hour; a runtime
+/// and a channel to its gRPC listener.
+fn connected(dir: &std::path::Path) -> (Server, tokio::runtime::Runtime, Channel) {
     let file = dir.join("t.toml");
     std::fs::write(
         &file,
@@ -64,17 +65,16 @@ fn serve(dir: &std::path::Path) -> (Server, String) {
     .unwrap();
     let server = Server::start(&["--store", "memory", "--config", file.to_str().unwrap()]);
     let grpc = format!("http://{}", server.grpc_addr());
-    (server, grpc)
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let channel = rt.block_on(Channel::from_shared(grpc).unwrap().connect()).unwrap();
+    (server, rt, channel)
 }
 
 #[test]
 fn a_request_that_is_not_protobuf_is_invalid_argument_and_counts_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let (_server, grpc) = serve(dir.path());
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let (_server, rt, channel) = connected(dir.path());
     rt.block_on(async {
-        let channel =
-            tonic::transport::Channel::from_shared(grpc).unwrap().connect().await.unwrap();
         // Field 1 (domain) declared as 100 bytes long, with 3 sent: a truncated message.
         for garbage in [vec![0x0a, 100, b'e', b'd', b'i'], vec![0xff; 16]] {
             let mut raw = tonic::client::Grpc::new(channel.clone());
@@ -107,11 +107,8 @@ fn a_request_that_is_not_protobuf_is_invalid_argument_and_counts_nothing() {
 #[test]
 fn a_request_and_answer_larger_than_the_first_buffer_are_read_whole() {
     let dir = tempfile::tempdir().unwrap();
-    let (_server, grpc) = serve(dir.path());
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let (_server, rt, channel) = connected(dir.path());
     rt.block_on(async {
-        let channel =
-            tonic::transport::Channel::from_shared(grpc).unwrap().connect().await.unwrap();
         // 200 descriptors with long partner names: about 16 KB, and a longer answer.
         let descriptors: Vec<RateLimitDescriptor> = (0..200)
             .map(|i| RateLimitDescriptor {
