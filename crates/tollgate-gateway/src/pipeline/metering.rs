@@ -63,9 +63,12 @@ impl Pipeline {
             self.wake(&m, &head).await;
         }
         if self.held.is_holding(&m) {
+            let now = self.parts.spool.now_ms();
+            // The head's time; now when it could not be read (this item then tries as soon as
+            // it heads the group).
             let head_at =
                 self.held.head(&m).and_then(|h| self.live.get(h)).and_then(|h| h.next_attempt_at);
-            let now = self.parts.spool.now_ms();
+            let head_at = Some(head_at.unwrap_or(now));
             if let Some(item) = self.live.get_mut(id) {
                 self.parts.meter.held(item);
                 item.state = State::Held;
