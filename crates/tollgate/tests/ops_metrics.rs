@@ -3,7 +3,7 @@
 //! `tollgate serve` with a gateway gets quota checks and interchanges (one delivered, one held
 //! over quota), then every metric name parsed out of the PromQL expressions of both files must
 //! appear in its `/metrics` scrape. A histogram or summary counts through its `_bucket`, `_sum`
-//! or `_count` series.
+//! or `_count` series. And the held gauges follow an operator's release.
 
 mod common;
 
@@ -278,4 +278,37 @@ fn every_metric_of_the_dashboard_and_the_alerts_is_exported() {
         ) && m.contains("tollgate_gateway_held{partner=\"CarrierXYZ\",route=\"ShipmentStatus\"} 1")
     });
     assert_all_exported(&s.get("/metrics"), &used);
+}
+
+/// The held gauges follow an operator: an interchange released from behind the head of its
+/// partner's queue (kept in the spool only, not in memory) leaves the held count at once.
+#[test]
+fn an_interchange_released_from_behind_the_head_leaves_the_held_gauges() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, landing) = start(dir.path());
+    for control in 1..=4 {
+        let tmp = landing.join(format!("{control}.part"));
+        std::fs::write(&tmp, Status214::new("CARRIERXYZ", control).build()).unwrap();
+        std::fs::rename(&tmp, landing.join(format!("{control}.edi"))).unwrap();
+    }
+    let held_gauge = "tollgate_gateway_held{partner=\"CarrierXYZ\",route=\"ShipmentStatus\"}";
+    let counts = |m: &str| {
+        (
+            common::metric(m, "tollgate_gateway_delivered_total"),
+            common::metric(m, "tollgate_gateway_queue_depth{state=\"held\"}"),
+            common::metric(m, held_gauge),
+        )
+    };
+    common::wait_until("one delivered and three held", Duration::from_secs(20), || {
+        counts(&s.get("/metrics")) == (Some(1.0), Some(3.0), Some(3.0))
+    });
+    let page = s.request("GET", "/v1/queue?state=held", &[], b"");
+    let held: Vec<serde_json::Value> = serde_json::from_slice(&page.body).unwrap();
+    let third = held.iter().find(|i| i["control_number"] == "000000003").unwrap();
+    let id = third["id"].as_str().unwrap();
+    let released = s.request("POST", &format!("/v1/queue/{id}/release"), &[], b"");
+    assert_eq!(released.status, 200, "{}", String::from_utf8_lossy(&released.body));
+    common::wait_until("the released one delivered, two held", Duration::from_secs(20), || {
+        counts(&s.get("/metrics")) == (Some(2.0), Some(2.0), Some(2.0))
+    });
 }
