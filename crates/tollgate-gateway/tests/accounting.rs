@@ -26,7 +26,7 @@ name = "ShipmentStatus"
 documents = ["214"]
 limit = 2
 interval = 1
-unit = "hour"
+unit = "day"
 deliver = "{deliver}"
 {route_extra}
 "#

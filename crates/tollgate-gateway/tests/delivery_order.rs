@@ -12,7 +12,7 @@ async fn held_items_are_retried_automatically_in_arrival_order() {
     let dir = tempfile::tempdir().unwrap();
     let backend = Backend::start(vec![]).await;
     let cfg = config(dir.path().join("in").to_str().unwrap(), &backend.url(), 2, "")
-        .replace("unit = \"hour\"", "unit = \"second\"");
+        .replace("unit = \"day\"", "unit = \"second\"");
     let gw = Running::start(&cfg, &dir.path().join("data"), memory_store()).await;
     // Two fit in the one-second window; the next ones are held, and a later arrival waits
     // behind them without overtaking.
@@ -131,7 +131,7 @@ async fn deliveries_in_flight_are_capped_per_target() {
     let dir = tempfile::tempdir().unwrap();
     let cfg =
         config(dir.path().join("in").to_str().unwrap(), &format!("http://{addr}/edi"), 100, "")
-            .replace("unit = \"hour\"", "unit = \"hour\"\nmax_concurrency = 2");
+            .replace("unit = \"day\"", "unit = \"day\"\nmax_concurrency = 2");
     let gw = Running::start(&cfg, &dir.path().join("data"), memory_store()).await;
     // Three partners: each delivers one document at a time (in order), so together they
     // could have three in flight; the target's cap allows two.
@@ -269,10 +269,8 @@ async fn items_held_behind_the_head_rest_and_are_acted_on_as_any_other() {
     let dir = tempfile::tempdir().unwrap();
     let backend = Backend::start(vec![]).await;
     let data = dir.path().join("data");
-    // One a day: a test never crosses the day's end in practice, and nothing is re-metered
-    // by itself (Retry-After is hours away).
-    let cfg = config(dir.path().join("in").to_str().unwrap(), &backend.url(), 1, "")
-        .replace("unit = \"hour\"", "unit = \"day\"");
+    // One a day: nothing is re-metered by itself (Retry-After is hours away).
+    let cfg = config(dir.path().join("in").to_str().unwrap(), &backend.url(), 1, "");
     let gw = Running::start(&cfg, &data, memory_store()).await;
     for c in 1..=6 {
         assert_eq!(gw.upload(Status214::new("CARRIERA", c).build()).await.0, 202);

@@ -150,7 +150,7 @@ async fn split_delivers_the_part_that_fits_and_holds_the_rest() {
     let out = dir.path().join("out");
     let cfg =
         config(dir.path().join("in").to_str().unwrap(), &format!("dir:{}", out.display()), 5, "")
-            .replace("unit = \"hour\"", "unit = \"hour\"\nsplit = true");
+            .replace("unit = \"day\"", "unit = \"day\"\nsplit = true");
     let gw = Running::start(&cfg, &dir.path().join("data"), memory_store()).await;
     let (status, _) = gw.upload(Status214::new("CARRIERA", 1).transactions(7).build()).await;
     assert_eq!(status, 202);

@@ -10,7 +10,7 @@ use std::path::Path;
 use common::*;
 use tollgate_gateway::{Gateway, GatewayConfig, SpoolOptions};
 
-/// Limit 1 per hour: the first interchange is delivered, the others stay held in the spool.
+/// Limit 1 per day: the first interchange is delivered, the others stay held in the spool.
 fn config(dir: &Path) -> String {
     format!(
         r#"
@@ -26,7 +26,7 @@ ids = ["ZZ:CARRIERA"]
 name = "ShipmentStatus"
 documents = ["214"]
 limit = 1
-unit = "hour"
+unit = "day"
 deliver = "dir:{}"
 "#,
         dir.join("in").display(),

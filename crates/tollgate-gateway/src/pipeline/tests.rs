@@ -28,7 +28,8 @@ fn x12(sender: &str, control: u32, txs: usize) -> Vec<u8> {
     s.into_bytes()
 }
 
-/// A gateway with a landing dir `in/`, a split route of `limit` per hour into `out/`.
+/// A gateway with a landing dir `in/`, a split route of `limit` per day into `out/` (no
+/// window ends inside a test but at midnight UTC).
 async fn gateway(dir: &Path, limit: u64) -> Gateway {
     gateway_on(dir, limit, Arc::new(AnyStore::Memory(MemoryStore::new()))).await
 }
@@ -46,7 +47,7 @@ name = "Status"
 documents = ["214"]
 limit = {limit}
 interval = 1
-unit = "hour"
+unit = "day"
 split = true
 deliver = "dir:{out}"
 "#,
@@ -226,7 +227,7 @@ async fn held_and_duplicate_units_are_reported_once_to_the_stores_observer() {
     let notes = Arc::new(Withholdings::default());
     assert!(store.observe(notes.clone()));
     let gw = gateway_on(dir.path(), 3, store).await;
-    // 5 transactions against 3 an hour: 3 split off and delivered, 2 held.
+    // 5 transactions against 3 a day: 3 split off and delivered, 2 held.
     std::fs::write(dir.path().join("in/a.edi"), x12("WITHHOLD1", 1, 5)).unwrap();
     until(&gw, "a split part delivered and the rest held", |items| {
         count(items, State::Delivered) == 1 && count(items, State::Held) == 1

@@ -24,7 +24,8 @@ pub fn x12_doc(sender: &str, control: u32, doc: &str) -> Vec<u8> {
 }
 
 /// A `[gateway]` body: landing dir `inbound`, partners CarrierA and CarrierB, one route for
-/// 214 and IFTSTA to `deliver` at `limit` per hour, and `extra` top-level keys or tables.
+/// 214 and IFTSTA to `deliver` at `limit` per day (a calendar day: no window ends inside a
+/// test but at midnight UTC), and `extra` top-level keys or tables.
 pub fn config(inbound: &str, deliver: &str, limit: u64, extra: &str) -> String {
     format!(
         r#"
@@ -46,7 +47,7 @@ name = "ShipmentStatus"
 documents = ["214", "IFTSTA"]
 limit = {limit}
 interval = 1
-unit = "hour"
+unit = "day"
 deliver = "{deliver}"
 "#
     )
