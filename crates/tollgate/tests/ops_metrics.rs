@@ -200,7 +200,7 @@ fn exported(scrape: &str) -> BTreeSet<String> {
 }
 
 fn quota(addr: &str, id: &str) -> u16 {
-    let headers = [("metering-id", id), ("quota-limit", "1"), ("quota-timeunit", "hour")];
+    let headers = [("metering-id", id), ("quota-limit", "1"), ("quota-timeunit", "day")];
     common::request_at(addr, "GET", "/v1/quota", &headers, b"").status
 }
 

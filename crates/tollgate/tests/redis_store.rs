@@ -22,7 +22,7 @@ fn serve(store: &str, config: &std::path::Path) -> Server {
 
 /// One `GET /v1/quota`; returns the status line and the raw head + body.
 fn quota(addr: &str, id: &str) -> (u16, String) {
-    let headers = [("metering-id", id), ("quota-limit", "3"), ("quota-timeunit", "hour")];
+    let headers = [("metering-id", id), ("quota-limit", "3"), ("quota-timeunit", "day")];
     let m = common::request_at(addr, "GET", "/v1/quota", &headers, b"");
     (m.status, common::lowercased(&m))
 }

@@ -13,7 +13,7 @@ fn check(addr: &str, id: &str, limit: &str, weight: &str, rid: Option<&str>) -> 
     let mut headers = vec![
         ("metering-id", id),
         ("quota-limit", limit),
-        ("quota-timeunit", "hour"),
+        ("quota-timeunit", "day"),
         ("message-weight", weight),
     ];
     if let Some(rid) = rid {
@@ -23,7 +23,7 @@ fn check(addr: &str, id: &str, limit: &str, weight: &str, rid: Option<&str>) -> 
 }
 
 fn refund(addr: &str, id: &str, rid: Option<&str>) -> Message {
-    let mut headers = vec![("metering-id", id), ("quota-limit", "1"), ("quota-timeunit", "hour")];
+    let mut headers = vec![("metering-id", id), ("quota-limit", "1"), ("quota-timeunit", "day")];
     if let Some(rid) = rid {
         headers.push(("quota-request-id", rid));
     }

@@ -205,7 +205,7 @@ fn counters_list_and_reset_with_token() {
         &[("TOLLGATE_ADMIN_TOKEN", "t0ken")],
     );
     for id in ["Cnt:a", "Cnt:b", "Other:c"] {
-        let o = tollgate(&["check", "--url", &s.url, "--id", id, "--limit", "1", "--unit", "hour"]);
+        let o = tollgate(&["check", "--url", &s.url, "--id", id, "--limit", "1", "--unit", "day"]);
         assert_eq!(code(&o), 0);
     }
     // Without the token: refused.
@@ -231,8 +231,7 @@ fn counters_list_and_reset_with_token() {
     let o = tollgate(&["counters", "reset", "Cnt:a", "--url", &s.url, "--token", "t0ken"]);
     assert_eq!(code(&o), 0, "{o:?}");
     assert!(String::from_utf8_lossy(&o.stdout).contains("1 counter(s) reset"));
-    let o =
-        tollgate(&["check", "--url", &s.url, "--id", "Cnt:a", "--limit", "1", "--unit", "hour"]);
+    let o = tollgate(&["check", "--url", &s.url, "--id", "Cnt:a", "--limit", "1", "--unit", "day"]);
     assert_eq!(code(&o), 0, "the reset counter admits again");
     // The reset is in the audit log, in the data directory (the memory store writes nothing
     // else there).
