@@ -75,12 +75,7 @@ impl Pipeline {
         if let Some(item) = batch.change.put.iter().rev().find(|i| i.id == id) {
             return Ok(Some(item.clone()));
         }
-        let spool = self.parts.spool.clone();
-        let key = id.to_owned();
-        tokio::task::spawn_blocking(move || spool.item(&key))
-            .await
-            .map_err(|e| AdminError::Spool(e.to_string()))?
-            .map_err(|e| AdminError::Spool(e.to_string()))
+        self.stored(id).await.map_err(AdminError::Spool)
     }
 
     /// Removes an item that was not delivered, and lets go of its spool file and its

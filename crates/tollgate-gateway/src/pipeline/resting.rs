@@ -45,16 +45,13 @@ impl Pipeline {
         if self.live.contains_key(id) {
             return true;
         }
-        let spool = self.parts.spool.clone();
-        let key = id.to_owned();
-        let read = crate::blocking::off_runtime(spool.is_ephemeral(), move || spool.item(&key));
-        match read.await {
-            Ok(Ok(Some(item))) if item.state == State::Held => {
+        match self.stored(id).await {
+            Ok(Some(item)) if item.state == State::Held => {
                 self.resting = self.resting.saturating_sub(1);
                 self.live.insert(id.to_owned(), Box::new(item));
                 true
             }
-            Ok(Ok(found)) => {
+            Ok(found) => {
                 let state = found.map(|i| i.state.as_str());
                 tracing::error!(
                     item = id,
@@ -65,9 +62,17 @@ impl Pipeline {
                 self.resting = self.resting.saturating_sub(1);
                 false
             }
-            Ok(Err(e)) => self.wake_failed(id, &e.to_string()),
             Err(e) => self.wake_failed(id, &e),
         }
+    }
+
+    /// Item `id` as the spool holds it, read off the runtime (inline for a simulation's
+    /// spool in memory); `Err` says why it could not be read.
+    pub(super) async fn stored(&self, id: &str) -> Result<Option<Item>, String> {
+        let spool = self.parts.spool.clone();
+        let key = id.to_owned();
+        let read = crate::blocking::off_runtime(spool.is_ephemeral(), move || spool.item(&key));
+        read.await?.map_err(|e| e.to_string())
     }
 
     /// A head could not be read: heads at rest wait a second before the next try.
