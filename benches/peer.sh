@@ -11,6 +11,9 @@
 # TOLLGATE_BIN=path/to/tollgate uses that build instead of building the release binary.
 # BASELINE_BIN=path/to/an/older/tollgate adds that binary as a third server ("baseline") in
 # the same rounds, to show a change before and after in one run.
+# CEILING=1 adds the first Tollgate server's `GET /healthz` ("ceiling": the same wrk script,
+# headers ignored) as one more column in the same rounds: what the server's HTTP stack answers
+# with no decision behind it, beside the peer's whole answer.
 #
 # It installs throttlecrab-server 0.4.40 into target/peers if it is not there yet
 # (`cargo install --locked`, a few minutes once), builds the release `tollgate`, starts
@@ -55,6 +58,10 @@ if [ -n "${BASELINE_BIN:-}" ]; then
   start_server baseline "$BASELINE_BIN"
   SERVERS+=(baseline)
 fi
+if [ -n "${CEILING:-}" ]; then
+  URL[ceiling]="${URL[tollgate]}"
+  SERVERS+=(ceiling)
+fi
 
 PEER_PORT="$(free_port)"
 "$PEER" --http --http-host 127.0.0.1 --http-port "$PEER_PORT" >"$WORK/peer.log" 2>&1 &
@@ -77,7 +84,10 @@ machine_line
 run() { # server connections duration
   local script=benches/load.lua
   [ "$1" = throttlecrab ] && script=benches/peer.lua
-  wrk -t"$THREADS" -c"$2" -d"$3" --latency -s "$script" "${URL[$1]}" | grep '^RESULT' \
+  local path=/v1/quota
+  [ "$1" = ceiling ] && path=/healthz
+  TOLLGATE_BENCH_PATH="$path" wrk -t"$THREADS" -c"$2" -d"$3" --latency -s "$script" "${URL[$1]}" \
+    | grep '^RESULT' \
     | sed "s/^RESULT /RESULT server=$1 c=$2 /"
 }
 
@@ -116,6 +126,11 @@ awk -v servers="${SERVERS[*]}" "$AWK_STATS"'
       if ("baseline" in m99) {
         for (i = 1; i <= m; i++) r[i] = rps["baseline", c, i] / rps["throttlecrab", c, i]
         printf "BASELINE c=%s ratio=%.2f baseline_p99=%.2fms\n", c, median(r, m), m99["baseline"] / 1000
+      }
+      if ("ceiling" in m99) {
+        for (i = 1; i <= m; i++) r[i] = rps["ceiling", c, i] / rps["throttlecrab", c, i]
+        for (i = 1; i <= m; i++) q[i] = rps["tollgate", c, i] / rps["ceiling", c, i]
+        printf "CEILING c=%s healthz/throttlecrab=%.2f quota/healthz=%.2f healthz_p99=%.2fms\n", c, median(r, m), median(q, m), m99["ceiling"] / 1000
       }
     }
   }' "$WORK/results"
