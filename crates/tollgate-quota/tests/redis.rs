@@ -199,23 +199,23 @@ async fn a_store_starts_while_redis_is_down_and_a_bad_url_is_refused() {
 async fn counters_and_reset() {
     let Some(server) = support::RedisServer::start() else { return };
     let s = store(&server, "adm:", OnStoreUnavailable::Deny, 2_000).await;
-    let hour = QuotaSpec::new(10, 1, TimeUnit::Hour).unwrap();
+    let week = QuotaSpec::new(10, 1, TimeUnit::Week).unwrap();
     let day = QuotaSpec::new(10, 1, TimeUnit::Day).unwrap();
-    let rolling = hour.with_window(WindowKind::Rolling);
-    let flexi = hour.with_window(WindowKind::Flexi);
+    let rolling = week.with_window(WindowKind::Rolling);
+    let flexi = week.with_window(WindowKind::Flexi);
     let acme = id("Invoice:ACME");
-    s.check(&acme, &hour, 3).await.unwrap();
-    s.check(&acme, &hour, 30).await.unwrap();
+    s.check(&acme, &week, 3).await.unwrap();
+    s.check(&acme, &week, 30).await.unwrap();
     s.check(&acme, &day, 2).await.unwrap();
     s.check(&acme, &rolling, 4).await.unwrap();
     s.check(&acme, &flexi, 5).await.unwrap();
-    s.check(&id("Invoice:*glob"), &hour, 1).await.unwrap();
-    s.check(&id("Order:X"), &hour, 1).await.unwrap();
+    s.check(&id("Invoice:*glob"), &week, 1).await.unwrap();
+    s.check(&id("Order:X"), &week, 1).await.unwrap();
 
     let list = s.counters("Invoice:ACME").await.unwrap();
     assert_eq!(list.len(), 4, "{list:?}");
     let h =
-        list.iter().find(|c| c.unit == TimeUnit::Hour && c.window == WindowKind::Calendar).unwrap();
+        list.iter().find(|c| c.unit == TimeUnit::Week && c.window == WindowKind::Calendar).unwrap();
     assert_eq!((h.used, h.exceed_count, h.total_exceed_count), (3, 1, 1));
     assert!(h.window_start.is_some() && h.window_end.is_some());
     let r = list.iter().find(|c| c.window == WindowKind::Rolling).unwrap();
@@ -229,7 +229,7 @@ async fn counters_and_reset() {
     assert_eq!(s.reset(&acme).await.unwrap(), 4);
     assert!(s.counters("Invoice:ACME").await.unwrap().is_empty());
     assert_eq!(s.counters("").await.unwrap().len(), 2);
-    assert_eq!(s.check(&acme, &hour, 0).await.unwrap().used, 0);
+    assert_eq!(s.check(&acme, &week, 0).await.unwrap().used, 0);
 }
 
 /// Resetting `A` used to delete the counters of `A}:x` (its keys matched `{A}:*`), and ids

@@ -174,7 +174,7 @@ async fn counters_on_three_masters() {
     // Keys of one id on one slot, on the master serving it: all the window kinds, and a
     // rejection so that the calendar total key is written too.
     let key = "Slot:Carrier{XYZ}%";
-    let tight = QuotaSpec::new(1, 1, TimeUnit::Hour).unwrap();
+    let tight = QuotaSpec::new(1, 1, TimeUnit::Day).unwrap();
     for window in [WindowKind::Calendar, WindowKind::Flexi, WindowKind::Rolling] {
         let spec = tight.with_window(window);
         stores[0].check(&id(key), &spec, 1).await.unwrap();

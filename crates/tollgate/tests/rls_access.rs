@@ -30,7 +30,7 @@ domain = "edi"
 descriptor = ["partner"]
 metering_id = "Doc:{partner}"
 limit = 2
-unit = "hour"
+unit = "day"
 "#;
 
 fn serve(dir: &Path, rest: &str) -> (Server, String) {
@@ -86,11 +86,11 @@ fn client_keys_are_required_over_grpc_as_over_http() {
 
     // HTTP, the rule being followed: no key 401, a key 200, an id outside `allow` 403.
     let quota = "/v1/quota";
-    let id = "metering-id: Doc:ACME\r\nquota-limit: 2\r\nquota-timeunit: hour\r\n";
+    let id = "metering-id: Doc:ACME\r\nquota-limit: 2\r\nquota-timeunit: day\r\n";
     assert_eq!(http_get(&server.addr, quota, id).0, 401);
     let acme = "x-api-key: acme-key-0123456789\r\n";
     assert_eq!(http_get(&server.addr, quota, &format!("{id}{acme}")).0, 200);
-    let other = "metering-id: Doc:GLOBEX\r\nquota-limit: 2\r\nquota-timeunit: hour\r\n";
+    let other = "metering-id: Doc:GLOBEX\r\nquota-limit: 2\r\nquota-timeunit: day\r\n";
     assert_eq!(http_get(&server.addr, quota, &format!("{other}{acme}")).0, 403);
 
     runtime().block_on(async {
@@ -150,7 +150,7 @@ fn client_keys_are_required_over_grpc_as_over_http() {
 fn without_client_keys_grpc_needs_none_and_counts_by_outcome() {
     let dir = tempfile::tempdir().unwrap();
     let rules = "[[rls.rule]]\ndomain = \"edi\"\ndescriptor = [\"partner\"]\n\
-                 metering_id = \"Doc:{partner}\"\nlimit = 1\nunit = \"hour\"\n\
+                 metering_id = \"Doc:{partner}\"\nlimit = 1\nunit = \"day\"\n\
                  [[rls.rule]]\ndomain = \"edi\"\ndescriptor = [\"nolimit\"]\n\
                  metering_id = \"Free:{nolimit}\"\n";
     let (server, grpc) = serve(dir.path(), rules);

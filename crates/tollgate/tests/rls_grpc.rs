@@ -26,6 +26,7 @@ metering_id = "{document}:{partner}"
 limit = 3
 interval = 1
 unit = "hour"
+window = "flexi"
 
 [[rls.rule]]
 domain = "edi"
@@ -33,6 +34,7 @@ descriptor = ["partner"]
 metering_id = "partner:{partner}"
 limit = 5
 unit = "hour"
+window = "flexi"
 
 [[rls.rule]]
 domain = "edi"
@@ -239,7 +241,7 @@ fn statuses_limits_headers_weights_and_misses() {
 fn a_400_way_race_admits_exactly_the_limit() {
     let dir = tempfile::tempdir().unwrap();
     let rules = "[[rls.rule]]\ndomain = \"race\"\ndescriptor = [\"k\"]\nmetering_id = \"Race:{k}\"\n\
-                 limit = 150\nunit = \"hour\"\n";
+                 limit = 150\nunit = \"hour\"\nwindow = \"flexi\"\n";
     let (_server, grpc) = serve(dir.path(), "embedded", rules);
     runtime().block_on(async {
         // Four connections, 100 concurrent calls on each.
@@ -268,9 +270,15 @@ fn a_400_way_race_admits_exactly_the_limit() {
     });
 }
 
-/// One `GET /v1/quota` (limit 4 per hour, like the rule below); status and lower-cased head.
+/// One `GET /v1/quota` (limit 4 per hour, flexi, like the rule below); status and lower-cased
+/// head.
 fn http_quota(addr: &str, id: &str) -> (u16, String) {
-    let headers = [("metering-id", id), ("quota-limit", "4"), ("quota-timeunit", "hour")];
+    let headers = [
+        ("metering-id", id),
+        ("quota-limit", "4"),
+        ("quota-timeunit", "hour"),
+        ("quota-window", "flexi"),
+    ];
     let m = common::request_at(addr, "GET", "/v1/quota", &headers, b"");
     (m.status, common::lowercased(&m))
 }
@@ -283,7 +291,8 @@ fn http_header<'a>(head: &'a str, name: &str) -> &'a str {
 }
 
 const SHARED: &str = "[[rls.rule]]\ndomain = \"edi\"\ndescriptor = [\"partner\"]\n\
-                      metering_id = \"Shared:{partner}\"\nlimit = 4\nunit = \"hour\"\n";
+                      metering_id = \"Shared:{partner}\"\nlimit = 4\nunit = \"hour\"\n\
+                      window = \"flexi\"\n";
 
 /// Two checks over gRPC and two over HTTP fill a limit of 4 on one id; the fifth is refused by
 /// both, with the same header values.
@@ -383,7 +392,7 @@ fn bad_rules_stop_the_start_with_file_line_and_column() {
 }
 
 /// A `[[policy]]` with `override` binds every face the same way: the gateway's embedded
-/// metering of a route asking 1,000 an hour, `GET /v1/quota` asking 1,000, Envoy's RLS asking
+/// metering of a route asking 1,000 a day, `GET /v1/quota` asking 1,000, Envoy's RLS asking
 /// 1,000, and the console's overview, which shows the limit in force and whose it is. A limit
 /// raised through `PUT /v1/policies` (the console's Limits page) is then what the gateway
 /// enforces.
@@ -398,7 +407,7 @@ domain = "edi"
 descriptor = ["partner"]
 metering_id = "S:{{partner}}"
 limit = 1000
-unit = "hour"
+unit = "day"
 
 [[policy]]
 match = "S:*"
@@ -418,7 +427,7 @@ ids = ["ZZ:CARRIERA"]
 name = "S"
 documents = ["214"]
 limit = 1000
-unit = "hour"
+unit = "day"
 deliver = "dir:{out}"
 "#,
         inbound = inbound.display(),
@@ -482,11 +491,10 @@ deliver = "dir:{out}"
     assert_eq!(r["used"].as_u64(), Some(3));
 }
 
-/// `GET /v1/quota` for `id` asking `limit` an hour: status and lower-cased head and body.
+/// `GET /v1/quota` for `id` asking `limit` a day: status and lower-cased head and body.
 fn http_quota_asking(addr: &str, id: &str, limit: u64) -> (u16, String) {
     let limit = limit.to_string();
-    let headers =
-        [("metering-id", id), ("quota-limit", limit.as_str()), ("quota-timeunit", "hour")];
+    let headers = [("metering-id", id), ("quota-limit", limit.as_str()), ("quota-timeunit", "day")];
     let answer = tollgate_testkit::http::send(addr, "GET", "/v1/quota", &headers, b"");
     let mut head: String =
         answer.headers.iter().map(|(n, v)| format!("{n}: {v}\n")).collect::<String>();
