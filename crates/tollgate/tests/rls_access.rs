@@ -6,14 +6,11 @@
 
 mod common;
 
-use std::path::Path;
-
-use common::Server;
+use common::rls::{client, runtime, serve};
 use tollgate_rls::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use tollgate_rls::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
 use tollgate_rls::rls::RateLimitRequest;
 use tollgate_rls::rls::rate_limit_response::Code;
-use tollgate_rls::rls::rate_limit_service_client::RateLimitServiceClient;
 
 const CONFIG: &str = r#"
 [[client]]
@@ -32,18 +29,6 @@ metering_id = "Doc:{partner}"
 limit = 2
 unit = "day"
 "#;
-
-fn serve(dir: &Path, rest: &str) -> (Server, String) {
-    let file = dir.join("rls.toml");
-    std::fs::write(&file, format!("[server]\ngrpc_listen = \"127.0.0.1:0\"\n{rest}")).unwrap();
-    let server = Server::start(&["--store", "memory", "--config", file.to_str().unwrap()]);
-    let grpc = server.grpc_addr();
-    (server, grpc)
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
-}
 
 fn partner(p: &str) -> tonic::Request<RateLimitRequest> {
     tonic::Request::new(RateLimitRequest {
@@ -82,7 +67,7 @@ fn decisions(metrics: &str, outcome: &str, transport: &str) -> u64 {
 #[test]
 fn client_keys_are_required_over_grpc_as_over_http() {
     let dir = tempfile::tempdir().unwrap();
-    let (server, grpc) = serve(dir.path(), CONFIG);
+    let (server, grpc) = serve(dir.path(), "memory", CONFIG);
 
     // HTTP, the rule being followed: no key 401, a key 200, an id outside `allow` 403.
     let quota = "/v1/quota";
@@ -94,7 +79,7 @@ fn client_keys_are_required_over_grpc_as_over_http() {
     assert_eq!(http_get(&server.addr, quota, &format!("{other}{acme}")).0, 403);
 
     runtime().block_on(async {
-        let mut c = RateLimitServiceClient::connect(format!("http://{grpc}")).await.unwrap();
+        let mut c = client(&grpc).await;
         // No key, a wrong key, a key under another scheme: UNAUTHENTICATED, nothing counted.
         for r in [
             partner("ACME"),
@@ -153,9 +138,9 @@ fn without_client_keys_grpc_needs_none_and_counts_by_outcome() {
                  metering_id = \"Doc:{partner}\"\nlimit = 1\nunit = \"day\"\n\
                  [[rls.rule]]\ndomain = \"edi\"\ndescriptor = [\"nolimit\"]\n\
                  metering_id = \"Free:{nolimit}\"\n";
-    let (server, grpc) = serve(dir.path(), rules);
+    let (server, grpc) = serve(dir.path(), "memory", rules);
     runtime().block_on(async {
-        let mut c = RateLimitServiceClient::connect(format!("http://{grpc}")).await.unwrap();
+        let mut c = client(&grpc).await;
         for _ in 0..3 {
             c.should_rate_limit(partner("ACME")).await.unwrap();
         }

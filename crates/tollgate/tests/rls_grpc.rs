@@ -7,15 +7,13 @@
 mod common;
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::time::Duration;
 
-use common::{RedisServer, Server, Status214, free_port};
+use common::rls::{ask, client, descriptor, request, runtime, serve};
+use common::{RedisServer, header_in};
 use tollgate_rls::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
-use tollgate_rls::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
+use tollgate_rls::rls::RateLimitResponse;
 use tollgate_rls::rls::rate_limit_response::Code;
-use tollgate_rls::rls::rate_limit_service_client::RateLimitServiceClient;
-use tollgate_rls::rls::{RateLimitRequest, RateLimitResponse};
 use tonic::transport::Channel;
 
 const RULES: &str = r#"
@@ -52,49 +50,6 @@ match = "Policy:daily*"
 limit = 2
 unit = "day"
 "#;
-
-/// `tollgate serve` with `rest` as its config plus a `grpc_listen`; the gRPC address too.
-fn serve(dir: &Path, store: &str, rest: &str) -> (Server, String) {
-    let file = dir.join(format!("rls-{}.toml", free_port()));
-    std::fs::write(&file, format!("[server]\ngrpc_listen = \"127.0.0.1:0\"\n{rest}")).unwrap();
-    let data = dir.join("data");
-    let server = Server::start(&[
-        "--store",
-        store,
-        "--data",
-        data.to_str().unwrap(),
-        "--config",
-        file.to_str().unwrap(),
-    ]);
-    let grpc = server.grpc_addr();
-    (server, grpc)
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
-}
-
-async fn client(grpc: &str) -> RateLimitServiceClient<Channel> {
-    RateLimitServiceClient::connect(format!("http://{grpc}")).await.unwrap()
-}
-
-fn descriptor(pairs: &[(&str, &str)], hits: Option<u64>) -> RateLimitDescriptor {
-    RateLimitDescriptor {
-        entries: pairs
-            .iter()
-            .map(|(k, v)| Entry { key: (*k).into(), value: (*v).into() })
-            .collect(),
-        hits_addend: hits,
-    }
-}
-
-fn request(domain: &str, descriptors: Vec<RateLimitDescriptor>, hits: u32) -> RateLimitRequest {
-    RateLimitRequest { domain: domain.into(), descriptors, hits_addend: hits }
-}
-
-async fn ask(c: &mut RateLimitServiceClient<Channel>, r: RateLimitRequest) -> RateLimitResponse {
-    c.should_rate_limit(r).await.unwrap().into_inner()
-}
 
 fn headers(r: &RateLimitResponse) -> HashMap<String, String> {
     r.response_headers_to_add.iter().map(|h| (h.key.clone(), h.value.clone())).collect()
@@ -283,13 +238,6 @@ fn http_quota(addr: &str, id: &str) -> (u16, String) {
     (m.status, common::lowercased(&m))
 }
 
-fn http_header<'a>(head: &'a str, name: &str) -> &'a str {
-    head.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name}: ")))
-        .unwrap_or_else(|| panic!("no {name} in {head}"))
-        .trim()
-}
-
 const SHARED: &str = "[[rls.rule]]\ndomain = \"edi\"\ndescriptor = [\"partner\"]\n\
                       metering_id = \"Shared:{partner}\"\nlimit = 4\nunit = \"hour\"\n\
                       window = \"flexi\"\n";
@@ -304,17 +252,17 @@ async fn shared_counter(grpc: &str, http: &str) {
     assert_eq!(ask(&mut c, request("edi", d(), 0)).await.statuses[0].limit_remaining, 1);
     let (status, head) = http_quota(http, "Shared:ACME");
     assert_eq!(status, 200);
-    assert!(http_header(&head, "ratelimit").starts_with("\"q\";r=0;"), "{head}");
+    assert!(header_in(&head, "ratelimit").starts_with("\"q\";r=0;"), "{head}");
     let r = ask(&mut c, request("edi", d(), 0)).await;
     assert_eq!(r.overall_code, OVER);
     let (status, head) = http_quota(http, "Shared:ACME");
     assert_eq!(status, 429);
     let g = headers(&r);
-    assert_eq!(g["ratelimit-policy"], http_header(&head, "ratelimit-policy"));
+    assert_eq!(g["ratelimit-policy"], header_in(&head, "ratelimit-policy"));
     assert!(g["ratelimit"].starts_with("\"q\";r=0;t="), "{g:?}");
     // Seconds may tick between the two answers.
     let secs = |v: &str| v.parse::<i64>().unwrap();
-    assert!((secs(&g["retry-after"]) - secs(http_header(&head, "retry-after"))).abs() <= 1);
+    assert!((secs(&g["retry-after"]) - secs(header_in(&head, "retry-after"))).abs() <= 1);
 }
 
 #[test]
@@ -389,115 +337,4 @@ fn bad_rules_stop_the_start_with_file_line_and_column() {
     let err = String::from_utf8_lossy(&out.stderr);
     let want = format!("{}:7:15: [[rls.rule]] #1 metering_id = \"{{document}}\": ", file.display());
     assert!(err.starts_with(&want), "{err}");
-}
-
-/// A `[[policy]]` with `override` binds every face the same way: the gateway's embedded
-/// metering of a route asking 1,000 a day, `GET /v1/quota` asking 1,000, Envoy's RLS asking
-/// 1,000, and the console's overview, which shows the limit in force and whose it is. A limit
-/// raised through `PUT /v1/policies` (the console's Limits page) is then what the gateway
-/// enforces.
-#[test]
-fn an_override_policy_binds_every_face() {
-    let dir = tempfile::tempdir().unwrap();
-    let (inbound, out) = (dir.path().join("in"), dir.path().join("out"));
-    let rest = format!(
-        r#"
-[[rls.rule]]
-domain = "edi"
-descriptor = ["partner"]
-metering_id = "S:{{partner}}"
-limit = 1000
-unit = "day"
-
-[[policy]]
-match = "S:*"
-limit = 1
-override = true
-
-[gateway]
-inbound = ["{inbound}"]
-poll_ms = 20
-settle_ms = 50
-
-[[gateway.partner]]
-name = "RR"
-ids = ["ZZ:CARRIERA"]
-
-[[gateway.route]]
-name = "S"
-documents = ["214"]
-limit = 1000
-unit = "day"
-deliver = "dir:{out}"
-"#,
-        inbound = inbound.display(),
-        out = out.display()
-    );
-    std::fs::create_dir_all(&inbound).unwrap();
-    let (server, grpc) = serve(dir.path(), "memory", &rest);
-    for n in 1..=3 {
-        let tmp = inbound.join(format!(".f{n}"));
-        std::fs::write(&tmp, Status214::new("CARRIERA", n).build()).unwrap();
-        std::fs::rename(&tmp, inbound.join(format!("f{n}.edi"))).unwrap();
-    }
-    let queue = |state: &str| -> Vec<serde_json::Value> {
-        let answer = server.request("GET", &format!("/v1/queue?state={state}"), &[], b"");
-        answer.json().as_array().cloned().unwrap_or_default()
-    };
-    common::wait_until("one delivered and two held", Duration::from_secs(30), || {
-        queue("delivered").len() == 1 && queue("held").len() == 2
-    });
-    let held = queue("held");
-    let reason = held[0]["reason"].as_str().unwrap();
-    assert!(reason.contains("S:RR allows 1 per"), "the gateway enforces the policy: {reason}");
-
-    // The header API asks 1,000 and is held to 1 too, on the counter the gateway used.
-    let (status, head) = http_quota_asking(&server.addr, "S:RR", 1000);
-    assert_eq!(status, 429, "{head}");
-    assert!(head.contains("\"limit\":1,"), "{head}");
-    assert_eq!(http_header(&head, "tollgate-limit-source"), "policy");
-
-    // Envoy's RLS: the rule asks 1,000, the policy says 1.
-    runtime().block_on(async {
-        let mut c = client(&grpc).await;
-        let r = ask(&mut c, request("edi", vec![descriptor(&[("partner", "RR")], None)], 1)).await;
-        assert_eq!(r.overall_code, OVER, "{r:?}");
-    });
-
-    // The console shows the limit in force and whose it is.
-    let row = || {
-        let answer = server.request("GET", "/ui/api/overview", &[], b"");
-        let page = answer.json();
-        let rows = page["rows"].as_array().unwrap().clone();
-        rows.into_iter().find(|r| r["metering_id"] == "S:RR").unwrap_or_else(|| panic!("{page}"))
-    };
-    let r = row();
-    assert_eq!((r["limit"].as_u64(), r["limit_source"].as_str()), (Some(1), Some("policy")));
-
-    // A functional team raises the partner's limit to 5: the gateway admits the held items.
-    let body = br#"{"policies":[{"match":"S:RR","limit":5,"override":true}]}"#;
-    let put = server.request("PUT", "/v1/policies", &[("content-type", "application/json")], body);
-    assert_eq!(put.status, 200, "{}", put.text());
-    for item in &held {
-        let id = item["id"].as_str().unwrap();
-        let retry = server.request("POST", &format!("/v1/queue/{id}/retry"), &[], b"");
-        assert_eq!(retry.status, 200, "{}", retry.text());
-    }
-    common::wait_until("all three delivered", Duration::from_secs(30), || {
-        queue("delivered").len() == 3
-    });
-    let r = row();
-    assert_eq!((r["limit"].as_u64(), r["limit_source"].as_str()), (Some(5), Some("policy")));
-    assert_eq!(r["used"].as_u64(), Some(3));
-}
-
-/// `GET /v1/quota` for `id` asking `limit` a day: status and lower-cased head and body.
-fn http_quota_asking(addr: &str, id: &str, limit: u64) -> (u16, String) {
-    let limit = limit.to_string();
-    let headers = [("metering-id", id), ("quota-limit", limit.as_str()), ("quota-timeunit", "day")];
-    let answer = tollgate_testkit::http::send(addr, "GET", "/v1/quota", &headers, b"");
-    let mut head: String =
-        answer.headers.iter().map(|(n, v)| format!("{n}: {v}\n")).collect::<String>();
-    head.push_str(&answer.text());
-    (answer.status, head.to_ascii_lowercase())
 }

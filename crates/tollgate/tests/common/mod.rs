@@ -1,8 +1,11 @@
 //! Child processes shared by the binary's integration tests: a real `tollgate serve` on a free
 //! loopback port ([`Server`]) and, from `tollgate-testkit`, a real `redis-server`
 //! ([`RedisServer`]). Both are killed when dropped, so a failing test leaves nothing running.
+//! [`rls`] holds the gRPC client side of the rate limit service tests.
 
 #![allow(dead_code)]
+
+pub mod rls;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -298,6 +301,14 @@ pub fn try_request_at(
 /// `name: value` header lines (CRLF or LF separated) as pairs.
 pub fn header_pairs(lines: &str) -> Vec<(&str, &str)> {
     lines.lines().filter_map(|l| l.split_once(':')).map(|(k, v)| (k.trim(), v.trim())).collect()
+}
+
+/// The value of header `name` in a [`lowercased`] answer; panics when it has none.
+pub fn header_in<'a>(head: &'a str, name: &str) -> &'a str {
+    head.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}: ")))
+        .unwrap_or_else(|| panic!("no {name} in {head}"))
+        .trim()
 }
 
 /// An answer as one lowercased text, head then body, for `contains` checks.
