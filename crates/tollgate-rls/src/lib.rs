@@ -17,8 +17,10 @@
 #![warn(unreachable_pub)]
 
 mod answer;
+mod calls;
 mod codec;
 mod conn;
+mod deadline;
 mod gate;
 mod rules;
 mod server;

@@ -338,3 +338,43 @@ fn bad_rules_stop_the_start_with_file_line_and_column() {
     let want = format!("{}:7:15: [[rls.rule]] #1 metering_id = \"{{document}}\": ", file.display());
     assert!(err.starts_with(&want), "{err}");
 }
+
+#[test]
+fn a_call_cut_at_its_deadline_leaves_the_connection_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(redis) = RedisServer::start() else { return };
+    let rest = format!("[store]\nstore_unavailable = \"deny\"\ntimeout_ms = 20000\n{SHARED}");
+    let (_server, grpc) = serve(dir.path(), &redis.url(), &rest);
+    runtime().block_on(async {
+        let mut c = client(&grpc).await;
+        let d = || vec![descriptor(&[("partner", "SLOW")], None)];
+        assert_eq!(ask(&mut c, request("edi", d(), 0)).await.overall_code, OK);
+        redis.pause();
+        let mut asked = tonic::Request::new(request("edi", d(), 0));
+        asked.set_timeout(Duration::from_millis(300));
+        let started = std::time::Instant::now();
+        let e = c.should_rate_limit(asked).await.unwrap_err();
+        let took = started.elapsed();
+        redis.resume();
+        assert_eq!(e.code(), tonic::Code::Cancelled, "{e:?}");
+        assert!(took >= Duration::from_millis(300) && took < Duration::from_secs(5), "{took:?}");
+        // The connection still serves calls once the store answers again.
+        assert_eq!(ask(&mut c, request("edi", d(), 0)).await.overall_code, OK);
+    });
+}
+
+#[test]
+fn sigterm_ends_the_grpc_listener_with_a_client_still_connected() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, grpc) = serve(dir.path(), "memory", SHARED);
+    let rt = runtime();
+    // The client keeps its connection open through the shutdown.
+    let mut c = rt.block_on(client(&grpc));
+    let d = vec![descriptor(&[("partner", "STAY")], None)];
+    assert_eq!(rt.block_on(ask(&mut c, request("edi", d, 0))).overall_code, OK);
+    let started = std::time::Instant::now();
+    assert!(server.sigterm().success());
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    assert!(std::net::TcpStream::connect(&grpc).is_err(), "the gRPC port is closed");
+    drop(c);
+}
