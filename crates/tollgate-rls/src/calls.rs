@@ -10,10 +10,11 @@
 //!
 //! # Invariants
 //!
-//! * **Every queued call is polled.** [`Calls::execute`] pushes the call and wakes the
-//!   connection's task; [`Driven::poll`] takes the queue after registering its waker, and
-//!   polls again when a call was queued while it polled, so no call waits for a wake-up that
-//!   already happened.
+//! * **Every queued call is polled.** `Calls`' `execute` pushes the call and wakes the
+//!   connection's task through the waker [`Driven::poll`] registered before taking the queue,
+//!   so a call queued at any point, even during that poll, brings another poll. A poll takes
+//!   the calls queued while it ran for a few rounds itself, then yields, so a connection
+//!   flooding calls cannot hold a worker.
 //! * **The task ends when the connection has ended and every call has finished**, never
 //!   before: a call still answering keeps it alive (each call is bounded by the call timeout).
 
@@ -25,6 +26,9 @@ use std::task::{Context, Poll, Waker};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
 type Call = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// How often one poll takes newly queued calls before it yields to the runtime's other tasks.
+const ROUNDS_PER_POLL: usize = 8;
 
 /// The executor of one connection's calls (see the module docs).
 #[derive(Clone, Default)]
@@ -86,7 +90,7 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
-        loop {
+        for _ in 0..ROUNDS_PER_POLL {
             {
                 let mut queue = this.calls.queue();
                 if !queue.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
@@ -111,6 +115,9 @@ where
             }
             return Poll::Pending;
         }
+        // Calls keep arriving: their queueing has already woken this task, so the runtime
+        // polls it again after the other tasks have had their turn.
+        Poll::Pending
     }
 }
 
