@@ -19,9 +19,8 @@
 //! finish.
 
 use std::future::Future;
-use std::time::Duration;
-
 use std::pin::pin;
+use std::time::Duration;
 
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -30,8 +29,7 @@ use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tonic::codegen::http;
-use tonic::codegen::tokio_stream::Stream;
-use tonic::codegen::tokio_stream::StreamExt;
+use tonic::codegen::tokio_stream::{Stream, StreamExt};
 use tonic::transport::server::Connected;
 use tower::ServiceExt;
 
