@@ -2,8 +2,8 @@
 //! `{metering_id, bucket_seconds, from, to, buckets: [{start, admitted, refused, held,
 //! duplicate}]}` (see [`UsageBucket`] for what each counts).
 //!
-//! - `from` and `to` default to the last 7 days (now − 7 d .. now); an omitted `to` is now (or
-//!   `from`, when that is later), an omitted `from` is 7 days before `to`. The history keeps no more:
+//! - `from` and `to` default to the last 7 days (now − 7 d .. now); an omitted `to` is now,
+//!   rounded up to the second (or `from`, when that is later), an omitted `from` is 7 days before `to`. The history keeps no more:
 //!   a `from` before its oldest bucket is clamped to that bucket's start (the answer's `from`
 //!   says so), and a range wholly before it answers no buckets, with `from` = `to`.
 //! - Buckets start in `[from rounded down to 5 minutes, to)`, ascending; only buckets with
@@ -95,7 +95,7 @@ pub async fn get(
     }
     let id =
         MeteringId::new(&raw_id).map_err(|e| invalid("metering_id", &raw_id, e.to_string()))?;
-    let now = Timestamp::from_second(Timestamp::now().as_second()).unwrap_or(Timestamp::now());
+    let now = up_to(Timestamp::now());
     // An omitted bound follows the other: `to` is now (or `from`, when that is later), `from`
     // is 7 days before `to`; only two explicit bounds can be the wrong way round.
     let asked_from = timestamp("from", q.from.as_deref())?;
@@ -126,6 +126,14 @@ pub async fn get(
     let body =
         UsageAnswer { metering_id: id.as_str(), bucket_seconds: BUCKET_SECONDS, from, to, buckets };
     Ok(Json(body).into_response())
+}
+
+/// The instant an omitted `to` stands for when the clock reads `t`: `t` rounded up to the whole
+/// second. Rounded down, a check made in the first second of a bucket would be left out of
+/// the answer, its bucket starting at `to`.
+fn up_to(t: Timestamp) -> Timestamp {
+    let whole = t.as_second().saturating_add(i64::from(t.subsec_nanosecond() > 0));
+    Timestamp::from_second(whole).unwrap_or(t)
 }
 
 fn timestamp(name: &'static str, raw: Option<&str>) -> Result<Option<Timestamp>, Problem> {
@@ -187,5 +195,18 @@ mod tests {
         assert!(timestamp("to", Some("9999-13-31T23:59:59Z")).is_err());
         let t = timestamp("from", Some("2026-12-01T16:00:00Z")).unwrap().unwrap();
         assert_eq!(t.to_string(), "2026-12-01T16:00:00Z");
+    }
+
+    #[tokio::test]
+    async fn a_check_in_the_first_second_of_a_bucket_is_in_the_default_range() {
+        let at = |s: &str| s.parse::<Timestamp>().unwrap();
+        assert_eq!(up_to(at("2026-12-01T16:00:00.3Z")), at("2026-12-01T16:00:01Z"));
+        assert_eq!(up_to(at("2026-12-01T16:00:00Z")), at("2026-12-01T16:00:00Z"));
+        let history = crate::usage::UsageHistory::in_memory(10);
+        let id = MeteringId::new("S:FIRST").unwrap();
+        let now = at("2026-12-01T16:00:00.3Z");
+        history.record(&id, now, 4, 0);
+        let buckets = history.series("S:FIRST", at("2026-12-01T15:00:00Z"), up_to(now)).await;
+        assert_eq!(buckets.unwrap().len(), 1, "the bucket of 16:00 holds the check");
     }
 }
