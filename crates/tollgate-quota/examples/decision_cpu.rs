@@ -5,6 +5,10 @@
 //! `/proc/thread-self/schedstat` (nanoseconds on CPU), so time spent waiting for a core that
 //! other processes hold is not counted. The same key patterns as `benches/decision.rs`:
 //! `MemoryStore::check_now` (clock included) against `governor`'s keyed limiter.
+//!
+//! Keys are checked in the order they were added (`in order`), and with 100,000 keys also in a
+//! scattered order (`scattered`: every 7,919th key, wrapping), where neither limiter finds the
+//! next key's memory next to the last one's, as with real traffic.
 
 use std::hint::black_box;
 use std::num::NonZeroU32;
@@ -14,6 +18,9 @@ use tollgate_quota::store::MemoryStore;
 use tollgate_quota::{MeteringId, QuotaSpec, TimeUnit};
 
 const DECISIONS: u64 = 5_000_000;
+
+/// The step between keys checked in scattered order: a prime, so every key comes in turn.
+const SCATTER: usize = 7_919;
 
 /// Nanoseconds this thread has spent on a CPU.
 fn cpu_ns() -> u64 {
@@ -33,10 +40,16 @@ fn main() {
     let rounds: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(3);
     let Ok(spec) = QuotaSpec::new(1_000_000_000_000, 1, TimeUnit::Day) else { return };
     let quota = Quota::per_second(NonZeroU32::MAX);
-    println!("{:<10} {:>16} {:>16}", "keys", "tollgate ns/op", "governor ns/op");
-    // An optional second argument runs one key count only (for a profiler).
+    println!("{:<20} {:>16} {:>16}", "keys", "tollgate ns/op", "governor ns/op");
+    // An optional second argument runs one key count only (for a profiler), and a third one
+    // the step between keys (1: in order).
     let only: Option<usize> = std::env::args().nth(2).and_then(|a| a.parse().ok());
-    for keys in only.map_or(vec![1usize, 100_000], |k| vec![k.max(1)]) {
+    let step: Option<usize> = std::env::args().nth(3).and_then(|a| a.parse().ok());
+    let patterns = match only {
+        Some(k) => vec![(k.max(1), step.unwrap_or(1))],
+        None => vec![(1, 1), (100_000, 1), (100_000, SCATTER)],
+    };
+    for (keys, step) in patterns {
         let ids: Vec<MeteringId> = (0..keys)
             .filter_map(|i| MeteringId::new(&format!("ShipmentStatus:Carrier{i:06}")).ok())
             .collect();
@@ -50,18 +63,20 @@ fn main() {
             let ours = per_decision(|| {
                 let mut i = 0;
                 for _ in 0..DECISIONS {
-                    i = (i + 1) % keys;
+                    i = (i + step) % keys;
                     black_box(store.check_now(&ids[i], &spec, 1));
                 }
             });
             let theirs = per_decision(|| {
                 let mut i = 0;
                 for _ in 0..DECISIONS {
-                    i = (i + 1) % keys;
+                    i = (i + step) % keys;
                     let _ = black_box(governor.check_key(&ids[i]));
                 }
             });
-            println!("{keys:<10} {ours:>16.1} {theirs:>16.1}");
+            let label =
+                if step == 1 { format!("{keys} in order") } else { format!("{keys} scattered") };
+            println!("{label:<20} {ours:>16.1} {theirs:>16.1}");
         }
     }
 }

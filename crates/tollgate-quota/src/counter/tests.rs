@@ -220,23 +220,48 @@ fn sweeps_compact_ids_and_forget_unused_shapes() {
     let now = at("2026-11-30T10:00:00Z");
     let short = QuotaSpec::new(5, 1, TimeUnit::Second).unwrap();
     let long = QuotaSpec::new(5, 1, TimeUnit::Day).unwrap();
+    // Every other id is too long for its slot, so its bytes are in the arena.
+    let name = |kind: &str, i: u32| match i % 2 {
+        0 => format!("{kind}-{i}"),
+        _ => format!("{kind}-{i}-{}", "x".repeat(40)),
+    };
     for i in 0..5_000 {
-        c.check_at(&id(&format!("short-{i}")), &short, 1, now);
-        c.check_at(&id(&format!("long-{i}")), &QuotaSpec { interval: 1 + i % 50, ..long }, 1, now);
+        c.check_at(&id(&name("short", i)), &short, 1, now);
+        c.check_at(&id(&name("long", i)), &QuotaSpec { interval: 1 + i % 50, ..long }, 1, now);
     }
     assert_eq!(c.evict_expired(at("2026-11-30T10:00:02Z")), 5_000);
     // Every long counter is still found, whatever moved in the arena and the shape lists.
     for i in 0..5_000 {
-        let d = c.check_at(
-            &id(&format!("long-{i}")),
-            &QuotaSpec { interval: 1 + i % 50, ..long },
-            1,
-            now,
-        );
-        assert_eq!(d.used, 2, "long-{i}");
+        let d =
+            c.check_at(&id(&name("long", i)), &QuotaSpec { interval: 1 + i % 50, ..long }, 1, now);
+        assert_eq!(d.used, 2, "{}", name("long", i));
     }
-    assert_eq!(c.reset(&id("long-17")), 1);
-    assert_eq!(c.len(), 4_999);
+    assert_eq!(c.reset(&id(&name("long", 17))), 1);
+    assert_eq!(c.reset(&id(&name("long", 18))), 1);
+    assert_eq!(c.len(), 4_998);
+}
+
+#[test]
+fn ids_of_every_length_are_told_apart() {
+    let c = Counters::new();
+    let now = at("2026-11-30T10:00:00Z");
+    let spec = QuotaSpec::new(100, 1, TimeUnit::Hour).unwrap();
+    // Every length from 1 to the longest, on both sides of what a slot holds; ids that share
+    // a prefix, so only the last byte tells two of them apart.
+    let name = |len: usize, last: char| format!("{}{last}", "k".repeat(len - 1));
+    for len in 1..=MeteringId::MAX_LEN {
+        c.check_at(&id(&name(len, 'a')), &spec, 1, now);
+        c.check_at(&id(&name(len, 'b')), &spec, 2, now);
+    }
+    for len in 1..=MeteringId::MAX_LEN {
+        assert_eq!(c.check_at(&id(&name(len, 'a')), &spec, 0, now).used, 1, "length {len}");
+        assert_eq!(c.check_at(&id(&name(len, 'b')), &spec, 0, now).used, 2, "length {len}");
+    }
+    assert_eq!(c.len(), 2 * MeteringId::MAX_LEN);
+    for len in (1..=MeteringId::MAX_LEN).step_by(7) {
+        assert_eq!(c.reset(&id(&name(len, 'a'))), 1, "length {len}");
+        assert_eq!(c.check_at(&id(&name(len, 'b')), &spec, 0, now).used, 2, "length {len}");
+    }
 }
 
 #[test]
