@@ -13,12 +13,27 @@ use crate::{Decision, Outcome, QuotaSpec};
 
 /// `RateLimit-Policy`: `"q";q=<limit>;w=<window seconds>`.
 pub fn ratelimit_policy(d: &Decision, spec: &QuotaSpec) -> String {
-    format!("\"q\";q={};w={}", d.limit, window_seconds(d, spec))
+    list_item("q", d.limit, "w", window_seconds(d, spec))
 }
 
 /// `RateLimit`: `"q";r=<available>;t=<seconds until the window resets>`.
 pub fn ratelimit(d: &Decision) -> String {
-    format!("\"q\";r={};t={}", d.available, ceil_secs(d.reset_after))
+    list_item("r", d.available, "t", ceil_secs(d.reset_after))
+}
+
+/// `"q";<a>=<x>;<b>=<y>`, written without the formatting machinery: every answer carries two.
+fn list_item(a: &str, x: u64, b: &str, y: u64) -> String {
+    let mut digits = itoa::Buffer::new();
+    let mut s = String::with_capacity(48);
+    s.push_str("\"q\";");
+    s.push_str(a);
+    s.push('=');
+    s.push_str(digits.format(x));
+    s.push(';');
+    s.push_str(b);
+    s.push('=');
+    s.push_str(digits.format(y));
+    s
 }
 
 /// `Retry-After` in whole seconds (at least 1) for an exceeded decision: until this weight
@@ -81,6 +96,9 @@ mod tests {
         assert_eq!(ratelimit_policy(&d, &spec), "\"q\";q=1000;w=86400");
         assert_eq!(ratelimit(&d), "\"q\";r=50;t=3600");
         assert_eq!(retry_after_secs(&d), None);
+        let edge = Decision { limit: u64::MAX, available: 0, reset_after: Duration::ZERO, ..d };
+        assert_eq!(ratelimit_policy(&edge, &spec), "\"q\";q=18446744073709551615;w=86400");
+        assert_eq!(ratelimit(&edge), "\"q\";r=0;t=0");
     }
 
     #[test]
