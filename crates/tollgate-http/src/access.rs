@@ -9,16 +9,18 @@
 //! credentials configured, the admin API is open only when the server listens on a loopback
 //! address, and refused with 403 elsewhere.
 //!
-//! Every wrong credential counts toward its source's failed logins ([`limit_credentials`]).
+//! Every wrong credential counts toward its source's failed logins ([`CredentialLimit`]).
 
+use std::convert::Infallible;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::{ConnectInfo, Request};
 use axum::http::header::{AUTHORIZATION, HeaderValue, WWW_AUTHENTICATE};
 use axum::http::{HeaderMap, StatusCode};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use futures_util::future::{BoxFuture, Either, FutureExt, Ready, ready};
 use serde_json::Value;
 
 use crate::audit::AuditLog;
@@ -209,35 +211,83 @@ impl AccessGuard {
     }
 }
 
-/// Middleware over every route: a request carrying credentials (`Authorization`, `x-api-key` or
+/// A layer over every route: a request carrying credentials (`Authorization`, `x-api-key` or
 /// the session cookie) from a source locked out by [`FailedLogins`] gets its 429 with
 /// `Retry-After`, and one answered 401 counts as a failure of its source. `POST /ui/login`
-/// counts its own attempts. Requests without credentials are neither refused nor counted.
-pub async fn limit_credentials(
-    State(guard): State<AccessGuard>,
-    req: Request,
-    next: Next,
-) -> Response {
-    let headers = req.headers();
-    let credentialed = headers.contains_key(AUTHORIZATION)
-        || headers.contains_key(API_KEY_HEADER)
-        || session_cookie(headers).is_some();
-    if !credentialed || req.uri().path() == "/ui/login" {
-        return next.run(req).await;
+/// counts its own attempts. Requests without credentials are neither refused nor counted, and
+/// pass to the route as they came: no clone, no allocation (every quota check is one).
+#[derive(Clone)]
+pub struct CredentialLimit {
+    failed_logins: Arc<FailedLogins>,
+}
+
+impl CredentialLimit {
+    /// The layer counting failures in `guard`'s [`FailedLogins`].
+    pub fn new(guard: &AccessGuard) -> Self {
+        Self { failed_logins: Arc::clone(&guard.failed_logins) }
     }
-    let ip = req
-        .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED), |ConnectInfo(a)| a.ip());
-    let failures = &guard.failed_logins;
-    if let Some(refused) = failures.locked(ip) {
-        return failures.problem(ip, refused).into_response();
+}
+
+impl<S> tower::Layer<S> for CredentialLimit {
+    type Service = CredentialLimited<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        CredentialLimited { inner, failed_logins: Arc::clone(&self.failed_logins) }
     }
-    let res = next.run(req).await;
-    if res.status() == StatusCode::UNAUTHORIZED {
-        failures.failed(ip);
+}
+
+/// A route behind [`CredentialLimit`].
+#[derive(Clone)]
+pub struct CredentialLimited<S> {
+    inner: S,
+    failed_logins: Arc<FailedLogins>,
+}
+
+type Answer = Result<Response, Infallible>;
+
+impl<S> tower::Service<Request> for CredentialLimited<S>
+where
+    S: tower::Service<Request, Response = Response, Error = Infallible>,
+    S::Future: Send + 'static,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Either<S::Future, Either<Ready<Answer>, BoxFuture<'static, Answer>>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
     }
-    res
+
+    fn call(&mut self, req: Request) -> Self::Future {
+        let headers = req.headers();
+        let credentialed = headers.contains_key(AUTHORIZATION)
+            || headers.contains_key(API_KEY_HEADER)
+            || session_cookie(headers).is_some();
+        if !credentialed || req.uri().path() == "/ui/login" {
+            return Either::Left(self.inner.call(req));
+        }
+        let ip = req
+            .extensions()
+            .get::<ConnectInfo<SocketAddr>>()
+            .map_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED), |ConnectInfo(a)| a.ip());
+        let failures = Arc::clone(&self.failed_logins);
+        if let Some(refused) = failures.locked(ip) {
+            return Either::Right(Either::Left(ready(Ok(failures
+                .problem(ip, refused)
+                .into_response()))));
+        }
+        let answer = self.inner.call(req);
+        Either::Right(Either::Right(
+            async move {
+                let res = answer.await?;
+                if res.status() == StatusCode::UNAUTHORIZED {
+                    failures.failed(ip);
+                }
+                Ok(res)
+            }
+            .boxed(),
+        ))
+    }
 }
 
 /// The credentials of an `Authorization: Bearer <token>` value. The auth-scheme is matched

@@ -1,6 +1,6 @@
 //! Failed credentials per source address: after [`MAX_FAILURES`] wrong tokens from one address
 //! within [`WINDOW`] (console logins, and every 401 answered to a request carrying a bearer
-//! token, an `x-api-key` or a session cookie; see [`crate::access::limit_credentials`]), every
+//! token, an `x-api-key` or a session cookie; see [`crate::access::CredentialLimit`]), every
 //! login or credentialed request from it answers 429 with `Retry-After` until the window that
 //! began with its first failure is over, so credentials cannot be guessed faster than that.
 //! Other addresses are not affected.

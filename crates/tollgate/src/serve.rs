@@ -225,10 +225,7 @@ async fn serve(args: ServeArgs, file: ConfigFile, tls: Option<TlsAcceptor>) -> a
     app = app.merge(crate::console::router(&state, &file, gateway.as_ref()));
     app = app.merge(crate::openapi::router(&crate::openapi::document(gateway.is_some())));
     // Every wrong credential, on any route, counts toward its source's failed logins.
-    app = app.layer(axum::middleware::from_fn_with_state(
-        state.admin().clone(),
-        tollgate_http::access::limit_credentials,
-    ));
+    app = app.layer(tollgate_http::access::CredentialLimit::new(state.admin()));
 
     // One signal stops both listeners.
     let signal = shutdown_signal()?;
