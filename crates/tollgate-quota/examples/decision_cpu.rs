@@ -3,7 +3,7 @@
 //! Run: `cargo run --release -p tollgate-quota --example decision_cpu [-- ROUNDS]`. Each round
 //! makes 5,000,000 decisions per variant on one thread and reads the thread's own CPU time from
 //! `/proc/thread-self/schedstat` (nanoseconds on CPU), so time spent waiting for a core that
-//! other processes hold is not counted. The same key patterns as `benches/decision.rs`:
+//! other processes hold is not counted. The key patterns of `benches/decision.rs`, and one more:
 //! `MemoryStore::check_now` (clock included) against `governor`'s keyed limiter.
 //!
 //! Keys are checked in the order they were added (`in order`), and with 100,000 keys also in a
@@ -19,7 +19,8 @@ use tollgate_quota::{MeteringId, QuotaSpec, TimeUnit};
 
 const DECISIONS: u64 = 5_000_000;
 
-/// The step between keys checked in scattered order: a prime, so every key comes in turn.
+/// The step between keys checked in scattered order: a prime that does not divide 100,000, so
+/// every key comes in turn.
 const SCATTER: usize = 7_919;
 
 /// Nanoseconds this thread has spent on a CPU.
