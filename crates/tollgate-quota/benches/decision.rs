@@ -4,6 +4,9 @@
 //! Run: `cargo bench -p tollgate-quota --bench decision`. Both limiters are given limits they
 //! never reach, so every decision takes the admit path and updates its counter. With 2 threads
 //! the figure is wall time divided by all decisions of both threads (aggregate throughput).
+//!
+//! Keys come in the order they were added, and with 100,000 keys also scattered (every
+//! 7,919th key, wrapping), where the next key's memory is not next to the last one's.
 
 use std::future::Future;
 use std::hint::black_box;
@@ -16,6 +19,10 @@ use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use governor::{Quota, RateLimiter};
 use tollgate_quota::store::MemoryStore;
 use tollgate_quota::{MeteringId, QuotaSpec, Store, TimeUnit};
+
+/// The step between keys checked in scattered order: a prime that does not divide 100,000, so
+/// every key comes in turn.
+const SCATTER: usize = 7_919;
 
 fn ids(n: usize) -> Vec<MeteringId> {
     (0..n).map(|i| MeteringId::new(&format!("ShipmentStatus:Carrier{i:06}")).unwrap()).collect()
@@ -54,7 +61,7 @@ fn decision(c: &mut Criterion) {
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3));
 
-    for keys in [1usize, 100_000] {
+    for (keys, step) in [(1usize, 1usize), (100_000, 1), (100_000, SCATTER)] {
         let ids = ids(keys);
         let store = MemoryStore::new();
         let governor = RateLimiter::keyed(quota);
@@ -65,14 +72,18 @@ fn decision(c: &mut Criterion) {
         }
 
         for threads in [1usize, 2] {
-            let label = format!("{keys}keys/{threads}t");
+            let order = if step == 1 { "" } else { "-scattered" };
+            let label = format!("{keys}keys{order}/{threads}t");
             group.bench_function(BenchmarkId::new("tollgate_memory", &label), |b| {
                 b.iter_custom(|iters| {
                     on_threads(threads, iters, |t, n| {
                         let mut i = t * 7_919;
                         for _ in 0..n {
-                            i = (i + 1) % keys;
-                            black_box(store.check_now(&ids[i], &spec, 1));
+                            i = (i + step) % keys;
+                            // By reference: passing the decision by value would time a copy
+                            // of it into `black_box` as well.
+                            let decision = store.check_now(&ids[i], &spec, 1);
+                            black_box(&decision);
                         }
                     })
                 })
@@ -82,7 +93,7 @@ fn decision(c: &mut Criterion) {
                     on_threads(threads, iters, |t, n| {
                         let mut i = t * 7_919;
                         for _ in 0..n {
-                            i = (i + 1) % keys;
+                            i = (i + step) % keys;
                             let _ = black_box(governor.check_key(&ids[i]));
                         }
                     })
@@ -90,12 +101,16 @@ fn decision(c: &mut Criterion) {
             });
         }
 
+        if step != 1 {
+            continue;
+        }
         let label = format!("{keys}keys/1t");
         group.bench_function(BenchmarkId::new("tollgate_memory_async_trait", &label), |b| {
             let mut i = 0;
             b.iter(|| {
                 i = (i + 1) % keys;
-                black_box(poll_ready(store.check(&ids[i], &spec, 1)))
+                let decision = poll_ready(store.check(&ids[i], &spec, 1));
+                black_box(&decision);
             })
         });
     }

@@ -35,7 +35,8 @@ const REANCHOR_EVERY_US: i64 = 1_000_000;
 /// The process-wide state behind [`SystemClock`].
 struct FastWall {
     clock: quanta::Clock,
-    origin: quanta::Instant,
+    /// The counter's raw reading when the process first read the time.
+    origin: u64,
     /// Wall-clock microseconds minus monotonic microseconds since `origin`.
     offset_us: AtomicI64,
     /// Monotonic microseconds at which to re-read the OS clock.
@@ -47,7 +48,7 @@ impl FastWall {
         static WALL: OnceLock<FastWall> = OnceLock::new();
         WALL.get_or_init(|| {
             let clock = quanta::Clock::new();
-            let origin = clock.now();
+            let origin = clock.raw();
             let wall = FastWall {
                 clock,
                 origin,
@@ -59,8 +60,11 @@ impl FastWall {
         })
     }
 
+    /// Monotonic microseconds since `origin`: one counter reading and one scaling, without the
+    /// detour through a `Duration`.
     fn mono_us(&self) -> i64 {
-        micros(self.clock.now().duration_since(self.origin))
+        let nanos = self.clock.delta_as_nanos(self.origin, self.clock.raw());
+        i64::try_from(nanos / 1_000).unwrap_or(i64::MAX / 2)
     }
 
     /// Re-reads the OS wall clock between two counter readings and keeps the pair taken with
