@@ -38,7 +38,8 @@ use hashbrown::DefaultHashBuilder;
 use jiff::Timestamp;
 
 use crate::decision::{Counted, Decision, GivenBack};
-use crate::spec::{CounterShape, MeteringId, QuotaSpec};
+use crate::metering_id::MeteringId;
+use crate::spec::{CounterShape, QuotaSpec};
 use crate::store::CounterInfo;
 
 mod cell;

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-use crate::spec::MeteringId;
+use crate::metering_id::MeteringId;
 
 /// What happened to the request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

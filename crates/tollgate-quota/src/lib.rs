@@ -32,6 +32,7 @@
 mod clock;
 mod counter;
 mod decision;
+mod metering_id;
 pub mod rate_headers;
 mod spec;
 pub mod store;
@@ -40,9 +41,9 @@ mod window;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use counter::Counters;
 pub use decision::{Counted, Decision, GivenBack, Outcome};
+pub use metering_id::MeteringId;
 pub use spec::{
-    CounterShape, MAX_WINDOW_YEARS, MeteringId, QuotaSpec, SpecError, TimeUnit, WindowKind,
-    check_start,
+    CounterShape, MAX_WINDOW_YEARS, QuotaSpec, SpecError, TimeUnit, WindowKind, check_start,
 };
 pub use store::{AnyStore, CounterInfo, Seen, Store, StoreError, StoreHealth};
 pub use window::{ROLLING_BUCKETS, RollingLayout, Window};

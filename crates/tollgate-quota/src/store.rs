@@ -18,7 +18,8 @@ use std::future::Future;
 use jiff::Timestamp;
 
 use crate::decision::{Counted, Decision, GivenBack};
-use crate::spec::{CounterShape, MeteringId, QuotaSpec, TimeUnit, WindowKind};
+use crate::metering_id::MeteringId;
+use crate::spec::{CounterShape, QuotaSpec, TimeUnit, WindowKind};
 use crate::window;
 
 pub use corrupt::OnCorrupt;

@@ -25,7 +25,8 @@ use super::cell::{CalendarCell, CellState, CellTally};
 use super::state::{Counter, Tally};
 use super::table::{ShapeKey, key_hash};
 use crate::decision::{GivenBack, Outcome};
-use crate::spec::{CounterShape, MeteringId};
+use crate::metering_id::MeteringId;
+use crate::spec::CounterShape;
 use crate::store::CounterInfo;
 use crate::window::CalendarFrame;
 

@@ -3,7 +3,8 @@
 //! form in which every counter is written to disk and read back.
 
 use crate::decision::{Counted, Decision, GivenBack, Outcome};
-use crate::spec::{CounterShape, MeteringId, QuotaSpec, WindowKind};
+use crate::metering_id::MeteringId;
+use crate::spec::{CounterShape, QuotaSpec, WindowKind};
 use crate::store::CounterInfo;
 use crate::window::{self, RollingLayout};
 

@@ -22,7 +22,8 @@ use super::cell::{CellState, MAX_COUNT};
 use super::cells::Cells;
 use super::state::{Counter, Tally};
 use crate::decision::{Counted, GivenBack};
-use crate::spec::{CounterShape, MeteringId, TimeUnit, WindowKind};
+use crate::metering_id::MeteringId;
+use crate::spec::{CounterShape, TimeUnit, WindowKind};
 use crate::store::CounterInfo;
 use crate::window::CalendarFrame;
 

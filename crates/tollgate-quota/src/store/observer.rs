@@ -18,7 +18,7 @@
 use std::sync::{Arc, OnceLock};
 
 use crate::decision::Decision;
-use crate::spec::MeteringId;
+use crate::metering_id::MeteringId;
 
 /// Why units were withheld without a decision admitting them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -42,7 +42,8 @@ use std::time::Duration;
 
 use crate::clock::Clock;
 use crate::decision::{Counted, Decision, GivenBack};
-use crate::spec::{MeteringId, QuotaSpec, WindowKind};
+use crate::metering_id::MeteringId;
+use crate::spec::{QuotaSpec, WindowKind};
 use crate::store::observer::ObserverSlot;
 use crate::store::{CounterInfo, Store, StoreError};
 use crate::window::{self, RollingLayout};

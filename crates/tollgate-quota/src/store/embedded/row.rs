@@ -3,7 +3,8 @@
 //! error says which part of a row is unreadable, and the store drops such rows with the reason.
 
 use crate::counter::{Bucket, Counter};
-use crate::spec::{CounterShape, MeteringId, TimeUnit, WindowKind};
+use crate::metering_id::MeteringId;
+use crate::spec::{CounterShape, TimeUnit, WindowKind};
 
 /// The bytes every key of `id` starts with (`end = 0`), or the first byte string after all of
 /// them (`end = 1`). Ids are visible ASCII, so 0x00 never occurs inside one.

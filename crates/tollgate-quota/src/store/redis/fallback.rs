@@ -35,7 +35,8 @@ use tokio::sync::Notify;
 
 use crate::clock::Clock;
 use crate::decision::{Decision, Outcome};
-use crate::spec::{CounterShape, MeteringId, QuotaSpec, WindowKind};
+use crate::metering_id::MeteringId;
+use crate::spec::{CounterShape, QuotaSpec, WindowKind};
 use crate::store::memory::MemoryStore;
 use crate::window;
 

@@ -10,7 +10,8 @@
 //! `<prefix>{<id>}:*` matches only keys of that id: `A` no longer matches the keys of `A}:x`.
 //! Glob metacharacters (`*?[]\`) in an id or prefix are escaped in every pattern.
 
-use crate::spec::{CounterShape, MeteringId, WindowKind};
+use crate::metering_id::MeteringId;
+use crate::spec::{CounterShape, WindowKind};
 
 /// The metering id as it appears inside the hash tag.
 pub(super) fn encode_id(id: &str) -> String {

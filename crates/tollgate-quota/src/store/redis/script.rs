@@ -7,7 +7,8 @@ use std::sync::Arc;
 use crate::clock::Clock;
 use crate::counter::Tally;
 use crate::decision::{Counted, Decision, Outcome};
-use crate::spec::{MeteringId, QuotaSpec, TimeUnit, WindowKind};
+use crate::metering_id::MeteringId;
+use crate::spec::{QuotaSpec, TimeUnit, WindowKind};
 use crate::store::StoreError;
 use crate::window::RollingLayout;
 
