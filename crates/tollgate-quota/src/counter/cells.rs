@@ -249,9 +249,12 @@ impl Cells {
         Some(n as usize)
     }
 
-    /// Removes slot `n`; the last slot takes its place.
+    /// Removes slot `n`; the last slot takes its place. No slot `n`, nothing changes.
     pub(super) fn remove(&mut self, hasher: &DefaultHashBuilder, n: usize) {
         let Ok(n32) = u32::try_from(n) else { return };
+        if n >= self.data.slots.len() {
+            return;
+        }
         let hash = self.data.hash_of(hasher, n32);
         if let Ok(entry) = self.index.find_entry(hash, |&m| m == n32) {
             entry.remove();
@@ -264,11 +267,9 @@ impl Cells {
                 *entry = n32;
             }
         }
-        if n < self.data.slots.len() {
-            let slot = self.data.slots.swap_remove(n);
-            if slot.at().is_some() {
-                self.data.garbage += usize::from(slot.len);
-            }
+        let slot = self.data.slots.swap_remove(n);
+        if slot.at().is_some() {
+            self.data.garbage += usize::from(slot.len);
         }
     }
 
