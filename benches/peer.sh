@@ -14,6 +14,9 @@
 # CEILING=1 adds the first Tollgate server's `GET /healthz` ("ceiling": the same wrk script,
 # headers ignored) as one more column in the same rounds: what the server's HTTP stack answers
 # with no decision behind it, beside the peer's whole answer.
+# FLOOR=1 adds the `canned_answer` example of tollgate-server ("floor"): a loop that answers
+# every request head with the same bytes as an allowed answer, without parsing or deciding;
+# what any HTTP stack costs beyond it is that stack's own work.
 #
 # It installs throttlecrab-server 0.4.40 into target/peers if it is not there yet
 # (`cargo install --locked`, a few minutes once), builds the release `tollgate`, starts
@@ -61,6 +64,18 @@ fi
 if [ -n "${CEILING:-}" ]; then
   URL[ceiling]="${URL[tollgate]}"
   SERVERS+=(ceiling)
+fi
+if [ -n "${FLOOR:-}" ]; then
+  cargo build --release -q -p tollgate-server --example canned_answer
+  "$TARGET/release/examples/canned_answer" >"$WORK/floor.stdout" 2>&1 &
+  track "$!" floor
+  for _ in $(seq 1 200); do
+    grep -q '^listening on ' "$WORK/floor.stdout" 2>/dev/null && break
+    sleep 0.05
+  done
+  URL[floor]="$(sed -n 's/^listening on //p' "$WORK/floor.stdout" | head -n1)"
+  [ -n "${URL[floor]}" ] || { echo "canned_answer did not start" >&2; exit 1; }
+  SERVERS+=(floor)
 fi
 
 PEER_PORT="$(free_port)"
@@ -131,6 +146,11 @@ awk -v servers="${SERVERS[*]}" "$AWK_STATS"'
         for (i = 1; i <= m; i++) r[i] = rps["ceiling", c, i] / rps["throttlecrab", c, i]
         for (i = 1; i <= m; i++) q[i] = rps["tollgate", c, i] / rps["ceiling", c, i]
         printf "CEILING c=%s healthz/throttlecrab=%.2f quota/healthz=%.2f healthz_p99=%.2fms\n", c, median(r, m), median(q, m), m99["ceiling"] / 1000
+      }
+      if ("floor" in m99) {
+        for (i = 1; i <= m; i++) r[i] = rps["floor", c, i] / rps["throttlecrab", c, i]
+        for (i = 1; i <= m; i++) q[i] = rps["tollgate", c, i] / rps["floor", c, i]
+        printf "FLOOR c=%s floor/throttlecrab=%.2f quota/floor=%.2f floor_p99=%.2fms\n", c, median(r, m), median(q, m), m99["floor"] / 1000
       }
     }
   }' "$WORK/results"
