@@ -21,7 +21,7 @@
 //! let policies = Policies::fixed(PolicySet::default());
 //! let state = AppState::builder(store, policies, AccessGuard::new(None, true)).build();
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-//! tollgate_server::serve(listener, tollgate_server::router(state), std::future::pending()).await
+//! tollgate_server::serve(listener, tollgate_server::App::new(state), std::future::pending()).await
 //! # }
 //! ```
 #![forbid(unsafe_code)]
@@ -29,6 +29,7 @@
 #![warn(unreachable_pub)]
 
 mod admin;
+mod app;
 mod audit;
 mod body_timeout;
 mod config_file;
@@ -51,6 +52,7 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::get;
 
+pub use app::App;
 pub use limits::ConnectionLimits;
 pub use policy::{Policies, PolicyWatcher, parse_policies};
 pub use reload::{FileCheck, FileValidator};

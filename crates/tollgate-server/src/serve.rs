@@ -36,7 +36,6 @@ use std::pin::pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
 use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::http::header::{CONNECTION, CONTENT_TYPE, HeaderValue};
@@ -48,8 +47,8 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
-use tower::ServiceExt;
 
+use crate::app::App;
 use crate::body_timeout::{StallFlag, StallTimeout};
 use crate::limits::ConnectionLimits;
 use crate::parse_error::ProblemIo;
@@ -75,7 +74,11 @@ const GRACE: Duration = Duration::from_secs(10);
 const MAX_DETAIL_BYTES: usize = 4 * 1024;
 
 /// Serves `app` on `listener` with the default [`ConnectionLimits`]; see [`serve_with`].
-pub async fn serve<F>(listener: TcpListener, app: Router, shutdown: F) -> std::io::Result<()>
+pub async fn serve<F>(
+    listener: TcpListener,
+    app: impl Into<App>,
+    shutdown: F,
+) -> std::io::Result<()>
 where
     F: Future<Output = ()> + Send,
 {
@@ -86,7 +89,7 @@ where
 /// accepting, lets in-flight requests finish (up to 10 s) and returns.
 pub async fn serve_with<F>(
     listener: TcpListener,
-    app: Router,
+    app: impl Into<App>,
     shutdown: F,
     limits: ConnectionLimits,
 ) -> std::io::Result<()>
@@ -99,7 +102,7 @@ where
 /// Like [`serve_with`], over TLS with `tls`'s current certificate when it is `Some`.
 pub async fn serve_tls<F>(
     listener: TcpListener,
-    app: Router,
+    app: impl Into<App>,
     shutdown: F,
     limits: ConnectionLimits,
     tls: Option<TlsAcceptor>,
@@ -107,6 +110,7 @@ pub async fn serve_tls<F>(
 where
     F: Future<Output = ()> + Send,
 {
+    let app = app.into();
     let graceful = GracefulShutdown::new();
     let mut builder = http1::Builder::new();
     builder
@@ -200,7 +204,7 @@ where
 }
 
 async fn handle(
-    app: Router,
+    app: App,
     mut req: Request<Incoming>,
     body_timeout: Duration,
     (addr, proxies): (SocketAddr, TrustedProxies),
@@ -250,7 +254,7 @@ async fn handle(
         }
         None => req.map(Body::new),
     };
-    let response = app.oneshot(req).await?;
+    let response = app.answer(req).await;
     if stalled.as_ref().is_some_and(StallFlag::fired) {
         // Whatever the route made of its failed body, the cause was the client's silence.
         return Ok(Problem::new(StatusCode::REQUEST_TIMEOUT, "body-timeout", "Request Timeout")

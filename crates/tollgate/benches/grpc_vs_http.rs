@@ -22,7 +22,7 @@ use tollgate_rls::rls::RateLimitRequest;
 use tollgate_rls::rls::rate_limit_service_client::RateLimitServiceClient;
 use tollgate_rls::{RateLimiter, RlsSection, RuleSet};
 use tollgate_server::Policies;
-use tollgate_server::{AppState, router};
+use tollgate_server::{App, AppState};
 
 const RULES: &str = r#"
 [[rls.rule]]
@@ -153,7 +153,7 @@ fn main() {
         let decider = state.decider().clone();
         let http = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind http");
         let http_addr = format!("http://{}", http.local_addr().expect("addr"));
-        tokio::spawn(tollgate_server::serve(http, router(state), std::future::pending()));
+        tokio::spawn(tollgate_server::serve(http, App::new(state), std::future::pending()));
 
         let section: RlsSection = toml::from_str::<Doc>(RULES).expect("rules").rls;
         let rules = RuleSet::new(&section).expect("rules");

@@ -23,7 +23,7 @@ use tollgate_quota::store::OnCorrupt;
 use tollgate_quota::{AnyStore, Store, StoreHealth};
 use tollgate_server::Policies;
 use tollgate_server::usage::UsageHistory;
-use tollgate_server::{AppState, router};
+use tollgate_server::{App, AppState};
 
 use crate::config::{ConfigFile, ConfigMistake};
 
@@ -158,7 +158,7 @@ async fn serve(args: ServeArgs, file: ConfigFile, tls: Option<TlsAcceptor>) -> a
             }),
         );
     }
-    let mut app = router(state.clone());
+    let mut app = App::new(state.clone());
     let mut backup = crate::backup::BackupApi {
         store: Arc::clone(&store),
         gateway: None,

@@ -13,7 +13,7 @@ use tollgate_http::config::ClientKey;
 use tollgate_policy::PolicySet;
 use tollgate_quota::store::MemoryStore;
 use tollgate_quota::{AnyStore, ManualClock};
-use tollgate_server::{AppState, ConnectionLimits, router, serve_with};
+use tollgate_server::{App, AppState, ConnectionLimits, serve_with};
 use tollgate_server::{Policies, parse_policies};
 
 /// 2026-11-30T10:00:00Z: 14 hours before the end of the calendar day.
@@ -58,20 +58,36 @@ impl Server {
     }
 
     pub async fn with(opts: Options) -> Self {
+        let limits = opts.limits.clone();
+        let (state, clock) = Self::state(opts);
+        Self::serving(App::new(state.clone()), state, clock, limits).await
+    }
+
+    /// The state a server of `opts` runs on, its store on a manual clock standing at [`NOW`].
+    pub fn state(opts: Options) -> (AppState, ManualClock) {
         let clock = ManualClock::new(NOW.parse::<Timestamp>().unwrap());
         let store = Arc::new(AnyStore::Memory(MemoryStore::with_clock(Arc::new(clock.clone()))));
         let state =
             AppState::builder(store, opts.policies, AccessGuard::new(opts.token, opts.loopback))
                 .clients(ClientKeys::new(&opts.clients).unwrap())
                 .build();
+        (state, clock)
+    }
+
+    /// Serves `app`, built on `state` (whose store runs on `clock`), on a free loopback port.
+    pub async fn serving(
+        app: impl Into<App>,
+        state: AppState,
+        clock: ManualClock,
+        limits: ConnectionLimits,
+    ) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (tx, rx) = oneshot::channel();
-        let app = router(state.clone());
         let stop = async {
             let _ = rx.await;
         };
-        let task = tokio::spawn(serve_with(listener, app, stop, opts.limits));
+        let task = tokio::spawn(serve_with(listener, app.into(), stop, limits));
         let http = reqwest::Client::builder().no_proxy().build().unwrap();
         Self { addr, clock, http, state, stop: Some(tx), task: Some(task) }
     }
