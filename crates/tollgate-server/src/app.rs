@@ -1,14 +1,14 @@
 //! What the listener serves: the router, and the quota check beside it.
 //!
 //! Every answer of `GET /v1/quota` comes from the one handler in `quota.rs`. An [`App`] also
-//! holds that route on its own, layered exactly like the router's routes, so the listener can
-//! hand a `GET /v1/quota` to it without the router's path matching and the extensions the
-//! router adds to each request (the matched path, the path parameters): about a tenth of an
-//! answer's CPU time (see BENCHMARKS.md).
+//! holds that route on its own, so the listener can hand a `GET /v1/quota` to it without the
+//! router's path matching and the extensions the router adds to each request (the matched
+//! path, the path parameters): 5–8 % of an answer's server CPU (see BENCHMARKS.md).
 //!
-//! Invariant: a layer or a route added to an [`App`] reaches both the router and the quota
-//! route, so the two ways to `GET /v1/quota` answer alike; any other request, `HEAD /v1/quota`
-//! included, goes through the router.
+//! Invariant: a layer added to an [`App`] wraps both the router and the quota route, so the
+//! two ways to `GET /v1/quota` answer alike; any other request, `HEAD /v1/quota` included,
+//! goes through the router. (The router's own body limit is not on the quota route: the check
+//! never reads a body.)
 
 use std::convert::Infallible;
 
