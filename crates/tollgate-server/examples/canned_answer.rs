@@ -1,6 +1,6 @@
 //! The floor under any HTTP stack on this machine: a loop that answers every request head
 //! with the same bytes, an allowed `GET /v1/quota` answer for the id `a:b` (402 bytes; the
-//! benchmark's longer ids make Tollgate's about 50 bytes longer), without parsing or deciding.
+//! benchmark's ids and limit make Tollgate's some 35 bytes longer), without parsing or deciding.
 //!
 //! `benches/peer.sh` runs it beside Tollgate and ThrottleCrab when `FLOOR=1`: what is left
 //! between it and a real server is the server's own work per answer (HTTP parsing, routing,
