@@ -11,6 +11,8 @@
 #   stop_tollgate NAME [SIGNAL]        # SIGTERM (or SIGNAL), wait, forget it
 #   track PID NAME / untrack PID       # stop another process at exit / no longer
 #   free_port                          # a free loopback TCP port
+#   install_throttlecrab               # the peer's binary into target/peers (PEER), once
+#   start_throttlecrab                 # its HTTP server on a free port; URL[throttlecrab], PID_OF[throttlecrab]
 #   machine_line                       # "# 2 cores, 8 GiB, Linux …, load average …"
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -93,6 +95,37 @@ cpu_times() {
   for i in "${!PIDS[@]}"; do
     if [ -n "${PIDS[$i]}" ]; then echo "#   ${NAMES[$i]}: $(ps -o time= -p "${PIDS[$i]}" | tr -d ' ')"; fi
   done
+}
+
+# The peer the HTTP figures are compared with: ThrottleCrab's server, built once (a few minutes)
+# with `cargo install --locked` into target/peers.
+PEER_VERSION=0.4.40
+PEER="$TARGET/peers/bin/throttlecrab-server"
+
+install_throttlecrab() {
+  if ! [ -x "$PEER" ] || ! "$PEER" --version 2>/dev/null | grep -q "$PEER_VERSION"; then
+    need protoc "needed to build throttlecrab-server: apt-get install -y protobuf-compiler"
+    echo "# installing throttlecrab-server $PEER_VERSION into $TARGET/peers" >&2
+    CARGO_TARGET_DIR="$TARGET/peers-build" cargo install throttlecrab-server \
+      --version "$PEER_VERSION" --locked --root "$TARGET/peers"
+  fi
+}
+
+# Starts `throttlecrab-server --http` on a free loopback port and waits until it answers.
+start_throttlecrab() {
+  local port url warm='{"key":"warm","max_burst":10,"count_per_period":10,"period":60}'
+  port="$(free_port)"
+  url="http://127.0.0.1:$port"
+  "$PEER" --http --http-host 127.0.0.1 --http-port "$port" >"$WORK/peer.log" 2>&1 &
+  PID_OF[throttlecrab]=$!
+  track "$!" throttlecrab-server
+  URL[throttlecrab]="$url"
+  for _ in $(seq 1 200); do
+    curl -s -o /dev/null -X POST -H 'Content-Type: application/json' -d "$warm" "$url/throttle" && break
+    sleep 0.05
+  done
+  curl -fsS -o /dev/null -X POST -H 'Content-Type: application/json' -d "$warm" "$url/throttle" \
+    || { echo "throttlecrab-server did not start:" >&2; cat "$WORK/peer.log" >&2; exit 1; }
 }
 
 machine_line() {

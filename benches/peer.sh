@@ -33,18 +33,11 @@ CONNECTIONS="${CONNECTIONS:-64 16}"
 THREADS="${THREADS:-2}"
 ROUNDS="${ROUNDS:-3}"
 export TOLLGATE_BENCH_IDS="${TOLLGATE_BENCH_IDS:-10000}"
-PEER_VERSION=0.4.40
 
 source "$(dirname "$0")/lib.sh"
 need wrk "apt-get install -y wrk"
 
-PEER="$TARGET/peers/bin/throttlecrab-server"
-if ! [ -x "$PEER" ] || ! "$PEER" --version 2>/dev/null | grep -q "$PEER_VERSION"; then
-  need protoc "needed to build throttlecrab-server: apt-get install -y protobuf-compiler"
-  echo "# installing throttlecrab-server $PEER_VERSION into $TARGET/peers" >&2
-  CARGO_TARGET_DIR="$TARGET/peers-build" cargo install throttlecrab-server \
-    --version "$PEER_VERSION" --locked --root "$TARGET/peers"
-fi
+install_throttlecrab
 
 if [ -n "${TOLLGATE_BIN:-}" ]; then
   BIN="$TOLLGATE_BIN"
@@ -78,21 +71,9 @@ if [ -n "${FLOOR:-}" ]; then
   SERVERS+=(floor)
 fi
 
-PEER_PORT="$(free_port)"
-"$PEER" --http --http-host 127.0.0.1 --http-port "$PEER_PORT" >"$WORK/peer.log" 2>&1 &
-track "$!" throttlecrab-server
-PEER_URL="http://127.0.0.1:$PEER_PORT"
-URL[throttlecrab]="$PEER_URL"
-for _ in $(seq 1 200); do
-  curl -s -o /dev/null -X POST -H 'Content-Type: application/json' \
-    -d '{"key":"warm","max_burst":10,"count_per_period":10,"period":60}' "$PEER_URL/throttle" && break
-  sleep 0.05
-done
-curl -fsS -o /dev/null -X POST -H 'Content-Type: application/json' \
-  -d '{"key":"warm","max_burst":10,"count_per_period":10,"period":60}' "$PEER_URL/throttle" \
-  || { echo "throttlecrab-server did not start:" >&2; cat "$WORK/peer.log" >&2; exit 1; }
+start_throttlecrab
 
-echo "# tollgate $(git rev-parse --short HEAD 2>/dev/null || echo '?') at ${URL[tollgate]} (embedded store); throttlecrab-server $PEER_VERSION at $PEER_URL${BASELINE_BIN:+; baseline $BASELINE_BIN at ${URL[baseline]:-}}"
+echo "# tollgate $(git rev-parse --short HEAD 2>/dev/null || echo '?') at ${URL[tollgate]} (embedded store); throttlecrab-server $PEER_VERSION at ${URL[throttlecrab]}${BASELINE_BIN:+; baseline $BASELINE_BIN at ${URL[baseline]:-}}"
 echo "# wrk -t$THREADS -c{$CONNECTIONS} -d$DURATION --latency, ids=$TOLLGATE_BENCH_IDS, rounds=$ROUNDS, servers alternating"
 machine_line
 
