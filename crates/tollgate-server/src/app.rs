@@ -66,11 +66,6 @@ impl App {
         Self { router: self.router.layer(layer.clone()), quota: self.quota.map(|q| q.layer(layer)) }
     }
 
-    /// True when `GET /v1/quota` has its own route (an [`App`] made by [`App::new`]).
-    pub(crate) fn has_quota(&self) -> bool {
-        self.quota.is_some()
-    }
-
     /// Answers `req`: a `GET /v1/quota` through the quota route, anything else through the
     /// router.
     pub(crate) async fn answer(self, req: Request<Body>) -> Response {

@@ -33,7 +33,6 @@ mod app;
 mod audit;
 mod body_timeout;
 mod config_file;
-mod express;
 mod headers;
 mod health;
 mod limits;

@@ -44,10 +44,9 @@ use axum::response::IntoResponse;
 use hyper::body::{Body as _, Incoming};
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::{GracefulShutdown, Watcher};
-use tokio::io::{AsyncRead, AsyncWrite};
+use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::Semaphore;
 
 use crate::app::App;
 use crate::body_timeout::{StallFlag, StallTimeout};
@@ -120,7 +119,6 @@ where
         .header_read_timeout(limits.header_timeout);
     // Invariant: one permit per live connection; it is released when the connection ends.
     let slots = Arc::new(Semaphore::new(limits.max_connections.get()));
-    let (stop_tx, stop_rx) = watch::channel(false);
     let mut shutdown = pin!(shutdown);
     loop {
         let permit = tokio::select! {
@@ -146,24 +144,24 @@ where
         if slots.available_permits() == 0 {
             tracing::debug!(max = limits.max_connections, "connection cap reached");
         }
-        let conn = Conn {
-            app: app.clone(),
-            body_timeout: limits.body_timeout,
-            builder: builder.clone(),
-            client: Client { addr, proxies: limits.trusted_proxies.clone(), peer: None },
-        };
+        let app = app.clone();
+        let body_timeout = limits.body_timeout;
+        let builder = builder.clone();
         let watcher = graceful.watcher();
         let tls = tls.clone();
         let header_timeout = limits.header_timeout;
-        let stop = stop_rx.clone();
+        let proxies = limits.trusted_proxies.clone();
         tokio::spawn(async move {
             // Invariant: the permit lives as long as this task, handshake included.
             let _permit = permit;
             let result = match tls {
-                None if conn.app.has_quota() => {
-                    crate::express::serve(stream, conn, watcher, stop, header_timeout).await
+                None => {
+                    let service = hyper::service::service_fn(move |req| {
+                        handle(app.clone(), req, body_timeout, (addr, proxies.clone()), None)
+                    });
+                    let io = TokioIo::new(ProblemIo::new(stream));
+                    watcher.watch(builder.serve_connection(io, service)).await
                 }
-                None => conn.hyper(stream, watcher).await.map_err(Into::into),
                 Some(tls) => {
                     let stream = match tokio::time::timeout(header_timeout, tls.accept(stream))
                         .await
@@ -178,9 +176,18 @@ where
                             return;
                         }
                     };
-                    let mut conn = conn;
-                    conn.client.peer = TlsAcceptor::peer(&stream);
-                    conn.hyper(stream, watcher).await.map_err(Into::into)
+                    let peer = TlsAcceptor::peer(&stream);
+                    let service = hyper::service::service_fn(move |req| {
+                        handle(
+                            app.clone(),
+                            req,
+                            body_timeout,
+                            (addr, proxies.clone()),
+                            peer.clone(),
+                        )
+                    });
+                    let io = TokioIo::new(ProblemIo::new(stream));
+                    watcher.watch(builder.serve_connection(io, service)).await
                 }
             };
             if let Err(e) = result {
@@ -188,8 +195,6 @@ where
             }
         });
     }
-    // The express lane's connections stop between requests; hyper's through `graceful`.
-    let _ = stop_tx.send(true);
     drop(listener);
     tokio::select! {
         () = graceful.shutdown() => {}
@@ -202,10 +207,41 @@ async fn handle(
     app: App,
     mut req: Request<Incoming>,
     body_timeout: Duration,
-    client: Client,
+    (addr, proxies): (SocketAddr, TrustedProxies),
+    peer: Option<PeerCertificate>,
 ) -> Result<Response<Body>, Infallible> {
-    if let Some(refusal) = admit(&mut req, client) {
-        return Ok(refusal);
+    let client = if proxies.is_empty() {
+        addr
+    } else {
+        SocketAddr::new(proxies.client(addr.ip(), req.headers()), addr.port())
+    };
+    req.extensions_mut().insert(ConnectInfo(client));
+    if let Some(peer) = peer {
+        req.extensions_mut().insert(peer);
+    }
+    let uri_len = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
+    if uri_len > MAX_URI_BYTES {
+        return Ok(Problem::new(StatusCode::URI_TOO_LONG, "uri-too-long", "URI Too Long")
+            .detail(format!(
+                "the request target is {uri_len} bytes long; the limit is {MAX_URI_BYTES}"
+            ))
+            .with("limit", MAX_URI_BYTES)
+            .with("received", uri_len)
+            .into_response());
+    }
+    let size = header_bytes(req.headers());
+    if size > MAX_HEADER_BYTES {
+        return Ok(Problem::new(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            "headers-too-large",
+            "Request Header Fields Too Large",
+        )
+        .detail(format!(
+            "the request carries {size} bytes of headers; the limit is {MAX_HEADER_BYTES}"
+        ))
+        .with("limit", MAX_HEADER_BYTES)
+        .with("received", size)
+        .into_response());
     }
     let method = req.method().clone();
     let uri = req.uri().clone();
@@ -231,95 +267,6 @@ async fn handle(
             .into_response());
     }
     Ok(as_problem(response, &method, &uri).await)
-}
-
-/// Answers a request without a body as [`handle`] does: what the express lane serves.
-pub(crate) async fn answer_bodiless(
-    app: App,
-    mut req: Request<Body>,
-    client: Client,
-) -> Response<Body> {
-    if let Some(refusal) = admit(&mut req, client) {
-        return refusal;
-    }
-    let method = req.method().clone();
-    let uri = req.uri().clone();
-    let response = app.answer(req).await;
-    as_problem(response, &method, &uri).await
-}
-
-/// Where a request comes from: the connection's peer and the proxies trusted to name the
-/// client, and the verified client certificate under mTLS.
-#[derive(Clone)]
-pub(crate) struct Client {
-    pub(crate) addr: SocketAddr,
-    pub(crate) proxies: TrustedProxies,
-    pub(crate) peer: Option<PeerCertificate>,
-}
-
-/// Puts the client on `req`, and refuses a request target or header fields over the limits.
-fn admit<B>(req: &mut Request<B>, client: Client) -> Option<Response<Body>> {
-    let addr = client.addr;
-    let at = if client.proxies.is_empty() {
-        addr
-    } else {
-        SocketAddr::new(client.proxies.client(addr.ip(), req.headers()), addr.port())
-    };
-    req.extensions_mut().insert(ConnectInfo(at));
-    if let Some(peer) = client.peer {
-        req.extensions_mut().insert(peer);
-    }
-    let uri_len = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
-    if uri_len > MAX_URI_BYTES {
-        return Some(
-            Problem::new(StatusCode::URI_TOO_LONG, "uri-too-long", "URI Too Long")
-                .detail(format!(
-                    "the request target is {uri_len} bytes long; the limit is {MAX_URI_BYTES}"
-                ))
-                .with("limit", MAX_URI_BYTES)
-                .with("received", uri_len)
-                .into_response(),
-        );
-    }
-    let size = header_bytes(req.headers());
-    if size > MAX_HEADER_BYTES {
-        return Some(
-            Problem::new(
-                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-                "headers-too-large",
-                "Request Header Fields Too Large",
-            )
-            .detail(format!(
-                "the request carries {size} bytes of headers; the limit is {MAX_HEADER_BYTES}"
-            ))
-            .with("limit", MAX_HEADER_BYTES)
-            .with("received", size)
-            .into_response(),
-        );
-    }
-    None
-}
-
-/// What serves one connection through hyper.
-pub(crate) struct Conn {
-    pub(crate) app: App,
-    body_timeout: Duration,
-    builder: http1::Builder,
-    pub(crate) client: Client,
-}
-
-impl Conn {
-    /// Serves the connection through hyper until it ends, under `watcher`'s graceful shutdown.
-    pub(crate) async fn hyper<S>(self, io: S, watcher: Watcher) -> Result<(), hyper::Error>
-    where
-        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-    {
-        let Conn { app, body_timeout, builder, client } = self;
-        let service = hyper::service::service_fn(move |req| {
-            handle(app.clone(), req, body_timeout, client.clone())
-        });
-        watcher.watch(builder.serve_connection(TokioIo::new(ProblemIo::new(io)), service)).await
-    }
 }
 
 /// The size of the header fields as sent on the wire.
