@@ -11,7 +11,7 @@
 #   stop_tollgate NAME [SIGNAL]        # SIGTERM (or SIGNAL), wait, forget it
 #   track PID NAME / untrack PID       # stop another process at exit / no longer
 #   free_port                          # a free loopback TCP port
-#   install_throttlecrab               # the peer's binary into target/peers (PEER), once
+#   install_throttlecrab               # the peer's binary into target/peers (PEER_BIN), once
 #   start_throttlecrab                 # its HTTP server on a free port; URL[throttlecrab], PID_OF[throttlecrab]
 #   machine_line                       # "# 2 cores, 8 GiB, Linux …, load average …"
 
@@ -100,10 +100,10 @@ cpu_times() {
 # The peer the HTTP figures are compared with: ThrottleCrab's server, built once (a few minutes)
 # with `cargo install --locked` into target/peers.
 PEER_VERSION=0.4.40
-PEER="$TARGET/peers/bin/throttlecrab-server"
+PEER_BIN="$TARGET/peers/bin/throttlecrab-server"
 
 install_throttlecrab() {
-  if ! [ -x "$PEER" ] || ! "$PEER" --version 2>/dev/null | grep -q "$PEER_VERSION"; then
+  if ! [ -x "$PEER_BIN" ] || ! "$PEER_BIN" --version 2>/dev/null | grep -q "$PEER_VERSION"; then
     need protoc "needed to build throttlecrab-server: apt-get install -y protobuf-compiler"
     echo "# installing throttlecrab-server $PEER_VERSION into $TARGET/peers" >&2
     CARGO_TARGET_DIR="$TARGET/peers-build" cargo install throttlecrab-server \
@@ -116,7 +116,7 @@ start_throttlecrab() {
   local port url warm='{"key":"warm","max_burst":10,"count_per_period":10,"period":60}'
   port="$(free_port)"
   url="http://127.0.0.1:$port"
-  "$PEER" --http --http-host 127.0.0.1 --http-port "$port" >"$WORK/peer.log" 2>&1 &
+  "$PEER_BIN" --http --http-host 127.0.0.1 --http-port "$port" >"$WORK/peer.log" 2>&1 &
   PID_OF[throttlecrab]=$!
   track "$!" throttlecrab-server
   URL[throttlecrab]="$url"
