@@ -44,6 +44,7 @@ mod quota;
 mod refund;
 mod reload;
 mod request_id;
+mod send_timeout;
 mod serve;
 mod state;
 pub mod usage;

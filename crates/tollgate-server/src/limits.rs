@@ -26,8 +26,10 @@ pub struct ConnectionLimits {
     /// connection, so this is also the idle keep-alive timeout. Beyond it the connection is
     /// closed.
     pub header_timeout: Duration,
-    /// Longest silence allowed between two chunks of a request body (and before the first).
-    /// Beyond it the request is answered 408 and the connection closed.
+    /// Longest silence allowed mid-transfer: between two chunks of a request body (and
+    /// before the first), beyond which the request is answered 408 and the connection
+    /// closed; and while an answer waits for the client to take any of it, beyond which the
+    /// connection is closed.
     pub body_timeout: Duration,
     /// Connections served at once. Further clients wait in the kernel's accept queue until a
     /// slot frees up, which the timeouts above guarantee happens. At least one.

@@ -6,9 +6,11 @@
 //! (further clients wait in the accept queue); a request head must arrive within
 //! `header_timeout` (also the keep-alive idle time: hyper starts that clock when it waits for
 //! the next head), else the connection is closed; a body silent for `body_timeout` gets 408
-//! and the connection closed. Together they guarantee that a slot held by a client that
-//! sends nothing is freed within `header_timeout`, so a flood of half-open connections
-//! delays `/healthz` by at most that long.
+//! and the connection closed, and an answer the client takes nothing of for `body_timeout`
+//! closes the connection ([`crate::send_timeout`]). Together they guarantee that a slot held
+//! by a client that sends nothing is freed within `header_timeout`, and one held by a client
+//! that reads nothing within `body_timeout` of the buffers filling, so a flood of such
+//! connections delays `/healthz` by at most that long.
 //!
 //! This sits below the router on purpose, so it covers every route, including those merged
 //! in by the gateway: a request whose header fields exceed [`MAX_HEADER_BYTES`] gets a 431
@@ -52,6 +54,7 @@ use crate::app::App;
 use crate::body_timeout::{StallFlag, StallTimeout};
 use crate::limits::ConnectionLimits;
 use crate::parse_error::ProblemIo;
+use crate::send_timeout::SendTimeout;
 use tollgate_http::problem::{PROBLEM_JSON, Problem};
 use tollgate_http::proxy::TrustedProxies;
 use tollgate_http::tls::{PeerCertificate, TlsAcceptor};
@@ -159,7 +162,7 @@ where
                     let service = hyper::service::service_fn(move |req| {
                         handle(app.clone(), req, body_timeout, (addr, proxies.clone()), None)
                     });
-                    let io = TokioIo::new(ProblemIo::new(stream));
+                    let io = TokioIo::new(ProblemIo::new(SendTimeout::new(stream, body_timeout)));
                     watcher.watch(builder.serve_connection(io, service)).await
                 }
                 Some(tls) => {
@@ -186,7 +189,7 @@ where
                             peer.clone(),
                         )
                     });
-                    let io = TokioIo::new(ProblemIo::new(stream));
+                    let io = TokioIo::new(ProblemIo::new(SendTimeout::new(stream, body_timeout)));
                     watcher.watch(builder.serve_connection(io, service)).await
                 }
             };

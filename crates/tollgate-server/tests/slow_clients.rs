@@ -1,8 +1,9 @@
 //! Slow and idle clients cannot exhaust the listener: real sockets against a real server with
 //! short, test-sized limits. A slowloris head is closed after the header timeout, a stalled
 //! body gets 408 and a closed connection after the body timeout, an idle keep-alive
-//! connection is closed, the connection cap holds, and `/healthz` still answers within a
-//! bound while hundreds of half-open connections sit on the port.
+//! connection is closed, a client that reads none of its answers loses its slot after the
+//! body timeout, the connection cap holds, and `/healthz` still answers within a bound while
+//! hundreds of half-open connections sit on the port.
 
 mod common;
 
@@ -165,5 +166,31 @@ async fn the_connection_cap_is_respected() {
     drop(held.pop());
     let n = timeout(Duration::from_secs(5), sixth.read(&mut buf)).await.unwrap().unwrap();
     assert!(buf[..n].starts_with(b"HTTP/1.1 200"), "{:?}", String::from_utf8_lossy(&buf[..n]));
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_client_that_reads_none_of_its_answers_gives_up_its_slot() {
+    // One slot, taken by a client that pipelines requests with 4 KiB answers (404 problems
+    // that quote the path) and reads none of them: once the socket buffers are full, the
+    // server's write waits.
+    let s = start(1).await;
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let (unread, mut write) = socket.connect(s.addr).await.unwrap().into_split();
+    let request = format!("GET /{} HTTP/1.1\r\nHost: x\r\n\r\n", "a".repeat(4096));
+    let flood = tokio::spawn(async move {
+        for _ in 0..4096 {
+            if write.write_all(request.as_bytes()).await.is_err() {
+                break;
+            }
+        }
+    });
+    // The slot comes free within `body_timeout` (500 ms) of the write stalling: another
+    // client is served. Without the bound it would wait for good.
+    let waited = healthz(&s, Duration::from_secs(8)).await;
+    assert!(waited < Duration::from_secs(5), "served after {waited:?}");
+    flood.abort();
+    drop(unread);
     s.stop().await;
 }

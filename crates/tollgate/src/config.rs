@@ -66,8 +66,9 @@ pub struct ServerSection {
     /// (1 ms to one day; default 20 000 ms).
     #[serde(rename = "header_timeout_ms", deserialize_with = "fields::header_timeout")]
     pub header_timeout: Option<Duration>,
-    /// `body_timeout_ms`: longest silence between request body chunks before a 408 (1 ms to
-    /// one day; default 30 000 ms).
+    /// `body_timeout_ms`: longest silence between request body chunks before a 408, and
+    /// while an answer waits for the client to take it before the connection is closed (1 ms
+    /// to one day; default 30 000 ms).
     #[serde(rename = "body_timeout_ms", deserialize_with = "fields::body_timeout")]
     pub body_timeout: Option<Duration>,
     /// Connections served at once (≥ 1; default 4096).
