@@ -176,12 +176,16 @@ impl Counters {
             self.sweep(lane, now_us);
         }
         let ask = Ask { hash, id, key, limit: spec.limit, weight, now_us };
+        // The read path (`Shard::check`, `Cells::find`, `Cells::decide`, the cell's `decide`)
+        // is inlined here, and each path builds its own `Decision`, so the tally stays in
+        // registers: passed through the stack, it was read back in 16-byte words from the
+        // narrower stores that wrote it, which the CPU cannot forward (about 14 % of a
+        // one-key check; BENCHMARKS.md, engine).
         let found = lane.read().check(&ask);
-        let tally = match found {
-            Some(tally) => tally,
-            None => lane.write().check_mut(&self.hasher, &ask),
-        };
-        tally.decision(id, spec, weight, now_us)
+        if let Some(tally) = found {
+            return tally.decision(id, spec, weight, now_us);
+        }
+        lane.write().check_mut(&self.hasher, &ask).decision(id, spec, weight, now_us)
     }
 
     /// Gives back up to `units` of `id`'s counter of `shape` that were counted at `counted`,

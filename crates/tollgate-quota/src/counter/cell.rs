@@ -122,6 +122,8 @@ impl<W: Word> CalendarCell<W> {
 
     /// Checks `weight` units against `limit` (at most [`MAX_COUNT`]) when the clock is in window
     /// `now`, and counts them when admitted.
+    // Inlined into every check (see `Counters::check_us`).
+    #[inline(always)]
     pub(super) fn decide(&self, now: i64, limit: u64, weight: u64) -> CellTally {
         // Read with the usage word (they share a cache line): an admission reports them as they
         // were just before it, which is as current as any read after it could be.

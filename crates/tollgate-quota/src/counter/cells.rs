@@ -133,6 +133,8 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// A cell's figures as a [`Tally`], its window placed by `frame`.
+// Inlined into every check (see `Counters::check_us`).
+#[inline(always)]
 fn tally(t: CellTally, frame: &CalendarFrame) -> Tally {
     let (start, end) = frame.bounds(t.state.window);
     Tally {
@@ -183,6 +185,8 @@ impl Slots {
 
 impl Cells {
     /// The slot holding `id` with shape `key`.
+    // Inlined into every check (see `Counters::check_us`).
+    #[inline(always)]
     pub(super) fn find(&self, hash: u64, id: &[u8], key: &ShapeKey) -> Option<usize> {
         let data = &self.data;
         let shape = data.shapes.iter().position(|s| s.key == *key)?;
@@ -195,6 +199,8 @@ impl Cells {
     }
 
     /// Decides on slot `n`.
+    // Inlined into every check (see `Counters::check_us`).
+    #[inline(always)]
     pub(super) fn decide(&self, n: usize, limit: u64, weight: u64, now_us: i64) -> Option<Tally> {
         let slot = self.data.slots.get(n)?;
         let shape = self.data.shape(slot)?;
