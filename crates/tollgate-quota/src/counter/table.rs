@@ -31,7 +31,7 @@ use crate::window::CalendarFrame;
 const MAX_CELL_DRIFT: i64 = 1 << 14;
 
 /// A [`CounterShape`] packed into 16 bytes (no `Option` tag).
-#[derive(Debug, Clone, Copy, Eq, Hash)]
+#[derive(Debug, Clone, Copy, Eq)]
 pub(super) struct ShapeKey {
     /// The calendar anchor in Unix seconds, or [`ShapeKey::NO_START`].
     start: i64,
@@ -72,6 +72,16 @@ impl PartialEq for ShapeKey {
             && self.interval == other.interval
             && self.unit == other.unit
             && self.window == other.window
+    }
+}
+
+/// The same fields as [`PartialEq`], in the same order as a derived `Hash` would take them.
+impl std::hash::Hash for ShapeKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.start.hash(state);
+        self.interval.hash(state);
+        self.unit.hash(state);
+        self.window.hash(state);
     }
 }
 
