@@ -2,14 +2,16 @@
 //! `ulimit -n 256`: the gRPC listener holds only its share of the descriptors, so `/healthz`,
 //! `/readyz` and the admin API keep answering on the HTTP listener; connections that never
 //! send the HTTP/2 preface are closed after the handshake timeout, and gRPC then answers again;
-//! a connection that sent the preface but makes no call is closed after the idle timeout.
+//! a connection that sent the preface but makes no call is closed after the idle timeout; a
+//! client that makes calls and reads none of the answers (nor the pings) is dropped by the
+//! keepalive.
 
 mod common;
 
 use std::io::Read;
 use std::net::TcpStream;
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::{BIN, Server, wait_until};
 
@@ -118,4 +120,104 @@ fn a_grpc_connection_with_no_call_is_closed_after_the_idle_timeout() {
         }
     }
     assert!(grpc_serving(&grpc), "gRPC does not answer a new connection");
+}
+
+/// One HTTP/2 frame: 24-bit length, type, flags, stream id, payload.
+fn h2_frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let len = u32::try_from(payload.len()).unwrap();
+    let mut f = len.to_be_bytes()[1..].to_vec();
+    f.extend([kind, flags]);
+    f.extend(stream.to_be_bytes());
+    f.extend(payload);
+    f
+}
+
+/// `ShouldRateLimit` calls on streams 1, 3, 5…, headers as HPACK literals (no table, no
+/// Huffman), each with a one-descriptor request in one DATA frame that ends the stream.
+fn should_rate_limit_calls(n: u32) -> Vec<u8> {
+    let literal = |name: &str, value: &str| {
+        let mut b = vec![0x00, u8::try_from(name.len()).unwrap()];
+        b.extend(name.as_bytes());
+        b.push(u8::try_from(value.len()).unwrap());
+        b.extend(value.as_bytes());
+        b
+    };
+    let headers: Vec<u8> = [
+        (":method", "POST"),
+        (":scheme", "http"),
+        (":path", "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"),
+        (":authority", "tollgate"),
+        ("content-type", "application/grpc"),
+        ("te", "trailers"),
+    ]
+    .iter()
+    .flat_map(|(n, v)| literal(n, v))
+    .collect();
+    // RateLimitRequest { domain: "edi", descriptors: [{ entries: [{ key: "metering_id",
+    // value: "Deaf:X" }] }] }, in a gRPC message frame.
+    let entry = [&[0x0a, 11][..], b"metering_id", &[0x12, 6], b"Deaf:X"].concat();
+    let descriptor = [&[0x0a, u8::try_from(entry.len()).unwrap()][..], &entry].concat();
+    let request =
+        [&[0x0a, 3][..], b"edi", &[0x12, u8::try_from(descriptor.len()).unwrap()], &descriptor]
+            .concat();
+    let mut message = vec![0];
+    message.extend(u32::try_from(request.len()).unwrap().to_be_bytes());
+    message.extend(&request);
+    (0..n)
+        .flat_map(|i| {
+            let stream = 2 * i + 1;
+            let mut call = h2_frame(0x1, 0x4, stream, &headers); // HEADERS, END_HEADERS
+            call.extend(h2_frame(0x0, 0x1, stream, &message)); // DATA, END_STREAM
+            call
+        })
+        .collect()
+}
+
+#[test]
+fn a_grpc_client_that_reads_none_of_its_answers_is_dropped_by_the_keepalive() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("t.toml");
+    // One connection at a time, and an idle timeout far beyond the test: only the keepalive
+    // (a ping every 30 s, dropped when unanswered for 30 s) can free the slot.
+    std::fs::write(
+        &file,
+        "[server]\ngrpc_listen = \"127.0.0.1:0\"\ngrpc_max_connections = 1\n\
+         grpc_idle_timeout_ms = 600000\n\n\
+         [[policy]]\nmatch = \"Deaf:*\"\nlimit = 1000000000\nunit = \"day\"\n",
+    )
+    .unwrap();
+    let s = Server::start(&["--store", "memory", "--config", file.to_str().unwrap()]);
+    let grpc = s.grpc_addr();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build();
+    let rt = rt.unwrap();
+    // The preface, an empty SETTINGS frame, then 1,000 calls: within the server's 1,024
+    // concurrent streams and the 64 KiB the connection may send before a window update it
+    // never reads. With a 4 KiB receive buffer the answers soon fill the socket and the
+    // server's writes wait; the writer task waits too once the server stops reading.
+    let unread = rt.block_on(async {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(4096).unwrap();
+        let stream = socket.connect(grpc.parse().unwrap()).await.unwrap();
+        let (unread, mut write) = stream.into_split();
+        let mut bytes = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+        bytes.extend(h2_frame(0x4, 0, 0, &[]));
+        bytes.extend(should_rate_limit_calls(1000));
+        tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt;
+            let _ = write.write_all(&bytes).await;
+            // Keep the writing half open: the client stays connected, silent.
+            std::future::pending::<()>().await;
+        });
+        unread
+    });
+    let held = Instant::now();
+    assert!(!grpc_serving(&grpc), "a second client was served while the deaf one held the slot");
+    wait_until("the deaf client's slot to come free", Duration::from_secs(120), || {
+        grpc_serving(&grpc)
+    });
+    let waited = held.elapsed();
+    // Not the idle timeout (10 min), and not a bound that never comes.
+    assert!(waited < Duration::from_secs(90), "slot freed after {waited:?}");
+    drop(unread);
+    rt.shutdown_background();
 }
