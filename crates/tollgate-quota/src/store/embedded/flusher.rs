@@ -1,8 +1,17 @@
 //! The flusher thread: takes the queue, writes the current state of every queued counter in one
 //! redb transaction per flush interval, publishes "committed up to sequence S", and retries a
 //! failed commit on a reopened file. The invariants it keeps are in the parent module's docs.
+//! It offers its core to other threads every [`YIELD_EVERY`] rows, so a large flush does not
+//! hold back the answers.
 
 use super::*;
+
+/// Rows written between two offers of the CPU to the threads answering requests. A flush of
+/// thousands of counters is milliseconds of work, and a request thread woken on this core
+/// would wait for all of it (at half load that tripled the p99 of `/v1/quota`); yielding every
+/// 256 rows (about 150 µs) lets it run first. The flusher keeps its share of the CPU, so a
+/// flush under full load takes no longer than before (BENCHMARKS.md, the p99 gap).
+const YIELD_EVERY: usize = 256;
 
 impl Shared {
     pub(super) fn run_flusher(&self) {
@@ -145,11 +154,16 @@ impl Shared {
             // and neighbouring rows go in one after the other, into pages just touched.
             let (mut key, mut value) = (Vec::new(), Vec::new());
             let mut last: Option<(&MeteringId, &CounterShape)> = None;
+            let mut written = 0usize;
             for (id, shape) in dirty {
                 if last.is_some_and(|(i, s)| i == id && s == shape) {
                     continue;
                 }
                 last = Some((id, shape));
+                written += 1;
+                if written.is_multiple_of(YIELD_EVERY) {
+                    std::thread::yield_now();
+                }
                 encode_key_into(&mut key, id.as_str(), shape);
                 match self.counters.snapshot(id.as_str(), shape, now) {
                     Some(counter) => {
