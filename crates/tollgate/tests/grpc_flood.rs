@@ -102,7 +102,7 @@ fn a_grpc_connection_with_no_call_is_closed_after_the_idle_timeout() {
     let mut c = TcpStream::connect(&grpc).unwrap();
     // The HTTP/2 preface and an empty SETTINGS frame: a client that connected and then made
     // no call.
-    c.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00").unwrap();
+    c.write_all(&h2_hello()).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let mut buf = [0u8; 256];
     loop {
@@ -120,6 +120,13 @@ fn a_grpc_connection_with_no_call_is_closed_after_the_idle_timeout() {
         }
     }
     assert!(grpc_serving(&grpc), "gRPC does not answer a new connection");
+}
+
+/// What an HTTP/2 client sends first: the connection preface and an empty SETTINGS frame.
+fn h2_hello() -> Vec<u8> {
+    let mut hello = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    hello.extend(h2_frame(0x4, 0, 0, &[]));
+    hello
 }
 
 /// One HTTP/2 frame: 24-bit length, type, flags, stream id, payload.
@@ -199,8 +206,7 @@ fn a_grpc_client_that_reads_none_of_its_answers_is_dropped_by_the_keepalive() {
         socket.set_recv_buffer_size(4096).unwrap();
         let stream = socket.connect(grpc.parse().unwrap()).await.unwrap();
         let (unread, mut write) = stream.into_split();
-        let mut bytes = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
-        bytes.extend(h2_frame(0x4, 0, 0, &[]));
+        let mut bytes = h2_hello();
         bytes.extend(should_rate_limit_calls(1000));
         tokio::spawn(async move {
             use tokio::io::AsyncWriteExt;
