@@ -239,7 +239,7 @@ fn from_decided(v: &tollgate_policy::Verdict) -> Verdict {
     };
     match v.outcome() {
         DecisionOutcome::Exceeded => Verdict::Exceeded {
-            retry_after: d.retry_after.unwrap_or(Duration::from_secs(1)),
+            retry_after: d.retry_after().unwrap_or(Duration::from_secs(1)),
             limit,
         },
         DecisionOutcome::WeightExceedsLimit => Verdict::TooHeavy { limit },

@@ -180,8 +180,8 @@ impl Drop for ReleaseOnDrop {
 }
 
 impl tollgate_quota::store::DecisionObserver for Stall {
-    fn decided(&self, decision: &tollgate_quota::Decision) {
-        if !decision.identifier.as_str().contains("CarrierB") {
+    fn decided(&self, id: &tollgate_quota::MeteringId, _: &tollgate_quota::Decision) {
+        if !id.as_str().contains("CarrierB") {
             return;
         }
         let mut stalled = self.stalled.lock().unwrap();

@@ -1,5 +1,6 @@
 //! Where "now" comes from. Stores read time through a [`Clock`] so tests can move it by hand.
 
+use std::any::Any;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -7,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use jiff::Timestamp;
 
 /// A source of the current time.
-pub trait Clock: Send + Sync + 'static {
+pub trait Clock: Any + Send + Sync + 'static {
     /// The current instant.
     fn now(&self) -> Timestamp;
 
@@ -62,6 +63,7 @@ impl FastWall {
 
     /// Monotonic microseconds since `origin`: one counter reading and one scaling, without the
     /// detour through a `Duration`.
+    #[inline]
     fn mono_us(&self) -> i64 {
         let nanos = self.clock.delta_as_nanos(self.origin, self.clock.raw());
         i64::try_from(nanos / 1_000).unwrap_or(i64::MAX / 2)
@@ -69,6 +71,8 @@ impl FastWall {
 
     /// Re-reads the OS wall clock between two counter readings and keeps the pair taken with
     /// the least delay between them (a thread preempted mid-way would skew the offset).
+    #[cold]
+    #[inline(never)]
     fn anchor(&self) {
         let mut best: Option<(i64, i64)> = None;
         for _ in 0..3 {
@@ -89,6 +93,7 @@ impl FastWall {
         }
     }
 
+    #[inline]
     fn now_us(&self) -> i64 {
         let mono = self.mono_us();
         if mono >= self.next_anchor_us.load(Ordering::Relaxed) {
@@ -121,12 +126,52 @@ impl Clock for SystemClock {
         Timestamp::from_microsecond(FastWall::get().now_us()).unwrap_or_else(|_| Timestamp::now())
     }
 
+    #[inline]
     fn now_us(&self) -> i64 {
         let us = FastWall::get().now_us();
         if (crate::window::MIN_US..=crate::window::MAX_US).contains(&us) {
             us
         } else {
             Timestamp::now().as_microsecond()
+        }
+    }
+}
+
+/// A store's clock: the [`SystemClock`] called directly, so that each check reads it inline,
+/// or any other clock through its trait object. Behind a virtual call the counter's read could
+/// not overlap the start of the check (BENCHMARKS.md, engine).
+#[derive(Clone)]
+pub(crate) enum StoreClock {
+    /// The system clock.
+    System,
+    /// Any other clock (a test's [`ManualClock`], the simulator's virtual time).
+    Other(Arc<dyn Clock>),
+}
+
+impl StoreClock {
+    /// `clock`, called directly when it is the [`SystemClock`].
+    pub(crate) fn new(clock: Arc<dyn Clock>) -> Self {
+        if (clock.as_ref() as &dyn Any).is::<SystemClock>() {
+            Self::System
+        } else {
+            Self::Other(clock)
+        }
+    }
+
+    /// See [`Clock::now_us`].
+    #[inline]
+    pub(crate) fn now_us(&self) -> i64 {
+        match self {
+            Self::System => SystemClock.now_us(),
+            Self::Other(clock) => clock.now_us(),
+        }
+    }
+
+    /// See [`Clock::now`].
+    pub(crate) fn now(&self) -> Timestamp {
+        match self {
+            Self::System => SystemClock.now(),
+            Self::Other(clock) => clock.now(),
         }
     }
 }

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-use crate::metering_id::MeteringId;
+use crate::window;
 
 /// What happened to the request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,41 +17,40 @@ pub enum Outcome {
     WeightExceedsLimit,
 }
 
-/// The result of a quota check, with the counter's state after the check.
+/// The result of a quota check, with the counter's state after the check. Times are Unix
+/// microseconds by the store's clock, as the engine keeps them; the methods give them as
+/// [`Timestamp`]s and [`Duration`]s.
+///
+/// It holds only what the check decided, not the question (the identifier, the spec): every
+/// check builds one, and a smaller answer is a cheaper check (BENCHMARKS.md, engine).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decision {
     /// Allowed, exceeded, or never admissible.
     pub outcome: Outcome,
-    /// The counter identifier.
-    pub identifier: MeteringId,
+    /// True when a shared store was unreachable and this instance answered from its own
+    /// memory instead (`store_unavailable = "local"`).
+    pub degraded: bool,
     /// The limit in force for this check.
     pub limit: u64,
     /// Units consumed in the current window, after this check.
     pub used: u64,
-    /// `limit - used`, saturating at 0.
-    pub available: u64,
     /// The weight of this request.
     pub weight: u64,
     /// Rejections in the current window.
     pub exceed_count: u64,
     /// Rejections across all windows of this counter.
     pub total_exceed_count: u64,
-    /// Start of the current window; `None` for rolling windows.
-    pub window_start: Option<Timestamp>,
-    /// End of the current window; `None` for rolling windows.
-    pub window_end: Option<Timestamp>,
-    /// Time until the counter has freed enough for this weight; `None` when allowed or never
+    /// `(start, end)` of the current window; `None` for rolling windows.
+    pub window_us: Option<(i64, i64)>,
+    /// When the counter will have freed enough for this weight; `None` when allowed or never
     /// admissible.
-    pub retry_after: Option<Duration>,
-    /// Time until the current window resets (for rolling windows: until the oldest counted
+    pub retry_at_us: Option<i64>,
+    /// When the current window resets (for rolling windows: when the oldest counted
     /// sub-bucket leaves the window). Feeds the `t=` of the `RateLimit` header.
-    pub reset_after: Duration,
-    /// True when a shared store was unreachable and this instance answered from its own
-    /// memory instead (`store_unavailable = "local"`).
-    pub degraded: bool,
+    pub reset_at_us: i64,
     /// When the store decided, by the store's clock (Redis' `TIME` on Redis): with the window,
     /// where an admission's units were counted (see [`Decision::counted`]).
-    pub at: Timestamp,
+    pub at_us: i64,
 }
 
 impl Decision {
@@ -60,16 +59,41 @@ impl Decision {
         self.outcome == Outcome::Allowed
     }
 
+    /// `limit - used`, saturating at 0.
+    pub fn available(&self) -> u64 {
+        self.limit.saturating_sub(self.used)
+    }
+
+    /// Start of the current window; `None` for rolling windows.
+    pub fn window_start(&self) -> Option<Timestamp> {
+        self.window_us.map(|(start, _)| window::timestamp(start))
+    }
+
+    /// End of the current window; `None` for rolling windows.
+    pub fn window_end(&self) -> Option<Timestamp> {
+        self.window_us.map(|(_, end)| window::timestamp(end))
+    }
+
+    /// Time until the counter has freed enough for this weight; `None` when allowed or never
+    /// admissible.
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.retry_at_us.map(|at| window::micros_between(self.at_us, at))
+    }
+
+    /// Time until the current window resets (see [`Decision::reset_at_us`]).
+    pub fn reset_after(&self) -> Duration {
+        window::micros_between(self.at_us, self.reset_at_us)
+    }
+
+    /// When the store decided.
+    pub fn at(&self) -> Timestamp {
+        window::timestamp(self.at_us)
+    }
+
     /// Where this decision counted its units: what [`crate::Store::give_back`] needs to give
     /// them back to that window only.
     pub fn counted(&self) -> Counted {
-        Counted {
-            at_us: self.at.as_microsecond(),
-            window: self
-                .window_start
-                .zip(self.window_end)
-                .map(|(s, e)| (s.as_microsecond(), e.as_microsecond())),
-        }
+        Counted { at_us: self.at_us, window: self.window_us }
     }
 }
 

@@ -21,7 +21,7 @@
 //! }
 //! let d = store.check_now(&carrier, &daily, 50);
 //! assert_eq!((d.outcome, d.used, d.exceed_count), (Outcome::Exceeded, 1000, 1));
-//! assert!(d.retry_after.is_some());
+//! assert!(d.retry_after().is_some());
 //! # Ok::<(), tollgate_quota::SpecError>(())
 //! ```
 #![forbid(unsafe_code)]

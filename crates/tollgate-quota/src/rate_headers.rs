@@ -18,7 +18,7 @@ pub fn ratelimit_policy(d: &Decision, spec: &QuotaSpec) -> String {
 
 /// `RateLimit`: `"q";r=<available>;t=<seconds until the window resets>`.
 pub fn ratelimit(d: &Decision) -> String {
-    list_item("r", d.available, "t", ceil_secs(d.reset_after))
+    list_item("r", d.available(), "t", ceil_secs(d.reset_after()))
 }
 
 /// `"q";<a>=<x>;<b>=<y>`, written without the formatting machinery: every answer carries two.
@@ -41,7 +41,7 @@ fn list_item(a: &str, x: u64, b: &str, y: u64) -> String {
 /// (so that no caller retries it forever).
 pub fn retry_after_secs(d: &Decision) -> Option<u64> {
     match d.outcome {
-        Outcome::Exceeded => Some(ceil_secs(d.retry_after.unwrap_or(d.reset_after)).max(1)),
+        Outcome::Exceeded => Some(ceil_secs(d.retry_after().unwrap_or(d.reset_after())).max(1)),
         Outcome::Allowed | Outcome::WeightExceedsLimit => None,
     }
 }
@@ -54,7 +54,7 @@ pub fn ceil_secs(d: Duration) -> u64 {
 /// The window length for `w=`: the actual window for calendar and flexi windows (months vary),
 /// `interval × unit` for rolling ones (a month counted as 30 days). At least 1.
 pub fn window_seconds(d: &Decision, spec: &QuotaSpec) -> u64 {
-    let secs = match (d.window_start, d.window_end) {
+    let secs = match (d.window_start(), d.window_end()) {
         (Some(s), Some(e)) => e.as_second().saturating_sub(s.as_second()),
         _ => spec
             .unit
@@ -68,24 +68,27 @@ pub fn window_seconds(d: &Decision, spec: &QuotaSpec) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{MeteringId, TimeUnit};
+    use crate::TimeUnit;
+
+    /// Unix microseconds of an RFC 3339 instant.
+    fn us(at: &str) -> i64 {
+        at.parse::<jiff::Timestamp>().unwrap().as_microsecond()
+    }
 
     fn decision(outcome: Outcome) -> Decision {
+        let at = us("2026-01-01T23:00:00Z");
         Decision {
             outcome,
-            identifier: MeteringId::new("S:C").unwrap(),
+            degraded: false,
             limit: 1000,
             used: 950,
-            available: 50,
             weight: 50,
             exceed_count: 0,
             total_exceed_count: 0,
-            window_start: Some("2026-01-01T00:00:00Z".parse().unwrap()),
-            window_end: Some("2026-01-02T00:00:00Z".parse().unwrap()),
-            retry_after: Some(Duration::from_millis(3_599_001)),
-            reset_after: Duration::from_secs(3600),
-            degraded: false,
-            at: "2026-01-01T23:00:00Z".parse().unwrap(),
+            window_us: Some((us("2026-01-01T00:00:00Z"), us("2026-01-02T00:00:00Z"))),
+            retry_at_us: Some(at + 3_599_001_000),
+            reset_at_us: at + 3_600_000_000,
+            at_us: at,
         }
     }
 
@@ -96,7 +99,7 @@ mod tests {
         assert_eq!(ratelimit_policy(&d, &spec), "\"q\";q=1000;w=86400");
         assert_eq!(ratelimit(&d), "\"q\";r=50;t=3600");
         assert_eq!(retry_after_secs(&d), None);
-        let edge = Decision { limit: u64::MAX, available: 0, reset_after: Duration::ZERO, ..d };
+        let edge = Decision { limit: u64::MAX, used: u64::MAX, reset_at_us: d.at_us, ..d };
         assert_eq!(ratelimit_policy(&edge, &spec), "\"q\";q=18446744073709551615;w=86400");
         assert_eq!(ratelimit(&edge), "\"q\";r=0;t=0");
     }
@@ -106,15 +109,14 @@ mod tests {
         assert_eq!(retry_after_secs(&decision(Outcome::Exceeded)), Some(3600));
         assert_eq!(retry_after_secs(&decision(Outcome::WeightExceedsLimit)), None);
         let mut d = decision(Outcome::Exceeded);
-        d.retry_after = Some(Duration::ZERO);
+        d.retry_at_us = Some(d.at_us);
         assert_eq!(retry_after_secs(&d), Some(1));
     }
 
     #[test]
     fn rolling_window_length_comes_from_the_spec() {
         let mut d = decision(Outcome::Allowed);
-        d.window_start = None;
-        d.window_end = None;
+        d.window_us = None;
         let spec = QuotaSpec::new(1000, 24, TimeUnit::Hour).unwrap();
         assert_eq!(window_seconds(&d, &spec), 86_400);
         let month = QuotaSpec::new(1, 1, TimeUnit::Month).unwrap();

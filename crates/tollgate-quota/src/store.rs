@@ -245,7 +245,7 @@ impl Store for AnyStore {
         // The one place every transport's decision passes: reported here, once.
         dispatch!(self, s => {
             let d = s.check(id, spec, weight).await?;
-            s.observer_slot().report(&d);
+            s.observer_slot().report(id, &d);
             Ok(d)
         })
     }

@@ -169,7 +169,7 @@ proptest! {
             if weight > limit {
                 prop_assert_ne!(d.outcome, Outcome::Allowed);
             }
-            if let (Some(s), Some(e)) = (d.window_start, d.window_end) {
+            if let (Some(s), Some(e)) = (d.window_start(), d.window_end()) {
                 let len = e.as_second() - s.as_second();
                 prop_assert!((0..=MAX_WINDOW_SECS).contains(&len), "window of {} s", len);
             }

@@ -72,12 +72,12 @@ proptest! {
             }
             prop_assert_eq!(d.used, *used, "rejections change used by 0");
             prop_assert!(*used <= limit);
-            prop_assert_eq!(d.window_start, Some(w.start));
-            prop_assert_eq!(d.window_end, Some(w.end));
+            prop_assert_eq!(d.window_start(), Some(w.start));
+            prop_assert_eq!(d.window_end(), Some(w.end));
             if d.outcome == Outcome::Exceeded {
-                prop_assert_eq!(d.retry_after, Some(w.end.duration_since(now).unsigned_abs()));
+                prop_assert_eq!(d.retry_after(), Some(w.end.duration_since(now).unsigned_abs()));
             } else {
-                prop_assert_eq!(d.retry_after, None);
+                prop_assert_eq!(d.retry_after(), None);
             }
         }
     }
@@ -111,8 +111,8 @@ proptest! {
             prop_assert_eq!(d.used, used);
             prop_assert!(used <= limit);
             if let Some((w, _)) = open {
-                prop_assert_eq!(d.window_start, Some(w.start));
-                prop_assert_eq!(d.window_end, Some(w.end));
+                prop_assert_eq!(d.window_start(), Some(w.start));
+                prop_assert_eq!(d.window_end(), Some(w.end));
             }
         }
     }

@@ -61,7 +61,7 @@ async fn script(store: &impl Store, clock: &ManualClock) -> Vec<String> {
         assert_eq!(gone, GivenBack::WindowGone, "{name}: window gone");
         let fresh = store.check(&id, &spec, 2).await.unwrap();
         assert_eq!((fresh.outcome, fresh.used), (Outcome::Allowed, 2), "{name}: untouched");
-        out.push(format!("{name} fresh: {:?}", fresh.window_start));
+        out.push(format!("{name} fresh: {:?}", fresh.window_start()));
     }
     let unknown = MeteringId::new("never").unwrap();
     let spec = QuotaSpec::new(2, 1, TimeUnit::Hour).unwrap();

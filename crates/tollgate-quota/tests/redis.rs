@@ -69,18 +69,18 @@ async fn windows_follow_redis_time() {
     let d =
         s.check(&id("Time:a"), &QuotaSpec::new(5, 1, TimeUnit::Minute).unwrap(), 1).await.unwrap();
     let after = Timestamp::now();
-    let (start, end) = (d.window_start.unwrap(), d.window_end.unwrap());
+    let (start, end) = (d.window_start().unwrap(), d.window_end().unwrap());
     assert_eq!(end.duration_since(start).as_secs(), 60);
     assert_eq!(start.as_second() % 60, 0);
     assert!(start <= after && end > before, "{start}..{end} around {before}");
-    assert!(d.reset_after <= Duration::from_secs(60));
+    assert!(d.reset_after() <= Duration::from_secs(60));
     // Rolling: no window bounds, and the reset is within the look-back.
     let r = QuotaSpec::new(1, 1, TimeUnit::Minute).unwrap().with_window(WindowKind::Rolling);
     s.check(&id("Time:r"), &r, 1).await.unwrap();
     let d = s.check(&id("Time:r"), &r, 1).await.unwrap();
-    assert_eq!((d.outcome, d.window_start), (Outcome::Exceeded, None));
-    assert!(d.retry_after.unwrap() <= Duration::from_secs(60));
-    assert!(d.retry_after.unwrap() >= Duration::from_secs(50));
+    assert_eq!((d.outcome, d.window_start()), (Outcome::Exceeded, None));
+    assert!(d.retry_after().unwrap() <= Duration::from_secs(60));
+    assert!(d.retry_after().unwrap() >= Duration::from_secs(50));
 }
 
 /// One decision is one command sent to Redis: EVALSHA (seen in INFO commandstats).

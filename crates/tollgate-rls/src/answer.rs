@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use tollgate_quota::{Decision, Outcome, QuotaSpec, TimeUnit, rate_headers};
+use tollgate_quota::{Decision, MeteringId, Outcome, QuotaSpec, TimeUnit, rate_headers};
 
 use crate::pb::envoy::config::core::v3::HeaderValue;
 use crate::rls::RateLimitResponse;
@@ -22,6 +22,8 @@ pub(crate) enum Checked {
     Unlimited,
     /// The store decided.
     Decided {
+        /// The counter checked.
+        id: MeteringId,
         /// The store's decision (boxed: the other outcomes carry nothing).
         decision: Box<Decision>,
         /// The spec it was checked against.
@@ -65,7 +67,7 @@ impl Answer {
                     degraded = Some("store-unavailable");
                     statuses.push(unlimited());
                 }
-                Checked::Decided { decision: d, spec, shadow } => {
+                Checked::Decided { id, decision: d, spec, shadow } => {
                     let refused = d.outcome != Outcome::Allowed;
                     let over = refused && !shadow;
                     would_reject |= refused && *shadow;
@@ -77,12 +79,12 @@ impl Answer {
                     }
                     let better = match headline {
                         None => true,
-                        Some((_, h_over, h_avail)) => !h_over && (over || d.available < h_avail),
+                        Some((_, h_over, h_avail)) => !h_over && (over || d.available() < h_avail),
                     };
                     if better {
-                        headline = Some((i, over, d.available));
+                        headline = Some((i, over, d.available()));
                     }
-                    statuses.push(status(d, spec, over));
+                    statuses.push(status(id, d, spec, over));
                 }
             }
         }
@@ -115,19 +117,19 @@ fn unlimited() -> DescriptorStatus {
     DescriptorStatus { code: Code::Ok as i32, ..Default::default() }
 }
 
-fn status(d: &Decision, spec: &QuotaSpec, over: bool) -> DescriptorStatus {
+fn status(id: &MeteringId, d: &Decision, spec: &QuotaSpec, over: bool) -> DescriptorStatus {
     DescriptorStatus {
         code: if over { Code::OverLimit } else { Code::Ok } as i32,
         current_limit: Some(RateLimit {
             name: format!(
                 "{}: {} per {} {} ({})",
-                d.identifier, d.limit, spec.interval, spec.unit, spec.window
+                id, d.limit, spec.interval, spec.unit, spec.window
             ),
             requests_per_unit: saturating_u32(d.limit),
             unit: unit(spec) as i32,
         }),
-        limit_remaining: saturating_u32(d.available),
-        duration_until_reset: Some(duration(d.reset_after)),
+        limit_remaining: saturating_u32(d.available()),
+        duration_until_reset: Some(duration(d.reset_after())),
     }
 }
 
@@ -165,25 +167,24 @@ fn header(key: &str, value: String) -> HeaderValue {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tollgate_quota::MeteringId;
 
     fn decided(outcome: Outcome, available: u64, shadow: bool) -> Checked {
+        let at = 1_767_229_198_500_000; // 2026-01-01T00:59:58.5Z
+        let end = at + 1_500_000;
         Checked::Decided {
+            id: MeteringId::new("214:ACME").unwrap(),
             decision: Box::new(Decision {
                 outcome,
-                identifier: MeteringId::new("214:ACME").unwrap(),
+                degraded: false,
                 limit: 10,
                 used: 10 - available,
-                available,
                 weight: 1,
                 exceed_count: 0,
                 total_exceed_count: 0,
-                window_start: Some("2026-01-01T00:00:00Z".parse().unwrap()),
-                window_end: Some("2026-01-01T01:00:00Z".parse().unwrap()),
-                retry_after: (outcome == Outcome::Exceeded).then(|| Duration::from_millis(1500)),
-                reset_after: Duration::from_millis(1500),
-                degraded: false,
-                at: "2026-01-01T00:59:58.5Z".parse().unwrap(),
+                window_us: Some((end - 3_600_000_000, end)),
+                retry_at_us: (outcome == Outcome::Exceeded).then_some(end),
+                reset_at_us: end,
+                at_us: at,
             }),
             spec: QuotaSpec::new(10, 1, TimeUnit::Hour).unwrap(),
             shadow,

@@ -131,6 +131,7 @@ impl RateLimiter {
                     let shadow = verdict.resolved.mode == PolicyMode::Shadow;
                     answer.push(match verdict.decision {
                         Some(decision) => Checked::Decided {
+                            id,
                             decision: Box::new(decision),
                             spec: verdict.resolved.spec,
                             shadow,

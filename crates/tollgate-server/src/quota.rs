@@ -195,7 +195,7 @@ async fn counted(state: &AppState, req: &QuotaRequest) -> request_id::Decided {
             metrics::store_latency(verdict.store_latency);
             let Resolved { spec, mode, source, .. } = &verdict.resolved;
             let mut answer = match &verdict.decision {
-                Some(d) => answer(d, spec, *mode == PolicyMode::Shadow),
+                Some(d) => answer(&req.id, d, spec, *mode == PolicyMode::Shadow),
                 None => undecided(req, spec),
             };
             if *source == LimitSource::Policy {
@@ -217,7 +217,7 @@ async fn counted(state: &AppState, req: &QuotaRequest) -> request_id::Decided {
 ///
 /// Hot path: the headers go straight into one pre-sized map and the body into one pre-sized
 /// buffer, so an answer costs a handful of allocations (the body, the two RateLimit values).
-fn answer(d: &Decision, spec: &QuotaSpec, shadow: bool) -> Response {
+fn answer(id: &MeteringId, d: &Decision, spec: &QuotaSpec, shadow: bool) -> Response {
     let would_reject = d.outcome != Outcome::Allowed;
     let mut headers = HeaderMap::with_capacity(8);
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -255,13 +255,13 @@ fn answer(d: &Decision, spec: &QuotaSpec, shadow: bool) -> Response {
                 .detail(format!(
                     "message-weight {} is larger than the limit {} of {}: it can never be \
                      admitted, do not retry it",
-                    d.weight, d.limit, d.identifier
+                    d.weight, d.limit, id
                 ))
-                .with("identifier", d.identifier.as_str())
+                .with("identifier", id.as_str())
                 .with("limit", d.limit)
                 .with("weight", d.weight)
                 .with("used", d.used)
-                .with("available", d.available);
+                .with("available", d.available());
                 for (n, v) in headers {
                     if let Some(n) = n
                         && n != CONTENT_TYPE
@@ -276,18 +276,18 @@ fn answer(d: &Decision, spec: &QuotaSpec, shadow: bool) -> Response {
 
     let body = QuotaAnswer {
         allowed: status == StatusCode::OK,
-        identifier: d.identifier.as_str(),
+        identifier: id.as_str(),
         limit: d.limit,
         used: d.used,
-        available: d.available,
+        available: d.available(),
         weight: d.weight,
         exceed_count: d.exceed_count,
         total_exceed_count: d.total_exceed_count,
-        window_start: d.window_start,
-        window_end: d.window_end,
+        window_start: d.window_start(),
+        window_end: d.window_end(),
         retry_after_s: retry_after,
     };
-    json_answer(status, &body, d.identifier.as_str().len(), headers)
+    json_answer(status, &body, id.as_str().len(), headers)
 }
 
 /// The 200 when the store could not decide and `store_unavailable = "allow"`.
@@ -353,22 +353,28 @@ mod tests {
     use std::time::Duration;
     use tollgate_quota::TimeUnit;
 
+    /// 2026-01-01T23:00:00Z, in Unix microseconds.
+    const AT: i64 = 1_767_308_400_000_000;
+    const HOUR: i64 = 3_600_000_000;
+
+    fn id() -> MeteringId {
+        MeteringId::new("S:C").unwrap()
+    }
+
+    /// At 23:00 of a day-long window: 950 of 1000 used, retry in 3,599.001 s, reset in an hour.
     fn decision(outcome: Outcome) -> Decision {
         Decision {
             outcome,
-            identifier: MeteringId::new("S:C").unwrap(),
+            degraded: false,
             limit: 1000,
             used: 950,
-            available: 50,
             weight: 50,
             exceed_count: 0,
             total_exceed_count: 0,
-            window_start: Some("2026-01-01T00:00:00Z".parse().unwrap()),
-            window_end: Some("2026-01-02T00:00:00Z".parse().unwrap()),
-            retry_after: Some(Duration::from_millis(3_599_001)),
-            reset_after: Duration::from_secs(3600),
-            degraded: false,
-            at: "2026-01-01T23:00:00Z".parse().unwrap(),
+            window_us: Some((AT - 23 * HOUR, AT + HOUR)),
+            retry_at_us: Some(AT + 3_599_001_000),
+            reset_at_us: AT + HOUR,
+            at_us: AT,
         }
     }
 
@@ -378,7 +384,7 @@ mod tests {
 
     #[test]
     fn allowed_has_ratelimit_headers_and_no_retry_after() {
-        let r = answer(&decision(Outcome::Allowed), &spec(), false);
+        let r = answer(&id(), &decision(Outcome::Allowed), &spec(), false);
         assert_eq!(r.status(), StatusCode::OK);
         assert_eq!(r.headers()["ratelimit-policy"], "\"q\";q=1000;w=86400");
         assert_eq!(r.headers()["ratelimit"], "\"q\";r=50;t=3600");
@@ -387,7 +393,7 @@ mod tests {
 
     #[tokio::test]
     async fn answer_keeps_content_type_and_every_body_member() {
-        let r = answer(&decision(Outcome::Exceeded), &spec(), false);
+        let r = answer(&id(), &decision(Outcome::Exceeded), &spec(), false);
         assert_eq!(r.headers()[CONTENT_TYPE], "application/json");
         let bytes = axum::body::to_bytes(r.into_body(), 4096).await.unwrap();
         let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
@@ -400,7 +406,7 @@ mod tests {
 
     #[test]
     fn weight_exceeds_limit_is_a_problem_with_ratelimit_headers() {
-        let r = answer(&decision(Outcome::WeightExceedsLimit), &spec(), false);
+        let r = answer(&id(), &decision(Outcome::WeightExceedsLimit), &spec(), false);
         assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(r.headers()[CONTENT_TYPE], tollgate_http::problem::PROBLEM_JSON);
         assert_eq!(r.headers()["ratelimit"], "\"q\";r=50;t=3600");
@@ -409,7 +415,7 @@ mod tests {
 
     #[test]
     fn exceeded_rounds_retry_after_up() {
-        let r = answer(&decision(Outcome::Exceeded), &spec(), false);
+        let r = answer(&id(), &decision(Outcome::Exceeded), &spec(), false);
         assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(r.headers()[RETRY_AFTER], "3600");
     }
@@ -417,11 +423,11 @@ mod tests {
     #[test]
     fn shadow_turns_refusals_into_200() {
         for o in [Outcome::Exceeded, Outcome::WeightExceedsLimit] {
-            let r = answer(&decision(o), &spec(), true);
+            let r = answer(&id(), &decision(o), &spec(), true);
             assert_eq!(r.status(), StatusCode::OK);
             assert_eq!(r.headers()["tollgate-shadow"], "would-reject");
         }
-        let r = answer(&decision(Outcome::Allowed), &spec(), true);
+        let r = answer(&id(), &decision(Outcome::Allowed), &spec(), true);
         assert!(r.headers().get("tollgate-shadow").is_none());
     }
 
@@ -429,7 +435,7 @@ mod tests {
     fn degraded_decision_is_marked() {
         let mut d = decision(Outcome::Allowed);
         d.degraded = true;
-        let r = answer(&d, &spec(), false);
+        let r = answer(&id(), &d, &spec(), false);
         assert_eq!(r.headers()["tollgate-degraded"], "local");
     }
 

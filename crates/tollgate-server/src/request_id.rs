@@ -205,7 +205,7 @@ where
             }
         };
         if claimed {
-            return record(state, &key, &pending, decide().await).await;
+            return record(state, &req.id, &key, &pending, decide().await).await;
         }
         let holder = match store.holders(&[&key], &pending).await {
             Ok(h) => h.into_iter().next().flatten(),
@@ -220,7 +220,7 @@ where
                 // The retry of a refunded message: counted afresh, by whoever takes it over.
                 let from = holder.as_deref().unwrap_or_default();
                 if store.hand_over(&key, from, &pending, PENDING_TTL).await.unwrap_or(false) {
-                    return record(state, &key, &pending, decide().await).await;
+                    return record(state, &req.id, &key, &pending, decide().await).await;
                 }
             }
             Some(Holder::Record(r)) => {
@@ -244,6 +244,7 @@ where
 /// decision), and returns it.
 async fn record(
     state: &AppState,
+    id: &MeteringId,
     key: &str,
     pending: &str,
     decided: Decided,
@@ -264,13 +265,13 @@ async fn record(
     let bytes = axum::body::to_bytes(body, MAX_BODY).await.unwrap_or_default();
     let Some(d) = &verdict.decision else { return Ok(Response::from_parts(parts, bytes.into())) };
     let spec = &verdict.resolved.spec;
-    let window_left = match d.window_end {
-        Some(end) => Duration::from_micros(
-            u64::try_from(end.as_microsecond().saturating_sub(d.at.as_microsecond())).unwrap_or(0),
-        ),
+    let window_left = match d.window_us {
+        Some((_, end)) => {
+            Duration::from_micros(u64::try_from(end.saturating_sub(d.at_us)).unwrap_or(0))
+        }
         None => Duration::from_secs(tollgate_quota::rate_headers::window_seconds(d, spec)),
     };
-    let keep = match d.retry_after {
+    let keep = match d.retry_after() {
         Some(retry) if !d.allowed() => window_left.min(retry),
         _ => window_left,
     }
@@ -301,11 +302,11 @@ async fn record(
     match store.hand_over(key, pending, &record.owner(), keep).await {
         Ok(true) => {}
         Ok(false) => tracing::warn!(
-            identifier = %d.identifier,
+            identifier = %id,
             "a request id's pending claim expired before its answer was kept"
         ),
         Err(error) => {
-            tracing::warn!(identifier = %d.identifier, %error, "a request id's answer could not be kept");
+            tracing::warn!(identifier = %id, %error, "a request id's answer could not be kept");
             let _ = store.release(&[key], pending).await;
         }
     }

@@ -352,14 +352,14 @@ impl Inner {
 struct Observer(Weak<Inner>);
 
 impl DecisionObserver for Observer {
-    fn decided(&self, d: &Decision) {
+    fn decided(&self, id: &MeteringId, d: &Decision) {
         let Some(inner) = self.0.upgrade() else { return };
         let (admitted, refused) = match d.outcome {
             Outcome::Allowed => (d.weight, 0),
             Outcome::Exceeded | Outcome::WeightExceedsLimit => (0, d.weight),
         };
         let bucket = bucket_of(Timestamp::now());
-        inner.record(&d.identifier, Delta { admitted, refused, ..Delta::empty(bucket) });
+        inner.record(id, Delta { admitted, refused, ..Delta::empty(bucket) });
     }
 
     fn withheld(&self, id: &MeteringId, kind: Withheld, weight: u64) {

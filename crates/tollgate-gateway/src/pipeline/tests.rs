@@ -203,7 +203,7 @@ async fn an_item_stored_without_a_layout_is_still_split() {
 struct Withholdings(Mutex<Vec<(String, Withheld, u64)>>);
 
 impl DecisionObserver for Withholdings {
-    fn decided(&self, _: &Decision) {}
+    fn decided(&self, _: &MeteringId, _: &Decision) {}
     fn withheld(&self, id: &MeteringId, kind: Withheld, weight: u64) {
         self.0.lock().unwrap().push((id.to_string(), kind, weight));
     }

@@ -64,29 +64,22 @@ impl Tally {
         }
     }
 
-    /// The answer to a check of `weight` units of `id` against `spec`, decided at `now_us`.
-    pub(crate) fn decision(
-        self,
-        id: &MeteringId,
-        spec: &QuotaSpec,
-        weight: u64,
-        now_us: i64,
-    ) -> Decision {
+    /// The answer to a check of `weight` units against `spec`, decided at `now_us`. Inlined
+    /// into each caller, so the tally is read from registers (see `Counters::check_us`).
+    #[inline(always)]
+    pub(crate) fn decision(self, spec: &QuotaSpec, weight: u64, now_us: i64) -> Decision {
         Decision {
             outcome: self.outcome,
-            identifier: id.clone(),
+            degraded: false,
             limit: spec.limit,
             used: self.used,
-            available: spec.limit.saturating_sub(self.used),
             weight,
             exceed_count: self.exceed,
             total_exceed_count: self.total_exceed,
-            window_start: self.window.map(|(s, _)| window::timestamp(s)),
-            window_end: self.window.map(|(_, e)| window::timestamp(e)),
-            retry_after: self.retry_at.map(|t| window::micros_between(now_us, t)),
-            reset_after: window::micros_between(now_us, self.reset_at),
-            degraded: false,
-            at: window::timestamp(now_us),
+            window_us: self.window,
+            retry_at_us: self.retry_at,
+            reset_at_us: self.reset_at,
+            at_us: now_us,
         }
     }
 }

@@ -29,11 +29,11 @@ fn admits_up_to_the_limit_and_counts_rejections() {
     }
     let d = c.check_at(&k, &spec, 50, now);
     assert_eq!(d.outcome, Outcome::Exceeded);
-    assert_eq!((d.used, d.available, d.exceed_count, d.total_exceed_count), (1000, 0, 1, 1));
-    assert_eq!(d.retry_after, Some(Duration::from_secs(14 * 3600)));
-    assert_eq!(d.reset_after, Duration::from_secs(14 * 3600));
-    assert_eq!(d.window_start, Some(at("2026-11-30T00:00:00Z")));
-    assert_eq!(d.window_end, Some(at("2026-12-01T00:00:00Z")));
+    assert_eq!((d.used, d.available(), d.exceed_count, d.total_exceed_count), (1000, 0, 1, 1));
+    assert_eq!(d.retry_after(), Some(Duration::from_secs(14 * 3600)));
+    assert_eq!(d.reset_after(), Duration::from_secs(14 * 3600));
+    assert_eq!(d.window_start(), Some(at("2026-11-30T00:00:00Z")));
+    assert_eq!(d.window_end(), Some(at("2026-12-01T00:00:00Z")));
     // Next window: used restarts, the total is carried.
     let d = c.check_at(&k, &spec, 50, at("2026-12-01T00:00:00Z"));
     assert_eq!(
@@ -51,10 +51,10 @@ fn weight_zero_probes_and_weight_over_limit_is_never_admissible() {
     let d = c.check_at(&k, &spec, 0, now);
     assert_eq!((d.outcome, d.used), (Outcome::Allowed, 0));
     let d = c.check_at(&k, &spec, 3, now);
-    assert_eq!((d.outcome, d.used, d.retry_after), (Outcome::WeightExceedsLimit, 0, None));
+    assert_eq!((d.outcome, d.used, d.retry_after()), (Outcome::WeightExceedsLimit, 0, None));
     assert_eq!(c.check_at(&k, &spec, 2, now).outcome, Outcome::Allowed);
     let d = c.check_at(&k, &spec, 0, now);
-    assert_eq!((d.outcome, d.retry_after), (Outcome::Exceeded, Some(Duration::from_secs(30))));
+    assert_eq!((d.outcome, d.retry_after()), (Outcome::Exceeded, Some(Duration::from_secs(30))));
 }
 
 #[test]
@@ -107,7 +107,7 @@ fn limit_is_not_part_of_the_key() {
     let s5 = QuotaSpec::new(5, 1, TimeUnit::Hour).unwrap();
     assert_eq!(c.check_at(&k, &s10, 6, now).used, 6);
     let d = c.check_at(&k, &s5, 1, now);
-    assert_eq!((d.outcome, d.used, d.available), (Outcome::Exceeded, 6, 0));
+    assert_eq!((d.outcome, d.used, d.available()), (Outcome::Exceeded, 6, 0));
     assert_eq!(c.len(), 1);
 }
 
@@ -117,13 +117,13 @@ fn flexi_opens_at_the_first_admitted_request() {
     let spec = QuotaSpec::new(2, 1, TimeUnit::Minute).unwrap().with_window(WindowKind::Flexi);
     let k = id("f");
     let d = c.check_at(&k, &spec, 1, at("2026-11-30T10:00:10Z"));
-    assert_eq!(d.window_end, Some(at("2026-11-30T10:01:10Z")));
+    assert_eq!(d.window_end(), Some(at("2026-11-30T10:01:10Z")));
     c.check_at(&k, &spec, 1, at("2026-11-30T10:00:20Z"));
     let d = c.check_at(&k, &spec, 1, at("2026-11-30T10:01:09Z"));
-    assert_eq!((d.outcome, d.retry_after), (Outcome::Exceeded, Some(Duration::from_secs(1))));
+    assert_eq!((d.outcome, d.retry_after()), (Outcome::Exceeded, Some(Duration::from_secs(1))));
     let d = c.check_at(&k, &spec, 1, at("2026-11-30T10:05:00Z"));
     assert_eq!((d.outcome, d.used), (Outcome::Allowed, 1));
-    assert_eq!(d.window_start, Some(at("2026-11-30T10:05:00Z")));
+    assert_eq!(d.window_start(), Some(at("2026-11-30T10:05:00Z")));
 }
 
 #[test]
@@ -135,10 +135,10 @@ fn rolling_frees_units_as_sub_buckets_leave() {
     c.check_at(&k, &spec, 2, at("2026-11-30T10:00:30Z"));
     let d = c.check_at(&k, &spec, 1, at("2026-11-30T10:00:40Z"));
     assert_eq!(d.outcome, Outcome::Exceeded);
-    assert_eq!(d.window_start, None);
+    assert_eq!(d.window_start(), None);
     // The first unit leaves one minute after its sub-bucket started (10:00:00 is a bucket
     // boundary: 64 buckets of 0.9375 s tile a minute).
-    assert_eq!(d.retry_after, Some(Duration::from_secs(20)));
+    assert_eq!(d.retry_after(), Some(Duration::from_secs(20)));
     let d = c.check_at(&k, &spec, 1, at("2026-11-30T10:01:00Z"));
     assert_eq!((d.outcome, d.used), (Outcome::Allowed, 3));
     let d = c.check_at(&k, &spec, 3, at("2026-11-30T10:02:00Z"));
@@ -186,7 +186,7 @@ fn a_limit_too_large_for_a_cell_moves_the_counter_under_a_lock_and_keeps_its_cou
     let huge = QuotaSpec::new(u64::MAX, 1, TimeUnit::Hour).unwrap();
     assert_eq!(c.check_at(&k, &small, 7, now).used, 7);
     let d = c.check_at(&k, &huge, u64::MAX - 7, now);
-    assert_eq!((d.outcome, d.used, d.available), (Outcome::Allowed, u64::MAX, 0));
+    assert_eq!((d.outcome, d.used, d.available()), (Outcome::Allowed, u64::MAX, 0));
     assert_eq!(c.len(), 1, "moved, not copied");
     let d = c.check_at(&k, &small, 1, now);
     assert_eq!((d.outcome, d.used, d.exceed_count), (Outcome::Exceeded, u64::MAX, 1));

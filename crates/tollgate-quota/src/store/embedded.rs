@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use tokio::sync::watch;
 
-use crate::clock::{Clock, SystemClock};
+use crate::clock::{Clock, StoreClock, SystemClock};
 use crate::counter::Counters;
 use crate::decision::{Counted, Decision, GivenBack, Outcome};
 use crate::metering_id::MeteringId;
@@ -125,7 +125,7 @@ pub struct EmbeddedStore {
 
 /// What the store and its flusher thread share.
 struct Shared {
-    clock: Arc<dyn Clock>,
+    clock: StoreClock,
     counters: Counters,
     /// The open file; `None` after a failed commit until the next commit reopens it (redb
     /// refuses every later write on a handle that met an I/O error, e.g. a full disk).
@@ -216,7 +216,7 @@ impl EmbeddedStore {
         };
         let (committed, receiver) = watch::channel(0);
         let shared = Arc::new(Shared {
-            clock,
+            clock: StoreClock::new(clock),
             counters,
             db: Mutex::new(Some(db)),
             path: opts.path.clone(),
@@ -313,7 +313,8 @@ impl Store for EmbeddedStore {
         {
             return Err(StoreError::Io(format!("the counters file cannot be written: {e}")));
         }
-        let decision = self.shared.counters.check_us(id, spec, weight, self.shared.clock.now_us());
+        let decision =
+            self.shared.counters.check_when(id, spec, weight, || self.shared.clock.now_us());
         if decision.outcome == Outcome::Allowed && weight == 0 {
             // A probe changed nothing worth writing.
             return Ok(decision);

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::clock::{Clock, SystemClock};
+use crate::clock::{Clock, StoreClock, SystemClock};
 use crate::counter::Counters;
 use crate::decision::{Counted, Decision, GivenBack};
 use crate::metering_id::MeteringId;
@@ -19,7 +19,7 @@ const SWEEP_EVERY: Duration = Duration::from_secs(1);
 /// core. Expired counters are swept as their shards are touched, by a background thread once a
 /// second (so memory returns even without traffic), and by [`MemoryStore::evict_expired`].
 pub struct MemoryStore {
-    clock: Arc<dyn Clock>,
+    clock: StoreClock,
     counters: Arc<Counters>,
     seen: SeenMap,
     observer: ObserverSlot,
@@ -41,7 +41,8 @@ impl MemoryStore {
     pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
         let counters = Arc::new(Counters::new());
         let weak = Arc::downgrade(&counters);
-        let sweep_clock = Arc::clone(&clock);
+        let clock = StoreClock::new(clock);
+        let sweep_clock = clock.clone();
         // The sweeper ends within a second of the store being dropped. If the thread cannot be
         // started, the sweeps on access still bound memory while there is traffic.
         let _ = std::thread::Builder::new().name("tollgate-sweep".into()).spawn(move || {
@@ -66,7 +67,7 @@ impl MemoryStore {
 
     /// Checks synchronously: the same answer as [`Store::check`], without a future.
     pub fn check_now(&self, id: &MeteringId, spec: &QuotaSpec, weight: u64) -> Decision {
-        self.counters.check_us(id, spec, weight, self.clock.now_us())
+        self.counters.check_when(id, spec, weight, || self.clock.now_us())
     }
 
     /// Drops every counter that holds nothing any more; returns how many were dropped.

@@ -32,8 +32,9 @@ pub enum Withheld {
 
 /// Sees every decision of the store it is attached to, after it is made.
 pub trait DecisionObserver: Send + Sync + 'static {
-    /// Called once per decision (admitted or refused); must be quick and must not block.
-    fn decided(&self, decision: &Decision);
+    /// Called once per decision on `id` (admitted or refused); must be quick and must not
+    /// block.
+    fn decided(&self, id: &MeteringId, decision: &Decision);
 
     /// Called once per report of `weight` units of `id` withheld as `kind` (see [`Withheld`]);
     /// must be quick and must not block. Ignored unless the observer keeps them.
@@ -52,11 +53,11 @@ impl ObserverSlot {
         self.0.set(observer).is_ok()
     }
 
-    /// Reports `decision` to the observer, if any.
+    /// Reports `decision` on `id` to the observer, if any.
     #[inline]
-    pub fn report(&self, decision: &Decision) {
+    pub fn report(&self, id: &MeteringId, decision: &Decision) {
         if let Some(o) = self.0.get() {
-            o.decided(decision);
+            o.decided(id, decision);
         }
     }
 
@@ -82,8 +83,8 @@ mod tests {
     struct Notes(Mutex<Vec<String>>);
 
     impl DecisionObserver for Notes {
-        fn decided(&self, d: &Decision) {
-            self.0.lock().unwrap().push(format!("{} {:?} {}", d.identifier, d.outcome, d.weight));
+        fn decided(&self, id: &MeteringId, d: &Decision) {
+            self.0.lock().unwrap().push(format!("{id} {:?} {}", d.outcome, d.weight));
         }
         fn withheld(&self, id: &MeteringId, kind: Withheld, weight: u64) {
             self.0.lock().unwrap().push(format!("{id} {kind:?} {weight}"));
@@ -94,7 +95,7 @@ mod tests {
     struct DecisionsOnly(Mutex<u32>);
 
     impl DecisionObserver for DecisionsOnly {
-        fn decided(&self, _: &Decision) {
+        fn decided(&self, _: &MeteringId, _: &Decision) {
             *self.0.lock().unwrap() += 1;
         }
     }

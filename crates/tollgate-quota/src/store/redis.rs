@@ -295,7 +295,7 @@ impl RedisStore {
         weight: u64,
     ) -> Result<Decision, StoreError> {
         let reply = self.bounded(self.caller.call(id, spec, weight, false)).await?;
-        script::decision(&reply, id, spec, weight)
+        script::decision(&reply, spec, weight)
     }
 
     /// Keys of this store matching `pattern`, by SCAN (never KEYS) on each of `targets` (the
@@ -451,7 +451,7 @@ impl Store for RedisStore {
         }
         let mut reply = self.caller.check_owned(id, spec, weight);
         let shared = self.bounded(&mut reply).await;
-        match shared.and_then(|r| script::decision(&r, id, spec, weight)) {
+        match shared.and_then(|r| script::decision(&r, spec, weight)) {
             Ok(d) if self.local.answered(id, spec, Some(&d)) => Ok(d),
             // Answered while the counter is down: Redis counted it, and the local rule decides.
             Ok(_) => Ok(self.local.check(id, spec, weight)),

@@ -128,8 +128,8 @@ impl Fallback {
     }
 
     /// When units of `shape` counted now in a window ending at `end` stop counting.
-    fn until(&self, shape: &CounterShape, end: Option<Timestamp>) -> i64 {
-        end.map_or_else(|| window::add_len(shape, self.now_us()), |e| e.as_microsecond())
+    fn until(&self, shape: &CounterShape, d: &Decision) -> i64 {
+        d.window_us.map_or_else(|| window::add_len(shape, self.now_us()), |(_, end)| end)
     }
 
     /// `counter`'s entry in `views`, made if there is room.
@@ -167,7 +167,7 @@ impl Fallback {
     /// will): keeps its `used`, and says whether the counter is up, so that `d` stands.
     pub(super) fn answered(&self, id: &MeteringId, spec: &QuotaSpec, d: Option<&Decision>) -> bool {
         let shape = spec.counter_shape();
-        let until = d.map(|d| self.until(&shape, d.window_end));
+        let until = d.map(|d| self.until(&shape, d));
         let counter = (id.clone(), shape);
         let now = self.now_us();
         let mut views = lock(&self.views);
@@ -208,7 +208,7 @@ impl Fallback {
 
     /// Keeps the `used` of the answer to a forced add.
     fn remember(&self, counter: &Counter, spec: &QuotaSpec, d: &Decision) {
-        let until = self.until(&counter.1, d.window_end);
+        let until = self.until(&counter.1, d);
         let now = self.now_us();
         let mut views = lock(&self.views);
         let Some(e) = self.view_entry(&mut views, counter.clone()) else { return };
@@ -229,10 +229,10 @@ impl Fallback {
         if d.outcome == Outcome::WeightExceedsLimit && weight <= spec.limit {
             // Over this instance's share, not over the limit: worth retrying once Redis is back.
             d.outcome = Outcome::Exceeded;
-            d.retry_after = Some(d.reset_after);
+            d.retry_at_us = Some(d.reset_at_us);
         }
         if d.allowed() && weight > 0 {
-            self.owe(key, spec, weight, self.until(&shape, d.window_end));
+            self.owe(key, spec, weight, self.until(&shape, &d));
         }
         d
     }
@@ -317,7 +317,7 @@ pub(super) fn hear_late(
     let (f, id, spec) = (f.clone(), id.clone(), *spec);
     tokio::spawn(async move {
         let d = match tokio::time::timeout(PUSH_TIMEOUT, reply).await {
-            Ok(Ok(reply)) => script::decision(&reply, &id, &spec, weight).ok(),
+            Ok(Ok(reply)) => script::decision(&reply, &spec, weight).ok(),
             _ => None,
         };
         f.answered(&id, &spec, d.as_ref());
@@ -351,7 +351,7 @@ pub(super) async fn push_owed(f: Arc<Fallback>, caller: Caller) {
                 if let Ok(Ok(reply)) = &reply {
                     // The add's answer is a shared decision too: what Redis holds now, owed
                     // units included, so the next local share is taken of what is really left.
-                    if let Ok(d) = script::decision(reply, &counter.0, &u.spec, u.units) {
+                    if let Ok(d) = script::decision(reply, &u.spec, u.units) {
                         f.remember(&counter, &u.spec, &d);
                     }
                     tracing::info!(id = %counter.0, units = u.units, "locally admitted units added to redis");

@@ -10,7 +10,7 @@ use crate::decision::{Counted, Decision, Outcome};
 use crate::metering_id::MeteringId;
 use crate::spec::{QuotaSpec, TimeUnit, WindowKind};
 use crate::store::StoreError;
-use crate::window::RollingLayout;
+use crate::window::{self, RollingLayout};
 
 use super::conn::Conn;
 use super::key;
@@ -139,10 +139,14 @@ fn kind_of(window: WindowKind) -> i64 {
     }
 }
 
+/// A time from a script reply, within the range a [`Decision`] holds.
+fn instant(us: i64) -> i64 {
+    us.clamp(window::MIN_US, window::MAX_US)
+}
+
 /// The decision a script reply stands for.
 pub(super) fn decision(
     reply: &[i64],
-    id: &MeteringId,
     spec: &QuotaSpec,
     weight: u64,
 ) -> Result<Decision, StoreError> {
@@ -161,11 +165,11 @@ pub(super) fn decision(
         used: count("used", used)?,
         exceed: count("exceed count", exceed)?,
         total_exceed: count("total exceed count", total)?,
-        window: (spec.window != WindowKind::Rolling).then_some((start, end)),
-        retry_at: (retry >= 0).then_some(retry),
-        reset_at: reset,
+        window: (spec.window != WindowKind::Rolling).then_some((instant(start), instant(end))),
+        retry_at: (retry >= 0).then_some(instant(retry)),
+        reset_at: instant(reset),
     };
-    Ok(verdict.decision(id, spec, weight, now))
+    Ok(verdict.decision(spec, weight, instant(now)))
 }
 
 /// A script reply field that the script never sends: Redis answered with something else.
