@@ -243,11 +243,15 @@ impl Store for AnyStore {
         weight: u64,
     ) -> Result<Decision, StoreError> {
         // The one place every transport's decision passes: reported here, once.
-        dispatch!(self, s => {
-            let d = s.check(id, spec, weight).await?;
-            s.observer_slot().report(id, &d);
-            Ok(d)
-        })
+        let d = match self {
+            AnyStore::Memory(s) => s.check(id, spec, weight).await?,
+            AnyStore::Embedded(s) => s.check(id, spec, weight).await?,
+            // Boxed: a Redis check's future is three times the others', and every caller's
+            // future (an HTTP answer's among them) would carry its size, moved whole.
+            AnyStore::Redis(s) => Box::pin(s.check(id, spec, weight)).await?,
+        };
+        self.observer_slot().report(id, &d);
+        Ok(d)
     }
 
     async fn give_back(

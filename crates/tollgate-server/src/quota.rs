@@ -183,7 +183,9 @@ async fn decide(
     }
     match request_id {
         None => counted(state, &req).await.map(|(r, _)| r),
-        Some(rid) => request_id::once(state, &req, rid, || counted(state, &req)).await,
+        // Boxed: its claim and record futures would otherwise make every answer's future,
+        // which is moved whole on each request, several times larger.
+        Some(rid) => Box::pin(request_id::once(state, &req, rid, || counted(state, &req))).await,
     }
 }
 
