@@ -323,7 +323,9 @@ impl Store for EmbeddedStore {
         let key = (id.clone(), spec.counter_shape());
         let seq = self.enqueue(|q| q.dirty.push(key), strict);
         if strict {
-            self.committed(seq).await?;
+            // Boxed: only strict checks wait, and the wait's future would otherwise make
+            // every check's future (and every caller's) several times larger.
+            Box::pin(self.committed(seq)).await?;
         }
         Ok(decision)
     }
