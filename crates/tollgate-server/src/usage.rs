@@ -37,7 +37,7 @@ pub mod ledger;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -121,7 +121,7 @@ pub struct UsageHistory {
 }
 
 struct Inner {
-    aggregate: Aggregate,
+    recorder: Arc<Recorder>,
     ledger: Ledger,
     /// Held by a flush from drain to write, and by a read (see the module invariants).
     flush: tokio::sync::Mutex<()>,
@@ -184,7 +184,7 @@ impl UsageHistory {
         };
         Ok(Self {
             inner: Arc::new(Inner {
-                aggregate,
+                recorder: Arc::new(Recorder { aggregate, open: AtomicBool::new(true) }),
                 ledger,
                 flush: tokio::sync::Mutex::new(()),
                 gone: Mutex::new(gone),
@@ -208,7 +208,7 @@ impl UsageHistory {
     /// Makes this history see every decision of `store`; `false` when the store already has
     /// an observer (then nothing is recorded from it).
     pub fn attach(&self, store: &AnyStore) -> bool {
-        store.observe(Arc::new(Observer(Arc::downgrade(&self.inner))))
+        store.observe(Arc::new(Observer(Arc::clone(&self.inner.recorder))))
     }
 
     /// Starts the task that flushes every [`FLUSH_INTERVAL`]; it ends when the last handle to
@@ -228,18 +228,18 @@ impl UsageHistory {
 
     /// How many ids are tracked.
     pub fn tracked_ids(&self) -> usize {
-        self.inner.aggregate.tracked()
+        self.inner.recorder.aggregate.tracked()
     }
 
     /// Records one decision's units at `now` (the observer does this for every decision).
     pub fn record(&self, id: &MeteringId, now: Timestamp, admitted: u64, refused: u64) {
-        self.inner.record(id, Delta { admitted, refused, ..Delta::empty(bucket_of(now)) });
+        self.inner.recorder.record(id, Delta { admitted, refused, ..Delta::empty(bucket_of(now)) });
     }
 
     /// Records `weight` units withheld as `kind` at `now` (the observer does this for every
     /// report through [`AnyStore::withheld`]).
     pub fn record_withheld(&self, id: &MeteringId, now: Timestamp, kind: Withheld, weight: u64) {
-        self.inner.record(id, withheld(bucket_of(now), kind, weight));
+        self.inner.recorder.record(id, withheld(bucket_of(now), kind, weight));
     }
 
     /// Writes what is pending to the ledger (see the module invariants); on failure the batch
@@ -254,10 +254,10 @@ impl UsageHistory {
         let last_prune = inner.pruned_at.load(Ordering::Relaxed);
         if now.as_second() - last_prune >= PRUNE_EVERY_SECS {
             inner.pruned_at.store(now.as_second(), Ordering::Relaxed);
-            gone.extend(inner.aggregate.prune(cutoff));
+            gone.extend(inner.recorder.aggregate.prune(cutoff));
         }
-        let batch = inner.aggregate.drain();
-        metrics::gauge!(TRACKED_IDS).set(inner.aggregate.tracked() as f64);
+        let batch = inner.recorder.aggregate.drain();
+        metrics::gauge!(TRACKED_IDS).set(inner.recorder.aggregate.tracked() as f64);
         if batch.is_empty() && gone.is_empty() {
             return Ok(());
         }
@@ -273,7 +273,7 @@ impl UsageHistory {
                 if !inner.failing.swap(true, Ordering::Relaxed) {
                     tracing::warn!(error = %e, "the usage history cannot be written; kept in memory (bounded) and retried every second");
                 }
-                let dropped = inner.aggregate.restore(batch);
+                let dropped = inner.recorder.aggregate.restore(batch);
                 if dropped > 0 {
                     metrics::counter!(DROPPED).increment(dropped as u64);
                 }
@@ -321,7 +321,7 @@ impl UsageHistory {
             .into_iter()
             .map(|d| (d.bucket, d))
             .collect();
-        for d in self.inner.aggregate.pending(&id, from, to) {
+        for d in self.inner.recorder.aggregate.pending(&id, from, to) {
             rows.entry(d.bucket).or_insert_with(|| Delta::empty(d.bucket)).add(&d);
         }
         Ok(rows
@@ -338,7 +338,15 @@ impl UsageHistory {
     }
 }
 
-impl Inner {
+/// What records decisions: the aggregate, shared with the store's observer.
+struct Recorder {
+    aggregate: Aggregate,
+    /// False once the history is dropped: its observer, still attached to the store, then
+    /// records nothing.
+    open: AtomicBool,
+}
+
+impl Recorder {
     fn record(&self, id: &MeteringId, d: Delta) {
         match self.aggregate.record(id, d) {
             Recorded::Kept => {}
@@ -348,23 +356,36 @@ impl Inner {
     }
 }
 
-/// The store's observer: holds the history weakly, so a dropped history stops recording.
-struct Observer(Weak<Inner>);
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.recorder.open.store(false, Ordering::Relaxed);
+    }
+}
+
+/// The store's observer. It shares the recorder (the aggregate, not the ledger's file) and
+/// checks that the history is still open: a `Weak` to the history, upgraded on every
+/// decision, made every core write one reference count, a cache line bounced on each answer.
+struct Observer(Arc<Recorder>);
 
 impl DecisionObserver for Observer {
     fn decided(&self, id: &MeteringId, d: &Decision) {
-        let Some(inner) = self.0.upgrade() else { return };
+        if !self.0.open.load(Ordering::Relaxed) {
+            return;
+        }
         let (admitted, refused) = match d.outcome {
             Outcome::Allowed => (d.weight, 0),
             Outcome::Exceeded | Outcome::WeightExceedsLimit => (0, d.weight),
         };
-        let bucket = bucket_of(Timestamp::now());
-        inner.record(id, Delta { admitted, refused, ..Delta::empty(bucket) });
+        // The decision's own time: the store read its clock already.
+        let bucket = bucket_of(d.at());
+        self.0.record(id, Delta { admitted, refused, ..Delta::empty(bucket) });
     }
 
     fn withheld(&self, id: &MeteringId, kind: Withheld, weight: u64) {
-        let Some(inner) = self.0.upgrade() else { return };
-        inner.record(id, withheld(bucket_of(Timestamp::now()), kind, weight));
+        if !self.0.open.load(Ordering::Relaxed) {
+            return;
+        }
+        self.0.record(id, withheld(bucket_of(Timestamp::now()), kind, weight));
     }
 }
 

@@ -3,10 +3,10 @@
 //! tracked at all.
 //!
 //! Invariants:
-//! - **No allocation per decision for a known id.** A decision (or a withheld report) locks
-//!   one of [`SHARDS`] shards, finds its id and adds to the id's newest pending bucket; a new
-//!   bucket (once per id per five minutes) pushes into a vector that kept its capacity across
-//!   flushes.
+//! - **No allocation per decision for a known id.** A decision (or a withheld report) hashes
+//!   its id once (the hash picks the shard and finds the entry), locks one of [`SHARDS`]
+//!   shards, finds its id and adds to the id's newest pending bucket; a new bucket (once per id
+//!   per five minutes) pushes into a vector that kept its capacity across flushes.
 //! - **At most `max_ids` ids tracked.** A new id takes a slot ([`Aggregate::tracked`]) or is
 //!   refused (the caller counts it); a slot is given back only when the id is pruned, after it
 //!   had no units (decided or withheld) for the whole retention.
@@ -14,11 +14,12 @@
 //!   memory bounded: a delta that would need a new one beyond it is dropped (and counted).
 //!   Deltas older than the retention are dropped when the aggregate is pruned.
 
-use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
+use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
+use crossbeam_utils::CachePadded;
+use hashbrown::{DefaultHashBuilder, HashTable};
 use tollgate_quota::MeteringId;
 
 /// Shards of the id map: decisions on different ids rarely wait for each other.
@@ -71,6 +72,8 @@ pub enum Recorded {
 }
 
 struct Track {
+    /// The id tracked.
+    id: MeteringId,
     /// The newest bucket this id had units in.
     last: i64,
     /// Deltas not yet written to the store; usually the current bucket only.
@@ -79,7 +82,10 @@ struct Track {
 
 /// See the module docs.
 pub struct Aggregate {
-    shards: Box<[Mutex<HashMap<MeteringId, Track>>]>,
+    /// Each on its own cache lines: neighbouring shards' locks, taken by different cores,
+    /// would otherwise bounce one line between them on every decision.
+    shards: Box<[CachePadded<Mutex<HashTable<Track>>>]>,
+    hasher: DefaultHashBuilder,
     tracked: AtomicUsize,
     pending: AtomicUsize,
     max_ids: usize,
@@ -89,9 +95,10 @@ pub struct Aggregate {
 impl Aggregate {
     /// An empty aggregate tracking at most `max_ids` ids and `max_pending` unflushed deltas.
     pub fn new(max_ids: usize, max_pending: usize) -> Self {
-        let shards = (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect();
+        let shards = (0..SHARDS).map(|_| CachePadded::new(Mutex::new(HashTable::new()))).collect();
         Self {
             shards,
+            hasher: DefaultHashBuilder::default(),
             tracked: AtomicUsize::new(0),
             pending: AtomicUsize::new(0),
             max_ids,
@@ -99,12 +106,20 @@ impl Aggregate {
         }
     }
 
-    fn shard(&self, id: &MeteringId) -> MutexGuard<'_, HashMap<MeteringId, Track>> {
-        let mut h = Fnv(0xcbf2_9ce4_8422_2325);
-        id.hash(&mut h);
-        // The modulo keeps the index below SHARDS, so it always fits.
-        let i = (h.finish() % SHARDS as u64) as usize;
+    fn hash(&self, id: &MeteringId) -> u64 {
+        self.hasher.hash_one(id.as_bytes())
+    }
+
+    /// The shard of an id of hash `hash`, locked. Bits 32.. pick it: the table inside uses the
+    /// low bits for its buckets and the top seven as tags, so these add nothing to either.
+    fn shard(&self, hash: u64) -> MutexGuard<'_, HashTable<Track>> {
+        let i = (hash >> 32) as usize % SHARDS;
         self.shards[i].lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Tracks `t` in `shard` (its id is not there yet).
+    fn insert(&self, shard: &mut HashTable<Track>, hash: u64, t: Track) {
+        shard.insert_unique(hash, t, |t| self.hash(&t.id));
     }
 
     /// How many ids are tracked.
@@ -123,16 +138,17 @@ impl Aggregate {
 
     /// Adds `d` to `id` (see the module invariants).
     pub fn record(&self, id: &MeteringId, d: Delta) -> Recorded {
-        let mut shard = self.shard(id);
-        if let Some(t) = shard.get_mut(id) {
+        let hash = self.hash(id);
+        let mut shard = self.shard(hash);
+        if let Some(t) = shard.find_mut(hash, |t| t.id == *id) {
             return self.add(t, d);
         }
         if !self.take_slot() {
             return Recorded::Untracked;
         }
-        let mut t = Track { last: d.bucket, pending: Vec::with_capacity(2) };
+        let mut t = Track { id: id.clone(), last: d.bucket, pending: Vec::with_capacity(2) };
         let r = self.add(&mut t, d);
-        shard.insert(id.clone(), t);
+        self.insert(&mut shard, hash, t);
         r
     }
 
@@ -156,15 +172,16 @@ impl Aggregate {
     /// An id found in the store at start-up, tracked (without pending units) while a slot is
     /// free; `false` at the cap.
     pub fn preload(&self, id: MeteringId, last: i64) -> bool {
-        let mut shard = self.shard(&id);
-        if let Some(t) = shard.get_mut(&id) {
+        let hash = self.hash(&id);
+        let mut shard = self.shard(hash);
+        if let Some(t) = shard.find_mut(hash, |t| t.id == id) {
             t.last = t.last.max(last);
             return true;
         }
         if !self.take_slot() {
             return false;
         }
-        shard.insert(id, Track { last, pending: Vec::new() });
+        self.insert(&mut shard, hash, Track { id, last, pending: Vec::new() });
         true
     }
 
@@ -173,8 +190,8 @@ impl Aggregate {
         let mut out = Vec::new();
         for shard in &*self.shards {
             let mut shard = shard.lock().unwrap_or_else(PoisonError::into_inner);
-            for (id, t) in shard.iter_mut() {
-                out.extend(t.pending.drain(..).map(|d| (id.clone(), d)));
+            for t in shard.iter_mut() {
+                out.extend(t.pending.drain(..).map(|d| (t.id.clone(), d)));
             }
         }
         self.pending
@@ -191,8 +208,9 @@ impl Aggregate {
 
     /// The pending deltas of `id` with a bucket in `from..to`.
     pub fn pending(&self, id: &MeteringId, from: i64, to: i64) -> Vec<Delta> {
-        let shard = self.shard(id);
-        shard.get(id).map_or_else(Vec::new, |t| {
+        let hash = self.hash(id);
+        let shard = self.shard(hash);
+        shard.find(hash, |t| t.id == *id).map_or_else(Vec::new, |t| {
             t.pending.iter().filter(|d| (from..to).contains(&d.bucket)).copied().collect()
         })
     }
@@ -204,13 +222,13 @@ impl Aggregate {
         let mut dropped = 0;
         for shard in &*self.shards {
             let mut shard = shard.lock().unwrap_or_else(PoisonError::into_inner);
-            shard.retain(|id, t| {
+            shard.retain(|t| {
                 let before = t.pending.len();
                 t.pending.retain(|d| d.bucket >= cutoff);
                 dropped += before - t.pending.len();
                 let keep = t.last >= cutoff;
                 if !keep {
-                    gone.push(id.clone());
+                    gone.push(t.id.clone());
                 }
                 keep
             });
@@ -219,20 +237,6 @@ impl Aggregate {
             .fetch_sub(dropped.min(self.pending.load(Ordering::Relaxed)), Ordering::Relaxed);
         self.tracked.fetch_sub(gone.len().min(self.tracked()), Ordering::Relaxed);
         gone
-    }
-}
-
-/// FNV-1a: a cheap hash to pick a shard (the map inside hashes again with its own).
-struct Fnv(u64);
-
-impl Hasher for Fnv {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
-        }
     }
 }
 
