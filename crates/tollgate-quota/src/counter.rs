@@ -34,6 +34,7 @@
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+use crossbeam_utils::CachePadded;
 use hashbrown::DefaultHashBuilder;
 use jiff::Timestamp;
 
@@ -59,7 +60,7 @@ const SWEEP_EVERY_US: i64 = 1_000_000;
 
 /// All counters of one process, in `SHARDS` independently locked tables.
 pub struct Counters {
-    shards: Box<[Padded<Lane>]>,
+    shards: Box<[CachePadded<Lane>]>,
     hasher: DefaultHashBuilder,
     /// Keys dropped by sweeps, kept for a store that must delete them from disk too.
     evicted: Option<Mutex<Vec<(String, CounterShape)>>>,
@@ -71,41 +72,23 @@ impl Default for Counters {
     }
 }
 
-/// Aligned to a cache line pair, so what it holds shares no line with its neighbours.
-#[repr(align(128))]
-#[derive(Default)]
-struct Padded<T>(T);
-
-impl<T> std::ops::Deref for Padded<T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        &self.0
-    }
-}
-
-impl<T> std::ops::DerefMut for Padded<T> {
-    fn deref_mut(&mut self) -> &mut T {
-        &mut self.0
-    }
-}
-
 /// A shard behind its lock, with the time its next sweep falls due. The shard's own fields sit
 /// on other cache lines than the lock word, which every check writes: reading them does not
 /// wait for the line another core's lock operation took.
 #[derive(Default)]
 struct Lane {
-    shard: RwLock<Padded<Shard>>,
+    shard: RwLock<CachePadded<Shard>>,
     next_sweep_us: AtomicI64,
 }
 
 impl Lane {
     // A panic while holding the lock cannot leave a counter half-updated in a way that breaks
     // exactness (all updates are single assignments or swaps after the decision), so carry on.
-    fn read(&self) -> RwLockReadGuard<'_, Padded<Shard>> {
+    fn read(&self) -> RwLockReadGuard<'_, CachePadded<Shard>> {
         self.shard.read().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn write(&self) -> RwLockWriteGuard<'_, Padded<Shard>> {
+    fn write(&self) -> RwLockWriteGuard<'_, CachePadded<Shard>> {
         self.shard.write().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -114,7 +97,7 @@ impl Counters {
     /// No counters yet.
     pub fn new() -> Self {
         Self {
-            shards: (0..SHARDS).map(|_| Padded(Lane::default())).collect(),
+            shards: (0..SHARDS).map(|_| CachePadded::new(Lane::default())).collect(),
             hasher: DefaultHashBuilder::default(),
             evicted: None,
         }
