@@ -45,6 +45,7 @@ use crate::store::CounterInfo;
 
 mod cell;
 mod cells;
+mod index;
 mod state;
 mod table;
 #[cfg(test)]

@@ -1,8 +1,9 @@
 //! The compact table of calendar counters: lock-free cells in 64-byte slots that also hold
-//! their id when it is short, longer ids in one byte arena, and a hash index of slot numbers.
+//! their id when it is short, longer ids in one byte arena, and a hash index of slot numbers
+//! (see `index`).
 //!
 //! A calendar counter costs one slot, a 4-byte entry in the hash index (with the index's
-//! control byte and spare capacity), and for an id longer than [`INLINE_ID`] bytes its bytes in
+//! spare capacity), and for an id longer than [`INLINE_ID`] bytes its bytes in
 //! the arena: about 80 bytes at a million counters. A slot is one cache line, so a check that
 //! reaches it reads the id and the cell there, without a further miss into the arena.
 //!
@@ -19,9 +20,10 @@
 
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use hashbrown::{DefaultHashBuilder, HashTable};
+use hashbrown::DefaultHashBuilder;
 
 use super::cell::{CalendarCell, CellState, CellTally};
+use super::index::{Index, MAX_SLOTS};
 use super::state::{Counter, Tally};
 use super::table::{ShapeKey, key_hash};
 use crate::decision::{GivenBack, Outcome};
@@ -38,7 +40,7 @@ const MAX_SHAPES: u16 = 64;
 /// Calendar counters as cells: an index of slot numbers over the slots.
 #[derive(Default)]
 pub(super) struct Cells {
-    index: HashTable<u32>,
+    index: Index,
     data: Slots,
 }
 
@@ -190,12 +192,12 @@ impl Cells {
     pub(super) fn find(&self, hash: u64, id: &[u8], key: &ShapeKey) -> Option<usize> {
         let data = &self.data;
         let shape = data.shapes.iter().position(|s| s.key == *key)?;
-        let n = self.index.find(hash, |&n| {
+        let n = self.index.find(hash, |n| {
             data.slots
                 .get(n as usize)
                 .is_some_and(|slot| usize::from(slot.shape) == shape && same(data.id(slot), id))
         })?;
-        Some(*n as usize)
+        Some(n as usize)
     }
 
     /// Decides on slot `n`.
@@ -236,7 +238,7 @@ impl Cells {
                 i
             }
         };
-        let n = u32::try_from(data.slots.len()).ok()?;
+        let n = u32::try_from(data.slots.len()).ok().filter(|&n| n < MAX_SLOTS)?;
         let len = u16::try_from(id.len()).ok()?;
         let mut slot = Slot { cell: CalendarCell::new(state), shape, len, key: [0; INLINE_ID] };
         match slot.key.get_mut(..id.len()) {
@@ -251,7 +253,7 @@ impl Cells {
         reserve(&mut data.slots, 1);
         data.slots.push(slot);
         let data = &self.data;
-        self.index.insert_unique(hash, n, |&m| data.hash_of(hasher, m));
+        self.index.insert(hash, n, |m| data.hash_of(hasher, m));
         Some(n as usize)
     }
 
@@ -261,17 +263,12 @@ impl Cells {
         if n >= self.data.slots.len() {
             return;
         }
-        let hash = self.data.hash_of(hasher, n32);
-        if let Ok(entry) = self.index.find_entry(hash, |&m| m == n32) {
-            entry.remove();
-        }
+        let data = &self.data;
+        self.index.remove(data.hash_of(hasher, n32), n32, |m| data.hash_of(hasher, m));
         let last = self.data.slots.len().saturating_sub(1);
         if n != last {
             let last32 = last as u32;
-            let hash = self.data.hash_of(hasher, last32);
-            if let Some(entry) = self.index.find_mut(hash, |&m| m == last32) {
-                *entry = n32;
-            }
+            self.index.repoint(self.data.hash_of(hasher, last32), last32, n32);
         }
         let slot = self.data.slots.swap_remove(n);
         if slot.at().is_some() {
@@ -321,7 +318,7 @@ impl Cells {
         }
         if self.index.capacity() > 64 && self.index.capacity() / 4 > len {
             let data = &self.data;
-            self.index.shrink_to(len, |&m| data.hash_of(hasher, m));
+            self.index.shrink_to(len, |m| data.hash_of(hasher, m));
         }
     }
 
