@@ -9,7 +9,7 @@
 //!
 //! # Invariants
 //!
-//! * **`entries.len()` is 0 or a power of two, and at most 3/4 of the entries are used**, so
+//! * **`entries.len()` is 0 or a power of two, and at most 7/8 of the entries are used**, so
 //!   a probe always meets an empty entry and ends.
 //! * **An entry is [`EMPTY`] or `tag << 24 | (n + 1)`** for slot `n < MAX_SLOTS` and `tag` the
 //!   top eight bits of the key's hash.
@@ -41,6 +41,11 @@ fn entry(hash: u64, n: u32) -> u32 {
 
 fn slot(e: u32) -> u32 {
     (e & SLOT_BITS).wrapping_sub(1)
+}
+
+/// Entries an index of `size` holds: 7/8 of them, so probes stay within a cache line or two.
+fn holds(size: usize) -> usize {
+    size / 8 * 7
 }
 
 /// Puts `e` in the first empty entry from `hash`'s home position on (there is one).
@@ -79,11 +84,11 @@ impl Index {
         }
     }
 
-    /// Adds slot `n` (below [`MAX_SLOTS`]) under `hash`, growing first when 3/4 would be used.
+    /// Adds slot `n` (below [`MAX_SLOTS`]) under `hash`, growing first when more than 7/8 would be used.
     /// `rehash` gives the hash of any slot already in.
     pub(super) fn insert(&mut self, hash: u64, n: u32, rehash: impl Fn(u32) -> u64) {
         debug_assert!(n < MAX_SLOTS);
-        if (self.len + 1) * 4 > self.entries.len() * 3 {
+        if self.len + 1 > holds(self.entries.len()) {
             self.resize((self.entries.len() * 2).max(16), rehash);
         }
         place(&mut self.entries, hash, entry(hash, n));
@@ -130,11 +135,11 @@ impl Index {
 
     /// Entries the index holds without growing.
     pub(super) fn capacity(&self) -> usize {
-        self.entries.len() / 4 * 3
+        holds(self.entries.len())
     }
 
     fn size_for(len: usize) -> usize {
-        if len == 0 { 0 } else { (len * 4).div_ceil(3).next_power_of_two().max(16) }
+        if len == 0 { 0 } else { (len * 8).div_ceil(7).next_power_of_two().max(16) }
     }
 
     fn resize(&mut self, size: usize, rehash: impl Fn(u32) -> u64) {
@@ -185,7 +190,7 @@ mod tests {
         /// Every slot is found under its hash, and nothing else is there.
         fn check(&self) {
             assert_eq!(self.index.len, self.hashes.len());
-            assert!(self.index.len * 4 <= self.index.entries.len() * 3);
+            assert!(self.index.len <= holds(self.index.entries.len()));
             for (n, &h) in self.hashes.iter().enumerate() {
                 assert_eq!(self.index.find(h, |m| m == n as u32), Some(n as u32), "slot {n}");
             }
