@@ -123,15 +123,21 @@ fn reserve<T>(v: &mut Vec<T>, extra: usize) {
 }
 
 /// `a == b`, eight bytes at a time: ids are short, and this stays inline where a slice
-/// comparison calls `memcmp`.
+/// comparison calls `memcmp`. The last word overlaps the one before it, so an id of eight
+/// bytes or more needs no byte-by-byte tail.
 fn same(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
+    let len = a.len();
+    if len != b.len() {
         return false;
     }
-    let (mut a8, mut b8) = (a.chunks_exact(8), b.chunks_exact(8));
-    let word = |c: &[u8]| c.try_into().map(u64::from_ne_bytes).unwrap_or_default();
-    a8.by_ref().zip(b8.by_ref()).all(|(x, y)| word(x) == word(y))
-        && a8.remainder().iter().zip(b8.remainder()).all(|(x, y)| x == y)
+    let word = |c: &[u8], at: usize| {
+        c.get(at..at + 8).and_then(|w| w.try_into().ok()).map_or(0, u64::from_ne_bytes)
+    };
+    if len < 8 {
+        return a == b;
+    }
+    (0..len - 8).step_by(8).all(|at| word(a, at) == word(b, at))
+        && word(a, len - 8) == word(b, len - 8)
 }
 
 /// A cell's figures as a [`Tally`], its window placed by `frame`.
@@ -387,5 +393,25 @@ impl Cells {
     #[cfg(test)]
     pub(super) fn capacity(&self) -> usize {
         self.index.capacity()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same;
+
+    #[test]
+    fn same_agrees_with_slice_equality_at_every_length_and_position() {
+        let a: Vec<u8> = (0..40u8).map(|i| b'A' + i).collect();
+        for len in 0..=a.len() {
+            let x = &a[..len];
+            assert!(same(x, &a[..len]), "len {len}");
+            assert!(len == 0 || !same(x, &a[..len - 1]), "len {len} against one shorter");
+            for at in 0..len {
+                let mut y = x.to_vec();
+                y[at] ^= 1;
+                assert!(!same(x, &y), "len {len}, byte {at} differs");
+            }
+        }
     }
 }
