@@ -226,7 +226,8 @@ impl Cells {
         }
     }
 
-    /// Adds a cell holding `state`; `None` when the shape list or the id arena is full.
+    /// Adds a cell holding `state`; `None` when the shape list, the id arena or the slot
+    /// numbers ([`MAX_SLOTS`]) are full.
     pub(super) fn insert(
         &mut self,
         hasher: &DefaultHashBuilder,

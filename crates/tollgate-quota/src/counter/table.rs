@@ -9,9 +9,9 @@
 //!
 //! * **A key (id + shape) is in at most one table.** It goes to `locked` only when it cannot be
 //!   a cell: a flexi or rolling window, a limit above [`MAX_COUNT`], figures read back that do
-//!   not fit a cell, or a shard whose shape list or id arena is full. It moves from `cells` to
-//!   `locked` (never back) under the write lock, when a check brings a limit above
-//!   [`MAX_COUNT`], so no check can be deciding on the cell meanwhile.
+//!   not fit a cell, or a shard whose shape list, id arena or slot numbers are full. It moves
+//!   from `cells` to `locked` (never back) under the write lock, when a check brings a limit
+//!   above [`MAX_COUNT`], so no check can be deciding on the cell meanwhile.
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
