@@ -4,7 +4,7 @@
 //!
 //! A calendar counter costs one slot, a 4-byte entry in the hash index (with the index's
 //! spare capacity), and for an id longer than [`INLINE_ID`] bytes its bytes in
-//! the arena: about 80 bytes at a million counters. A slot is one cache line, so a check that
+//! the arena: about 72 bytes at a million counters (BENCHMARKS.md, memory). A slot is one cache line, so a check that
 //! reaches it reads the id and the cell there, without a further miss into the arena.
 //!
 //! # Invariants
