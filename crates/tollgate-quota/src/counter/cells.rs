@@ -3,9 +3,10 @@
 //! (see `index`).
 //!
 //! A calendar counter costs one slot, a 4-byte entry in the hash index (with the index's
-//! spare capacity), and for an id longer than [`INLINE_ID`] bytes its bytes in
-//! the arena: about 72 bytes at a million counters (BENCHMARKS.md, memory). A slot is one cache line, so a check that
-//! reaches it reads the id and the cell there, without a further miss into the arena.
+//! spare capacity), and for an id longer than [`INLINE_ID`] bytes its bytes in the arena:
+//! about 72 bytes at a million counters (BENCHMARKS.md, memory). A slot is one cache line, so
+//! a check that reaches it reads the id and the cell there, without a further miss into the
+//! arena.
 //!
 //! # Invariants
 //!
