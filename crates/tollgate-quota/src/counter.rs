@@ -66,8 +66,8 @@ const SWEEP_EVERY_US: i64 = 1_000_000;
 ///
 /// Enough that threads seldom meet on one shard's lock, and few enough that the shards' own
 /// lines stay cached and a shard's slots are read in long runs: on two cores, 16 shards against
-/// 64 took 100,000 keys in insertion order from 1.43 to 0.87 times governor's time, scattered
-/// from 1.33 to 1.24 (BENCHMARKS.md, engine). A sweep holds one shard's write lock while it
+/// 64 took 100,000 keys in insertion order from 1.35 to 0.90 times governor's time, scattered
+/// from 1.39 to 1.12 (BENCHMARKS.md, engine). A sweep holds one shard's write lock while it
 /// walks that shard, so fewer shards make each sweep longer.
 fn shard_count() -> usize {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
