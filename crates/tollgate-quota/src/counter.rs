@@ -137,7 +137,8 @@ impl Counters {
     }
 
     fn lane(&self, hash: u64) -> &Lane {
-        // Bits 32.. are not used by the tables for their bucket index below 2^32 buckets.
+        // Bits 32..42 are not the tables' bucket index below 2^32 buckets, nor the cells'
+        // index's tag (bits 56..).
         &self.shards[(hash >> 32) as usize & self.mask]
     }
 
