@@ -74,7 +74,9 @@ fi
 start_throttlecrab
 
 echo "# tollgate $(git rev-parse --short HEAD 2>/dev/null || echo '?') at ${URL[tollgate]} (embedded store); throttlecrab-server $PEER_VERSION at ${URL[throttlecrab]}${BASELINE_BIN:+; baseline $BASELINE_BIN at ${URL[baseline]:-}}"
-echo "# wrk -t$THREADS -c{$CONNECTIONS} -d$DURATION --latency, ids=$TOLLGATE_BENCH_IDS, rounds=$ROUNDS, servers alternating"
+WRK=(wrk)
+[ -n "${WRK_NICE:-}" ] && WRK=(nice -n "$WRK_NICE" wrk)
+echo "# ${WRK[*]} -t$THREADS -c{$CONNECTIONS} -d$DURATION --latency, ids=$TOLLGATE_BENCH_IDS, rounds=$ROUNDS, servers alternating"
 machine_line
 
 run() { # server connections duration
@@ -82,7 +84,7 @@ run() { # server connections duration
   [ "$1" = throttlecrab ] && script=benches/peer.lua
   local path=/v1/quota
   [ "$1" = ceiling ] && path=/healthz
-  TOLLGATE_BENCH_PATH="$path" wrk -t"$THREADS" -c"$2" -d"$3" --latency -s "$script" "${URL[$1]}" \
+  TOLLGATE_BENCH_PATH="$path" "${WRK[@]}" -t"$THREADS" -c"$2" -d"$3" --latency -s "$script" "${URL[$1]}" \
     | grep '^RESULT' \
     | sed "s/^RESULT /RESULT server=$1 c=$2 /"
 }
