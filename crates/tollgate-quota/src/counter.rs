@@ -4,9 +4,9 @@
 //! Every store decides through [`Counters`]: the memory and embedded stores directly, the Redis
 //! store for its local fallback. It is synchronous and never blocks on I/O. Counters live in
 //! shards (see [`shard_count`]) behind read-write locks sharded by thread (see `Lane`); a
-//! check on a known key takes its shard's read lock only, then decides on the counter itself: a calendar counter with one
-//! compare-and-swap (see `cell`), any other under the counter's own lock (see `state`). New
-//! keys, sweeps and resets take the write lock.
+//! check on a known key takes its shard's read lock only, then decides on the counter itself:
+//! a calendar counter with one compare-and-swap (see `cell`), any other under the counter's own
+//! lock (see `state`). New keys, sweeps and resets take the write lock.
 //!
 //! # Invariants
 //!
