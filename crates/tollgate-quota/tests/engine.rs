@@ -217,6 +217,44 @@ fn eight_threads_unit_weight_count_every_rejection() {
     assert_eq!(d.total_exceed_count, 79_001);
 }
 
+/// New keys (which take every part of their shard's lock, and move the shard's slots as they
+/// grow) race checks on a known key: the known key still admits exactly its limit, and every
+/// new key holds exactly the one unit it was given.
+#[test]
+fn new_keys_racing_checks_on_a_known_key_stay_exact() {
+    let clock = ManualClock::new("2026-11-30T10:00:00Z".parse().unwrap());
+    let store = Arc::new(MemoryStore::with_clock(Arc::new(clock)));
+    let spec = QuotaSpec::new(20_000, 1, TimeUnit::Day).unwrap();
+    let known = MeteringId::new("ShipmentStatus:Known").unwrap();
+    let handles: Vec<_> = (0..4u64)
+        .map(|t| {
+            let (store, known) = (Arc::clone(&store), known.clone());
+            std::thread::spawn(move || {
+                let mut admitted = 0u64;
+                for i in 0..30_000u64 {
+                    if t < 2 {
+                        admitted += u64::from(store.check_now(&known, &spec, 1).allowed());
+                    } else {
+                        let id = MeteringId::new(&format!("new-{t}-{i}")).unwrap();
+                        assert!(store.check_now(&id, &spec, 1).allowed(), "new key {t}-{i}");
+                    }
+                }
+                admitted
+            })
+        })
+        .collect();
+    let admitted: u64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
+    assert_eq!(admitted, 20_000);
+    assert_eq!(store.check_now(&known, &spec, 0).used, 20_000);
+    for t in 2..4 {
+        for i in (0..30_000).step_by(997) {
+            let id = MeteringId::new(&format!("new-{t}-{i}")).unwrap();
+            assert_eq!(store.check_now(&id, &spec, 0).used, 1, "new key {t}-{i}");
+        }
+    }
+    assert_eq!(store.len(), 60_001);
+}
+
 /// Without any further traffic, the background sweeper drops expired counters.
 #[test]
 fn idle_memory_store_drops_expired_counters() {
