@@ -8,6 +8,11 @@
 //!
 //! `cargo bench -p tollgate --bench grpc_vs_http` (env `CLIENTS`, `CALLS` override the size;
 //! `GRPC_CONNS` how many connections the gRPC workers share, one per worker by default).
+//!
+//! `SERVER_THREADS=n` serves both listeners from a runtime of their own with `n` workers
+//! instead of the clients' runtime, and adds the servers' CPU time per call to each line (read
+//! from `/proc/self/task`): the servers' own cost, apart from the clients', which the calls per
+//! second mix in and which a machine whose speed changes moves from round to round.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -41,6 +46,33 @@ struct Figures {
     calls: usize,
     elapsed: Duration,
     latencies: Vec<Duration>,
+    /// CPU time the servers' own threads spent over the run, when they have threads of their own.
+    server_cpu: Option<Duration>,
+}
+
+/// The name of the servers' threads with `SERVER_THREADS`.
+const SERVER_THREAD: &str = "tg-server";
+
+/// Time on a CPU of this process's threads named `name`, from `/proc/self/task`.
+fn threads_cpu(name: &str) -> Duration {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return Duration::ZERO };
+    let ns: u64 = tasks
+        .flatten()
+        .filter(|t| {
+            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim_end() == name)
+        })
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum();
+    Duration::from_nanos(ns)
+}
+
+/// Runs `run`, with the servers' CPU time over it when they have threads of their own.
+async fn measured(split: bool, run: impl std::future::Future<Output = Figures>) -> Figures {
+    let before = split.then(|| threads_cpu(SERVER_THREAD));
+    let mut figures = run.await;
+    figures.server_cpu = before.map(|b| threads_cpu(SERVER_THREAD).saturating_sub(b));
+    figures
 }
 
 impl Figures {
@@ -50,8 +82,11 @@ impl Figures {
             let i = ((self.latencies.len() as f64 - 1.0) * q).round() as usize;
             self.latencies[i].as_secs_f64() * 1e6
         };
+        let server = self.server_cpu.map_or(String::new(), |cpu| {
+            format!("   server CPU {:.2} µs/call", cpu.as_secs_f64() * 1e6 / self.calls as f64)
+        });
         println!(
-            "{name:<28} {:>9.0} calls/s   p50 {:>7.1} µs   p99 {:>7.1} µs   ({} calls in {:.2} s)",
+            "{name:<28} {:>9.0} calls/s   p50 {:>7.1} µs   p99 {:>7.1} µs   ({} calls in {:.2} s){server}",
             self.calls as f64 / self.elapsed.as_secs_f64(),
             at(0.50),
             at(0.99),
@@ -100,7 +135,7 @@ async fn grpc_run(addr: String, clients: usize, conns: usize, calls: usize) -> F
     for t in tasks {
         latencies.extend(t.await.expect("grpc worker"));
     }
-    Figures { calls: clients * calls, elapsed: start.elapsed(), latencies }
+    Figures { calls: clients * calls, elapsed: start.elapsed(), latencies, server_cpu: None }
 }
 
 async fn http_run(addr: String, clients: usize, calls: usize) -> Figures {
@@ -134,50 +169,74 @@ async fn http_run(addr: String, clients: usize, calls: usize) -> Figures {
     for t in tasks {
         latencies.extend(t.await.expect("http worker"));
     }
-    Figures { calls: clients * calls, elapsed: start.elapsed(), latencies }
+    Figures { calls: clients * calls, elapsed: start.elapsed(), latencies, server_cpu: None }
 }
 
 fn main() {
     let clients = env("CLIENTS", 16);
     let calls = env("CALLS", 5_000);
     let conns = env("GRPC_CONNS", clients);
+    let server_threads = env("SERVER_THREADS", 0);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    // With SERVER_THREADS the listeners are bound and served on a runtime of their own, so
+    // that their I/O and tasks stay on its threads.
+    let server_rt = (server_threads > 0).then(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(server_threads)
+            .thread_name(SERVER_THREAD)
+            .enable_all()
+            .build()
+            .expect("server runtime")
+    });
+    let (http_addr, grpc_addr) = server_rt.as_ref().unwrap_or(&rt).block_on(start_servers());
+    let split = server_rt.is_some();
     rt.block_on(async {
-        let store = Arc::new(AnyStore::Memory(MemoryStore::new()));
-        let state = AppState::builder(
-            Arc::clone(&store),
-            Policies::fixed(PolicySet::default()),
-            AccessGuard::new(None, true),
-        )
-        .build();
-        let decider = state.decider().clone();
-        let http = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind http");
-        let http_addr = format!("http://{}", http.local_addr().expect("addr"));
-        tokio::spawn(tollgate_server::serve(http, App::new(state), std::future::pending()));
-
-        let section: RlsSection = toml::from_str::<Doc>(RULES).expect("rules").rls;
-        let rules = RuleSet::new(&section).expect("rules");
-        let limiter = RateLimiter::new(decider, rules);
-        let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind grpc");
-        let grpc_addr = format!("http://{}", grpc.local_addr().expect("addr"));
-        let limits = tollgate_rls::ConnLimits::default();
-        tokio::spawn(tollgate_rls::serve(grpc, limits, limiter, std::future::pending()));
-
         println!(
             "{clients} clients × {calls} calls each, memory store; HTTP: one connection per \
-             client; gRPC: {conns} connection(s)"
+             client; gRPC: {conns} connection(s); servers on {}",
+            if split {
+                format!("{server_threads} thread(s) of their own")
+            } else {
+                "the clients' runtime".into()
+            }
         );
         // A short warm-up of each, then the measured runs, alternated.
         http_run(http_addr.clone(), clients, calls / 10).await;
         grpc_run(grpc_addr.clone(), clients, conns, calls / 10).await;
         for round in 1..=2 {
             println!("round {round}");
-            http_run(http_addr.clone(), clients, calls).await.print("GET /v1/quota (HTTP/1.1)");
-            grpc_run(grpc_addr.clone(), clients, conns, calls)
+            measured(split, http_run(http_addr.clone(), clients, calls))
+                .await
+                .print("GET /v1/quota (HTTP/1.1)");
+            measured(split, grpc_run(grpc_addr.clone(), clients, conns, calls))
                 .await
                 .print("ShouldRateLimit (gRPC)");
         }
     });
+}
+
+/// Both listeners on one memory store, served on the current runtime; their base URLs.
+async fn start_servers() -> (String, String) {
+    let store = Arc::new(AnyStore::Memory(MemoryStore::new()));
+    let state = AppState::builder(
+        Arc::clone(&store),
+        Policies::fixed(PolicySet::default()),
+        AccessGuard::new(None, true),
+    )
+    .build();
+    let decider = state.decider().clone();
+    let http = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind http");
+    let http_addr = format!("http://{}", http.local_addr().expect("addr"));
+    tokio::spawn(tollgate_server::serve(http, App::new(state), std::future::pending()));
+
+    let section: RlsSection = toml::from_str::<Doc>(RULES).expect("rules").rls;
+    let rules = RuleSet::new(&section).expect("rules");
+    let limiter = RateLimiter::new(decider, rules);
+    let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind grpc");
+    let grpc_addr = format!("http://{}", grpc.local_addr().expect("addr"));
+    let limits = tollgate_rls::ConnLimits::default();
+    tokio::spawn(tollgate_rls::serve(grpc, limits, limiter, std::future::pending()));
+    (http_addr, grpc_addr)
 }
 
 #[derive(serde::Deserialize)]
