@@ -42,17 +42,16 @@ fi
 machine_line
 HZ="$(getconf CLK_TCK)"
 
-# "user system" CPU ticks, and context switches (voluntary + not) summed over all threads.
-ticks() { awk '{print $14, $15}' "/proc/$1/stat"; }
+# Context switches (voluntary + not) summed over all threads.
 switches() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/ctxt_switches/ {n += $2} END {print n + 0}'; }
 
 round() { # server connections
   local pid="${PID_OF[$1]}" script=benches/load.lua a b sa sb out
   [ "$1" = throttlecrab ] && script=benches/peer.lua
-  a="$(ticks "$pid")"
+  a="$(cpu_ticks "$pid")"
   sa="$(switches "$pid")"
   out="$(wrk -t2 -c"$2" -d"$DURATION" -s "$script" "${URL[$1]}" | grep '^RESULT')"
-  b="$(ticks "$pid")"
+  b="$(cpu_ticks "$pid")"
   sb="$(switches "$pid")"
   echo "$out $a $b" | awk -v n="$1" -v c="$2" -v hz="$HZ" -v sw=$((sb - sa)) '{
     for (i = 1; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }

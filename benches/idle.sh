@@ -22,7 +22,7 @@ source "$(dirname "$0")/lib.sh"
 need curl "apt-get install -y curl"
 if [ -n "${TOLLGATE_BIN:-}" ]; then BIN="$TOLLGATE_BIN"; else build_tollgate; fi
 
-ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+ticks() { cpu_ticks "$1" | awk '{ print $1 + $2 }'; }
 scans() { curl -fsS "$1/metrics" | awk '/^tollgate_gateway_landing_scans_total / { print $2 }'; }
 HZ="$(getconf CLK_TCK)"
 

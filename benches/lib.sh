@@ -11,6 +11,7 @@
 #   stop_tollgate NAME [SIGNAL]        # SIGTERM (or SIGNAL), wait, forget it
 #   track PID NAME / untrack PID       # stop another process at exit / no longer
 #   free_port                          # a free loopback TCP port
+#   cpu_ticks PID                      # "user system" CPU ticks (CLK_TCK a second) used so far
 #   install_throttlecrab               # the peer's binary into target/peers (PEER_BIN), once
 #   start_throttlecrab                 # its HTTP server on a free port; URL[throttlecrab], PID_OF[throttlecrab]
 #   machine_line                       # "# 2 cores, 8 GiB, Linux …, load average …"
@@ -48,6 +49,10 @@ build_tollgate() {
 
 free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+cpu_ticks() { # pid
+  awk '{print $14, $15}' "/proc/$1/stat"
 }
 
 # Registers a background process to stop at exit (and, with NAME, to list in `cpu_times`).
