@@ -81,7 +81,7 @@ load() { # protocol seconds log
 
 HZ="$(getconf CLK_TCK)"
 round() { # protocol
-  local log="$WORK/$1.log" out="$WORK/$1.out" before after a b in_flight
+  local log="$WORK/$1.log" out="$WORK/$1.out" before after a b in_flight rps
   in_flight=$HTTP_CONNS
   [ "$1" = grpc ] && in_flight=$((GRPC_CONNS * STREAMS))
   rm -f "$log" # h2load appends to its log
@@ -90,8 +90,8 @@ round() { # protocol
   load "$1" "$DURATION" "$log" >"$out"
   b="$(cpu_ticks "$PID")"
   after="$(used "$1")"
-  sed -n 's/^finished in .*, \([0-9.]*\) req\/s.*/\1/p' "$out" >"$WORK/rps"
-  sort -t$'\t' -k3,3n "$log" | awk -F'\t' -v p="$1" -v rps="$(cat "$WORK/rps")" -v grew=$((after - before)) \
+  rps="$(sed -n 's/^finished in .*, \([0-9.]*\) req\/s.*/\1/p' "$out")"
+  sort -t$'\t' -k3,3n "$log" | awk -F'\t' -v p="$1" -v rps="$rps" -v grew=$((after - before)) \
     -v in_flight="$in_flight" -v cpu="$a $b" -v hz="$HZ" '
     { t[NR] = $3; if ($2 != 200) bad++ }
     END {
