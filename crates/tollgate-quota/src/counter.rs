@@ -30,6 +30,8 @@
 //!   window, which is the conservative choice (it cannot admit more than `limit` in any window).
 //! * **A shard is swept at least once a second while it is used**: the first check after its
 //!   sweep falls due sweeps it before deciding. The owners' background sweeps add to that.
+//! * **All of an id's counters share one shard**, the one its id's hash picks (see
+//!   `Counters::lane_of`), whatever their shapes; a reset locks that shard only.
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Mutex, PoisonError};
@@ -53,7 +55,7 @@ mod table;
 mod tests;
 
 pub(crate) use state::{Bucket, Counter, Tally};
-use table::{Ask, ShapeKey, Shard, key_hash};
+use table::{Ask, ShapeKey, Shard, id_hash, key_hash_of};
 
 /// Shards per core the process may use, and the bounds of their count.
 const SHARDS_PER_CORE: usize = 4;
@@ -143,10 +145,18 @@ impl Counters {
         }
     }
 
-    fn lane(&self, hash: u64) -> &Lane {
-        // Bits 32..42 are not the tables' bucket index below 2^32 buckets, nor the cells'
-        // index's tag (bits 56..).
-        &self.shards[(hash >> 32) as usize & self.mask]
+    /// The lane holding every counter of the id whose hash is `id_hash` (see [`id_hash`]), all
+    /// its shapes alike.
+    ///
+    /// Chosen by the id's hash, not the key's, so a check takes the lane's lock while the
+    /// shape is still being mixed in: the lock's atomic write holds back every read after it,
+    /// and it used to wait for the whole hash (BENCHMARKS.md, engine: *The lane chosen by the
+    /// id's hash*).
+    #[inline(always)]
+    fn lane_of(&self, id_hash: u64) -> &Lane {
+        // Bits 32..42: the key's hash is the id's multiplied further, so the tables' positions
+        // and tags within the lane do not follow these bits.
+        &self.shards[(id_hash >> 32) as usize & self.mask]
     }
 
     /// Checks `weight` units of `id` against `spec` at `now` and counts them when admitted.
@@ -193,11 +203,12 @@ impl Counters {
             weight,
             now_us: 0,
         };
-        ask.hash = key_hash(&self.hasher, id.as_bytes(), &ask.key);
+        // The lane from the id's hash, before the shape is mixed in (see `lane_of`).
+        let of_id = id_hash(&self.hasher, id.as_bytes());
+        let lane = self.lane_of(of_id);
+        ask.hash = key_hash_of(of_id, &ask.key);
         let now_us = now();
         ask.now_us = now_us;
-        let hash = ask.hash;
-        let lane = self.lane(hash);
         let due = lane.next_sweep_us.load(Ordering::Relaxed);
         if now_us >= due
             && lane
@@ -235,8 +246,9 @@ impl Counters {
         now_us: i64,
     ) -> GivenBack {
         let key = ShapeKey::of(shape);
-        let hash = key_hash(&self.hasher, id.as_bytes(), &key);
-        self.lane(hash).read().give_back(hash, id, &key, counted, units, now_us)
+        let of_id = id_hash(&self.hasher, id.as_bytes());
+        let hash = key_hash_of(of_id, &key);
+        self.lane_of(of_id).read().give_back(hash, id, &key, counted, units, now_us)
     }
 
     fn sweep(&self, lane: &Lane, now_us: i64) -> usize {
@@ -260,9 +272,10 @@ impl Counters {
         out
     }
 
-    /// Drops every counter of `id` (all shapes); returns how many were dropped.
+    /// Drops every counter of `id` (all shapes, all in its lane); returns how many were dropped.
     pub fn reset(&self, id: &MeteringId) -> u64 {
-        self.shards.iter().map(|lane| lane.write().reset(&self.hasher, id.as_bytes())).sum()
+        let lane = self.lane_of(id_hash(&self.hasher, id.as_bytes()));
+        lane.write().reset(&self.hasher, id.as_bytes())
     }
 
     /// Drops the counters that hold nothing at `now`; returns how many were dropped.
@@ -289,8 +302,9 @@ impl Counters {
         now: Timestamp,
     ) -> Option<Counter> {
         let key = ShapeKey::of(shape);
-        let hash = key_hash(&self.hasher, id.as_bytes(), &key);
-        self.lane(hash).read().snapshot(hash, id.as_bytes(), &key, now.as_microsecond())
+        let of_id = id_hash(&self.hasher, id.as_bytes());
+        let hash = key_hash_of(of_id, &key);
+        self.lane_of(of_id).read().snapshot(hash, id.as_bytes(), &key, now.as_microsecond())
     }
 
     /// Puts back a counter read from disk, replacing any in memory; returns false (and keeps
@@ -307,8 +321,9 @@ impl Counters {
             return false;
         }
         let key = ShapeKey::of(shape);
-        let hash = key_hash(&self.hasher, id.as_bytes(), &key);
-        self.lane(hash).write().restore(&self.hasher, hash, id, key, counter, now_us);
+        let of_id = id_hash(&self.hasher, id.as_bytes());
+        let hash = key_hash_of(of_id, &key);
+        self.lane_of(of_id).write().restore(&self.hasher, hash, id, key, counter, now_us);
         true
     }
 }

@@ -75,28 +75,36 @@ impl PartialEq for ShapeKey {
     }
 }
 
-/// The same fields as [`PartialEq`]; the three small ones packed into one word, so a check
-/// pays two of the hasher's multiplications for the shape instead of four.
-impl std::hash::Hash for ShapeKey {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        state.write_i64(self.start);
-        state.write_u64(
-            u64::from(self.interval) | (self.unit as u64) << 32 | (self.window as u64) << 40,
-        );
-    }
+/// The hash of a key (id and shape), the same for entries and lookups: the id's own hash
+/// (see [`id_hash`]) with the shape mixed in.
+pub(super) fn key_hash(hasher: &DefaultHashBuilder, id: &[u8], key: &ShapeKey) -> u64 {
+    key_hash_of(id_hash(hasher, id), key)
 }
 
-/// The hash of a key. Ids are hashed as bytes everywhere (entries and lookups alike).
+/// The hash of an id alone, seeded per process; it also picks the id's lane.
 ///
-/// The id's bytes go in without the length prefix a slice's `Hash` adds: the hasher mixes each
-/// `write`'s length in itself, and the prefix took half of the hasher's 128-bit buffer for
-/// small values, so the shape's two words cost one more multiplication on every check.
-pub(super) fn key_hash(hasher: &DefaultHashBuilder, id: &[u8], key: &ShapeKey) -> u64 {
-    use std::hash::{BuildHasher, Hash, Hasher};
+/// The bytes go in with one `write` and no length prefix: the hasher mixes each write's
+/// length in itself.
+#[inline(always)]
+pub(super) fn id_hash(hasher: &DefaultHashBuilder, id: &[u8]) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
     let mut h = hasher.build_hasher();
     h.write(id);
-    key.hash(&mut h);
     h.finish()
+}
+
+/// A key's hash from its id's: the id's hash (with the calendar anchor) multiplied by the
+/// shape's other fields, to 128 bits, and the halves folded, as foldhash folds.
+///
+/// The factor is never zero (the packed fields leave the top 20 bits to the constant), so no
+/// shape maps every id to one hash; the id's hash is seeded, so no id can be chosen to collide.
+#[inline(always)]
+pub(super) fn key_hash_of(id_hash: u64, key: &ShapeKey) -> u64 {
+    /// 2^64 divided by the golden ratio: bits spread over the whole word.
+    const SPREAD: u64 = 0x9E37_79B9_7F4A_7C15;
+    let packed = u64::from(key.interval) | (key.unit as u64) << 32 | (key.window as u64) << 40;
+    let full = u128::from(id_hash ^ key.start as u64) * u128::from(packed ^ SPREAD);
+    (full as u64) ^ ((full >> 64) as u64)
 }
 
 /// One shard's counters.
