@@ -159,6 +159,12 @@ impl Counters {
         &self.shards[(id_hash >> 32) as usize & self.mask]
     }
 
+    /// The hash of the key (`id`, `key`) and the lane that holds it.
+    fn locate(&self, id: &[u8], key: &ShapeKey) -> (u64, &Lane) {
+        let of_id = id_hash(&self.hasher, id);
+        (key_hash_of(of_id, key), self.lane_of(of_id))
+    }
+
     /// Checks `weight` units of `id` against `spec` at `now` and counts them when admitted.
     pub fn check_at(
         &self,
@@ -246,9 +252,8 @@ impl Counters {
         now_us: i64,
     ) -> GivenBack {
         let key = ShapeKey::of(shape);
-        let of_id = id_hash(&self.hasher, id.as_bytes());
-        let hash = key_hash_of(of_id, &key);
-        self.lane_of(of_id).read().give_back(hash, id, &key, counted, units, now_us)
+        let (hash, lane) = self.locate(id.as_bytes(), &key);
+        lane.read().give_back(hash, id, &key, counted, units, now_us)
     }
 
     fn sweep(&self, lane: &Lane, now_us: i64) -> usize {
@@ -302,9 +307,8 @@ impl Counters {
         now: Timestamp,
     ) -> Option<Counter> {
         let key = ShapeKey::of(shape);
-        let of_id = id_hash(&self.hasher, id.as_bytes());
-        let hash = key_hash_of(of_id, &key);
-        self.lane_of(of_id).read().snapshot(hash, id.as_bytes(), &key, now.as_microsecond())
+        let (hash, lane) = self.locate(id.as_bytes(), &key);
+        lane.read().snapshot(hash, id.as_bytes(), &key, now.as_microsecond())
     }
 
     /// Puts back a counter read from disk, replacing any in memory; returns false (and keeps
@@ -321,9 +325,8 @@ impl Counters {
             return false;
         }
         let key = ShapeKey::of(shape);
-        let of_id = id_hash(&self.hasher, id.as_bytes());
-        let hash = key_hash_of(of_id, &key);
-        self.lane_of(of_id).write().restore(&self.hasher, hash, id, key, counter, now_us);
+        let (hash, lane) = self.locate(id.as_bytes(), &key);
+        lane.write().restore(&self.hasher, hash, id, key, counter, now_us);
         true
     }
 }
