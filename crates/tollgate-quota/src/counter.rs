@@ -159,7 +159,10 @@ impl Counters {
         &self.shards[(id_hash >> 32) as usize & self.mask]
     }
 
-    /// The hash of the key (`id`, `key`) and the lane that holds it.
+    /// The hash of the key (`id`, `key`) and the lane that holds it, the lane from the id's
+    /// hash before the shape is mixed in (see `lane_of`).
+    // Inlined into every check (see `Counters::check_when`).
+    #[inline(always)]
     fn locate(&self, id: &[u8], key: &ShapeKey) -> (u64, &Lane) {
         let of_id = id_hash(&self.hasher, id);
         (key_hash_of(of_id, key), self.lane_of(of_id))
@@ -209,10 +212,8 @@ impl Counters {
             weight,
             now_us: 0,
         };
-        // The lane from the id's hash, before the shape is mixed in (see `lane_of`).
-        let of_id = id_hash(&self.hasher, id.as_bytes());
-        let lane = self.lane_of(of_id);
-        ask.hash = key_hash_of(of_id, &ask.key);
+        let (hash, lane) = self.locate(id.as_bytes(), &ask.key);
+        ask.hash = hash;
         let now_us = now();
         ask.now_us = now_us;
         let due = lane.next_sweep_us.load(Ordering::Relaxed);
