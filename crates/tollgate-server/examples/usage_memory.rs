@@ -21,8 +21,8 @@ fn main() {
         aggregate.record(id, Delta { admitted: 1, ..Delta::empty(5_900_000) });
     }
     let pending = resident_bytes();
-    let drained = aggregate.drain();
-    let flushed_len = drained.len();
+    let drained = aggregate.drain(0);
+    let flushed_len = drained.deltas.len();
     drop(drained);
     let after = resident_bytes();
     let per = |bytes: u64| bytes.saturating_sub(before) as f64 / count as f64;

@@ -256,7 +256,7 @@ impl UsageHistory {
             inner.pruned_at.store(now.as_second(), Ordering::Relaxed);
             gone.extend(inner.recorder.aggregate.prune(cutoff));
         }
-        let batch = inner.recorder.aggregate.drain();
+        let batch = inner.recorder.aggregate.drain(cutoff);
         metrics::gauge!(TRACKED_IDS).set(inner.recorder.aggregate.tracked() as f64);
         if batch.is_empty() && gone.is_empty() {
             return Ok(());

@@ -13,6 +13,9 @@
 //! - **At most `max_pending` pending deltas** (across ids), so a store that stays down keeps
 //!   memory bounded: a delta that would need a new one beyond it is dropped (and counted).
 //!   Deltas older than the retention are dropped when the aggregate is pruned.
+//! - **An id is trimmed once per retention start.** Each id remembers the retention start its
+//!   stored rows were last trimmed to; a drain lists the id for trimming only when the start
+//!   has moved since (once per five-minute bucket), not on every flush.
 
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -71,13 +74,44 @@ pub enum Recorded {
     Dropped,
 }
 
+/// One tracked id, in 64 bytes (its bucket indexes kept as `i32`, see [`narrow`]).
 struct Track {
     /// The id tracked.
     id: MeteringId,
     /// The newest bucket this id had units in.
-    last: i64,
+    last: i32,
     /// Deltas not yet written to the store; usually the current bucket only.
     pending: Vec<Delta>,
+    /// The retention start (a bucket index) this id's stored rows were last trimmed to;
+    /// `i32::MIN` until its first write, so rows a former process left are trimmed too.
+    trimmed: i32,
+}
+
+// The trim mark fits in what the bucket indexes gave up: a tracked id costs what it did before
+// (BENCHMARKS.md, the usage history's memory per tracked id).
+const _: () = assert!(std::mem::size_of::<Track>() == 64);
+
+/// A bucket index as a [`Track`] keeps it. Five-minute buckets since 1970 reach `i32::MAX` in
+/// the year 22,000-odd; an index beyond that is kept as the bound, never wrapped.
+fn narrow(bucket: i64) -> i32 {
+    bucket.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32
+}
+
+/// What a drain takes out for the store: the pending deltas, and the ids whose rows older than
+/// the retention start are to go.
+#[derive(Debug, Default, Clone)]
+pub struct Batch {
+    /// Each id's pending deltas.
+    pub deltas: Vec<(MeteringId, Delta)>,
+    /// The ids written in this batch not yet trimmed to its retention start.
+    pub trim: Vec<MeteringId>,
+}
+
+impl Batch {
+    /// Whether there is nothing to write.
+    pub fn is_empty(&self) -> bool {
+        self.deltas.is_empty() && self.trim.is_empty()
+    }
 }
 
 /// See the module docs.
@@ -146,14 +180,19 @@ impl Aggregate {
         if !self.take_slot() {
             return Recorded::Untracked;
         }
-        let mut t = Track { id: id.clone(), last: d.bucket, pending: Vec::with_capacity(2) };
+        let mut t = Track {
+            id: id.clone(),
+            last: narrow(d.bucket),
+            pending: Vec::with_capacity(2),
+            trimmed: i32::MIN,
+        };
         let r = self.add(&mut t, d);
         self.insert(&mut shard, hash, t);
         r
     }
 
     fn add(&self, t: &mut Track, d: Delta) -> Recorded {
-        t.last = t.last.max(d.bucket);
+        t.last = t.last.max(narrow(d.bucket));
         // The newest pending bucket is almost always the one (a restored batch may add older).
         if let Some(p) = t.pending.iter_mut().rev().find(|p| p.bucket == d.bucket) {
             p.add(&d);
@@ -175,35 +214,53 @@ impl Aggregate {
         let hash = self.hash(&id);
         let mut shard = self.shard(hash);
         if let Some(t) = shard.find_mut(hash, |t| t.id == id) {
-            t.last = t.last.max(last);
+            t.last = t.last.max(narrow(last));
             return true;
         }
         if !self.take_slot() {
             return false;
         }
-        self.insert(&mut shard, hash, Track { id, last, pending: Vec::new() });
+        self.insert(
+            &mut shard,
+            hash,
+            Track { id, last: narrow(last), pending: Vec::new(), trimmed: i32::MIN },
+        );
         true
     }
 
-    /// Takes every pending delta out (capacity kept), to be written to the store.
-    pub fn drain(&self) -> Vec<(MeteringId, Delta)> {
-        let mut out = Vec::new();
+    /// Takes every pending delta out (capacity kept), to be written to the store, with the
+    /// ids among them not yet trimmed to `cutoff` (the retention start), marked as trimmed.
+    pub fn drain(&self, cutoff: i64) -> Batch {
+        let mut out = Batch::default();
         for shard in &*self.shards {
             let mut shard = shard.lock().unwrap_or_else(PoisonError::into_inner);
             for t in shard.iter_mut() {
-                out.extend(t.pending.drain(..).map(|d| (t.id.clone(), d)));
+                if t.pending.is_empty() {
+                    continue;
+                }
+                out.deltas.extend(t.pending.drain(..).map(|d| (t.id.clone(), d)));
+                if i64::from(t.trimmed) < cutoff {
+                    t.trimmed = narrow(cutoff);
+                    out.trim.push(t.id.clone());
+                }
             }
         }
-        self.pending
-            .fetch_sub(out.len().min(self.pending.load(Ordering::Relaxed)), Ordering::Relaxed);
+        let taken = out.deltas.len();
+        self.pending.fetch_sub(taken.min(self.pending.load(Ordering::Relaxed)), Ordering::Relaxed);
         out
     }
 
-    /// Puts back a batch the store did not take, to be retried with the next flush. Returns
-    /// how many deltas were dropped (their id is no longer tracked and no slot is free, or the
-    /// pending aggregate is full).
-    pub fn restore(&self, batch: Vec<(MeteringId, Delta)>) -> usize {
-        batch.into_iter().filter(|(id, d)| self.record(id, *d) != Recorded::Kept).count()
+    /// Puts back a batch the store did not take, to be retried with the next flush: its deltas
+    /// pending again, its ids to be trimmed again. Returns how many deltas were dropped (their
+    /// id is no longer tracked and no slot is free, or the pending aggregate is full).
+    pub fn restore(&self, batch: Batch) -> usize {
+        for id in &batch.trim {
+            let hash = self.hash(id);
+            if let Some(t) = self.shard(hash).find_mut(hash, |t| t.id == *id) {
+                t.trimmed = i32::MIN;
+            }
+        }
+        batch.deltas.into_iter().filter(|(id, d)| self.record(id, *d) != Recorded::Kept).count()
     }
 
     /// The pending deltas of `id` with a bucket in `from..to`.
@@ -226,7 +283,7 @@ impl Aggregate {
                 let before = t.pending.len();
                 t.pending.retain(|d| d.bucket >= cutoff);
                 dropped += before - t.pending.len();
-                let keep = t.last >= cutoff;
+                let keep = i64::from(t.last) >= cutoff;
                 if !keep {
                     gone.push(t.id.clone());
                 }
@@ -259,12 +316,33 @@ mod tests {
         assert_eq!(a.record(&id("A:1"), d(5, 2, 4)), Recorded::Kept);
         assert_eq!(a.record(&id("A:1"), d(6, 1, 0)), Recorded::Kept);
         assert_eq!(a.pending(&id("A:1"), 0, 6), [d(5, 5, 4)]);
-        let mut batch = a.drain();
-        batch.sort_by_key(|(_, d)| d.bucket);
-        assert_eq!(batch, [(id("A:1"), d(5, 5, 4)), (id("A:1"), d(6, 1, 0))]);
-        assert!(a.drain().is_empty());
+        let mut batch = a.drain(0);
+        batch.deltas.sort_by_key(|(_, d)| d.bucket);
+        assert_eq!(batch.deltas, [(id("A:1"), d(5, 5, 4)), (id("A:1"), d(6, 1, 0))]);
+        assert_eq!(batch.trim, [id("A:1")]);
+        assert!(a.drain(0).is_empty());
         assert_eq!(a.restore(batch), 0);
         assert_eq!(a.pending(&id("A:1"), 0, 10).len(), 2);
+    }
+
+    #[test]
+    fn an_id_is_listed_for_trimming_once_per_retention_start_and_again_after_a_failed_write() {
+        let a = Aggregate::new(10, 100);
+        a.record(&id("A:1"), d(5, 1, 0));
+        a.preload(id("A:2"), 4);
+        assert_eq!(a.drain(3).trim, [id("A:1")], "an id without units is not written");
+        a.record(&id("A:1"), d(5, 1, 0));
+        a.record(&id("A:2"), d(5, 1, 0));
+        assert_eq!(a.drain(3).trim, [id("A:2")], "A:1 was trimmed to 3 already");
+        a.record(&id("A:1"), d(6, 1, 0));
+        let failed = a.drain(4);
+        assert_eq!(failed.trim, [id("A:1")], "the retention start moved");
+        assert_eq!(a.restore(failed), 0);
+        let again = a.drain(4);
+        assert_eq!(again.deltas, [(id("A:1"), d(6, 1, 0))]);
+        assert_eq!(again.trim, [id("A:1")], "a batch the store refused is trimmed again");
+        a.record(&id("A:1"), d(6, 1, 0));
+        assert!(a.drain(4).trim.is_empty());
     }
 
     #[test]
@@ -292,7 +370,7 @@ mod tests {
         assert_eq!(a.record(&id("A:3"), d(5, 1, 0)), Recorded::Untracked);
         assert_eq!(a.record(&id("A:2"), d(5, 1, 0)), Recorded::Kept);
         assert_eq!(a.tracked(), 2);
-        a.drain();
+        a.drain(0);
         // A:2's newest units are in bucket 5 now; nothing older than 6 survives.
         let mut gone = a.prune(6);
         gone.sort();

@@ -9,7 +9,7 @@ pub mod redis;
 
 use tollgate_quota::MeteringId;
 
-use super::aggregate::Delta;
+use super::aggregate::{Batch, Delta};
 
 /// See the module docs.
 pub enum Ledger {
@@ -22,12 +22,12 @@ pub enum Ledger {
 }
 
 impl Ledger {
-    /// Adds `batch`, drops buckets older than `cutoff` of the ids written, and every bucket of
-    /// the ids in `gone`. All or nothing where the ledger allows it (the file); the caller
-    /// retries a failed batch.
+    /// Adds `batch`'s deltas, drops the buckets older than `cutoff` of the ids it lists for
+    /// trimming, and every bucket of the ids in `gone`. All or nothing where the ledger allows
+    /// it (the file); the caller retries a failed batch. (Redis drops old buckets by TTL.)
     pub async fn write(
         &self,
-        batch: &[(MeteringId, Delta)],
+        batch: &Batch,
         cutoff: i64,
         gone: &[MeteringId],
     ) -> Result<(), String> {
@@ -36,8 +36,8 @@ impl Ledger {
                 l.write(batch, cutoff, gone);
                 Ok(())
             }
-            Self::File(l) => l.write(batch.to_vec(), cutoff, gone.to_vec()).await,
-            Self::Redis(l) => l.write(batch).await,
+            Self::File(l) => l.write(batch.clone(), cutoff, gone.to_vec()).await,
+            Self::Redis(l) => l.write(&batch.deltas).await,
         }
     }
 

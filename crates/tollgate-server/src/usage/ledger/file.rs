@@ -8,8 +8,9 @@
 //!   value type; the new one is created, empty, when the file is opened.
 //! - **One write transaction per flush**, committed off the runtime (`spawn_blocking`); a
 //!   failed one (a full disk) changes nothing, and the caller retries its batch.
-//! - **Bounded rows.** Each write drops the rows older than the retention of the ids it
-//!   writes, and every row of the ids the aggregate stopped tracking, in both tables; so each
+//! - **Bounded rows.** A write drops the rows older than the retention of the ids its batch
+//!   lists for trimming (each id it writes, once per retention start: the aggregate keeps
+//!   track), and every row of the ids the aggregate stopped tracking, in both tables; so each
 //!   table holds at most `max_ids` ids × 2,016 buckets (the ids of both tables are listed at
 //!   start-up, so the cap counts every id with rows).
 
@@ -21,7 +22,7 @@ use tollgate_quota::MeteringId;
 use tollgate_quota::store::OnCorrupt;
 use tollgate_quota::store::corrupt;
 
-use crate::usage::aggregate::Delta;
+use crate::usage::aggregate::{Batch, Delta};
 
 /// A table of the file: `(id, bucket) → (units, units)`.
 type Table = TableDefinition<'static, (&'static str, i64), (u64, u64)>;
@@ -97,7 +98,7 @@ impl FileLedger {
     /// See [`super::Ledger::write`].
     pub async fn write(
         &self,
-        batch: Vec<(MeteringId, Delta)>,
+        batch: Batch,
         cutoff: i64,
         gone: Vec<MeteringId>,
     ) -> Result<(), String> {
@@ -180,19 +181,13 @@ fn newest_per_id(
     Ok(ids)
 }
 
-fn write(
-    db: &Database,
-    batch: &[(MeteringId, Delta)],
-    cutoff: i64,
-    gone: &[MeteringId],
-) -> Result<(), String> {
+fn write(db: &Database, batch: &Batch, cutoff: i64, gone: &[MeteringId]) -> Result<(), String> {
     let run = || -> Result<(), redb::Error> {
         let tx = db.begin_write()?;
         {
             let mut decided = tx.open_table(TABLE)?;
             let mut withheld = tx.open_table(WITHHELD)?;
-            let mut written: Vec<&str> = Vec::new();
-            for (id, d) in batch {
+            for (id, d) in &batch.deltas {
                 let key = (id.as_str(), d.bucket);
                 if d.admitted > 0 || d.refused > 0 {
                     let (a, r) = decided.get(key)?.map_or((0, 0), |v| v.value());
@@ -204,13 +199,11 @@ fn write(
                     let sum = (h.saturating_add(d.held), u.saturating_add(d.duplicate));
                     withheld.insert(key, sum)?;
                 }
-                written.push(id.as_str());
             }
-            written.sort_unstable();
-            written.dedup();
             for table in [&mut decided, &mut withheld] {
-                for id in &written {
-                    table.retain_in((*id, i64::MIN)..(*id, cutoff), |_, _| false)?;
+                for id in &batch.trim {
+                    let id = id.as_str();
+                    table.retain_in((id, i64::MIN)..(id, cutoff), |_, _| false)?;
                 }
                 for id in gone {
                     let id = id.as_str();
@@ -261,19 +254,26 @@ mod tests {
         Delta { bucket, admitted, refused, held, duplicate }
     }
 
+    /// A batch of `deltas` that trims the ids in `trim`.
+    fn batch(deltas: Vec<(MeteringId, Delta)>, trim: &[&str]) -> Batch {
+        Batch { deltas, trim: trim.iter().map(|s| id(s)).collect() }
+    }
+
     #[tokio::test]
     async fn held_and_duplicate_units_survive_a_reopen_and_their_ids_are_listed() {
         let dir = tempfile::tempdir().unwrap();
         let (l, ids) = FileLedger::open(dir.path(), OnCorrupt::Refuse).unwrap();
         assert!(ids.is_empty());
-        let batch = vec![
+        let first = vec![
             (id("S:A"), units(100, 5, 1, 0, 0)),
             (id("S:A"), units(101, 0, 0, 40, 2)),
             // An id with withheld units only.
             (id("S:B"), units(103, 0, 0, 0, 7)),
         ];
-        l.write(batch.clone(), 0, Vec::new()).await.unwrap();
-        l.write(vec![(id("S:A"), units(101, 3, 0, 9, 0))], 0, Vec::new()).await.unwrap();
+        l.write(batch(first, &["S:A", "S:B"]), 0, Vec::new()).await.unwrap();
+        l.write(batch(vec![(id("S:A"), units(101, 3, 0, 9, 0))], &[]), 0, Vec::new())
+            .await
+            .unwrap();
         drop(l);
 
         let (l, mut ids) = FileLedger::open(dir.path(), OnCorrupt::Refuse).unwrap();
@@ -286,8 +286,13 @@ mod tests {
         assert_eq!(l.read(id("S:B"), 0, 200).await.unwrap(), [units(103, 0, 0, 0, 7)]);
         assert_eq!(l.read(id("S:A"), 101, 102).await.unwrap(), [units(101, 3, 0, 49, 2)]);
 
+        // Rows past the retention stay until a batch lists their id for trimming.
+        l.write(batch(vec![(id("S:A"), units(102, 1, 0, 0, 0))], &[]), 101, Vec::new())
+            .await
+            .unwrap();
+        assert_eq!(l.read(id("S:A"), 0, 101).await.unwrap(), [units(100, 5, 1, 0, 0)]);
         // The retention and untracked ids drop the rows of both tables.
-        l.write(vec![(id("S:A"), units(102, 1, 0, 0, 0))], 101, vec![id("S:B")]).await.unwrap();
+        l.write(batch(Vec::new(), &["S:A"]), 101, vec![id("S:B")]).await.unwrap();
         assert_eq!(
             l.read(id("S:A"), 0, 200).await.unwrap(),
             [units(101, 3, 0, 49, 2), units(102, 1, 0, 0, 0)]
@@ -317,7 +322,9 @@ mod tests {
         let (l, ids) = FileLedger::open(dir.path(), OnCorrupt::Refuse).unwrap();
         assert_eq!(ids, [(id("S:Old"), 100)]);
         assert_eq!(l.read(id("S:Old"), 0, 200).await.unwrap(), [units(100, 8, 2, 0, 0)]);
-        l.write(vec![(id("S:Old"), units(100, 0, 0, 6, 1))], 0, Vec::new()).await.unwrap();
+        l.write(batch(vec![(id("S:Old"), units(100, 0, 0, 6, 1))], &["S:Old"]), 0, Vec::new())
+            .await
+            .unwrap();
         assert_eq!(l.read(id("S:Old"), 0, 200).await.unwrap(), [units(100, 8, 2, 6, 1)]);
     }
 }

@@ -5,7 +5,7 @@ use std::sync::{Mutex, PoisonError};
 
 use tollgate_quota::MeteringId;
 
-use crate::usage::aggregate::Delta;
+use crate::usage::aggregate::{Batch, Delta};
 
 /// One id's buckets: bucket index → its units.
 type Rows = BTreeMap<i64, Delta>;
@@ -18,12 +18,16 @@ pub struct MemoryLedger {
 
 impl MemoryLedger {
     /// See [`super::Ledger::write`].
-    pub fn write(&self, batch: &[(MeteringId, Delta)], cutoff: i64, gone: &[MeteringId]) {
+    pub fn write(&self, batch: &Batch, cutoff: i64, gone: &[MeteringId]) {
         let mut ids = self.ids.lock().unwrap_or_else(PoisonError::into_inner);
-        for (id, d) in batch {
+        for (id, d) in &batch.deltas {
             let rows = ids.entry(id.clone()).or_default();
             rows.entry(d.bucket).or_insert_with(|| Delta::empty(d.bucket)).add(d);
-            if rows.first_key_value().is_some_and(|(b, _)| *b < cutoff) {
+        }
+        for id in &batch.trim {
+            if let Some(rows) = ids.get_mut(id)
+                && rows.first_key_value().is_some_and(|(b, _)| *b < cutoff)
+            {
                 *rows = rows.split_off(&cutoff);
             }
         }
