@@ -45,7 +45,7 @@ pub struct Delta {
 
 impl Delta {
     /// No units in `bucket`.
-    pub fn empty(bucket: i64) -> Self {
+    pub const fn empty(bucket: i64) -> Self {
         Self { bucket, admitted: 0, refused: 0, held: 0, duplicate: 0 }
     }
 
@@ -74,22 +74,90 @@ pub enum Recorded {
     Dropped,
 }
 
-/// One tracked id, in 64 bytes (its bucket indexes kept as `i32`, see [`narrow`]).
+/// One tracked id, in 104 bytes (its bucket indexes kept as `i32`, see [`narrow`]).
 struct Track {
     /// The id tracked.
     id: MeteringId,
     /// The newest bucket this id had units in.
     last: i32,
-    /// Deltas not yet written to the store; usually the current bucket only.
-    pending: Vec<Delta>,
     /// The retention start (a bucket index) this id's stored rows were last trimmed to;
     /// `i32::MIN` until its first write, so rows a former process left are trimmed too.
     trimmed: i32,
+    /// Deltas not yet written to the store.
+    pending: Pending,
 }
 
-// The trim mark fits in what the bucket indexes gave up: a tracked id costs what it did before
-// (BENCHMARKS.md, the usage history's memory per tracked id).
-const _: () = assert!(std::mem::size_of::<Track>() == 64);
+// A record reads the id and its newest delta from this entry alone: a delta on the heap was a
+// second cache miss on a quarter of the record's time (BENCHMARKS.md, the usage history).
+const _: () = assert!(std::mem::size_of::<Track>() == 104);
+
+/// An id's deltas not yet written: the newest bucket's in place, older ones (a batch the store
+/// refused, or a bucket that ended before a flush) beside it, in the order they came.
+struct Pending {
+    /// The newest bucket's delta; none while its bucket is [`NONE`].
+    newest: Delta,
+    older: Vec<Delta>,
+}
+
+/// The bucket of a [`Pending`] with no newest delta: no bucket index is this low.
+const NONE: i64 = i64::MIN;
+
+impl Pending {
+    const fn new() -> Self {
+        Self { newest: Delta::empty(NONE), older: Vec::new() }
+    }
+
+    fn has_newest(&self) -> bool {
+        self.newest.bucket != NONE
+    }
+
+    /// The pending delta of `bucket`, if there is one.
+    fn get_mut(&mut self, bucket: i64) -> Option<&mut Delta> {
+        if self.newest.bucket == bucket && bucket != NONE {
+            return Some(&mut self.newest);
+        }
+        self.older.iter_mut().rev().find(|p| p.bucket == bucket)
+    }
+
+    /// Adds a delta for a bucket not pending yet.
+    fn push(&mut self, d: Delta) {
+        if !self.has_newest() {
+            self.newest = d;
+        } else if d.bucket > self.newest.bucket {
+            self.older.push(std::mem::replace(&mut self.newest, d));
+        } else {
+            self.older.push(d);
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        !self.has_newest() && self.older.is_empty()
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &Delta> {
+        self.older.iter().chain(self.has_newest().then_some(&self.newest))
+    }
+
+    /// Takes every delta out, older ones first (the vector keeps its capacity).
+    fn take(&mut self, mut f: impl FnMut(Delta)) {
+        self.older.drain(..).for_each(&mut f);
+        if self.has_newest() {
+            f(std::mem::replace(&mut self.newest, Delta::empty(NONE)));
+        }
+    }
+
+    /// Drops the deltas older than `cutoff`; returns how many.
+    fn drop_before(&mut self, cutoff: i64) -> usize {
+        let before = self.older.len();
+        self.older.retain(|d| d.bucket >= cutoff);
+        let mut dropped = before - self.older.len();
+        if self.has_newest() && self.newest.bucket < cutoff {
+            self.newest = Delta::empty(NONE);
+            dropped += 1;
+        }
+        dropped
+    }
+}
 
 /// A bucket index as a [`Track`] keeps it. Five-minute buckets since 1970 reach `i32::MAX` in
 /// the year 22,000-odd; an index beyond that is kept as the bound, never wrapped.
@@ -183,8 +251,8 @@ impl Aggregate {
         let mut t = Track {
             id: id.clone(),
             last: narrow(d.bucket),
-            pending: Vec::with_capacity(2),
             trimmed: i32::MIN,
+            pending: Pending::new(),
         };
         let r = self.add(&mut t, d);
         self.insert(&mut shard, hash, t);
@@ -193,8 +261,7 @@ impl Aggregate {
 
     fn add(&self, t: &mut Track, d: Delta) -> Recorded {
         t.last = t.last.max(narrow(d.bucket));
-        // The newest pending bucket is almost always the one (a restored batch may add older).
-        if let Some(p) = t.pending.iter_mut().rev().find(|p| p.bucket == d.bucket) {
+        if let Some(p) = t.pending.get_mut(d.bucket) {
             p.add(&d);
             return Recorded::Kept;
         }
@@ -223,7 +290,7 @@ impl Aggregate {
         self.insert(
             &mut shard,
             hash,
-            Track { id, last: narrow(last), pending: Vec::new(), trimmed: i32::MIN },
+            Track { id, last: narrow(last), trimmed: i32::MIN, pending: Pending::new() },
         );
         true
     }
@@ -238,7 +305,7 @@ impl Aggregate {
                 if t.pending.is_empty() {
                     continue;
                 }
-                out.deltas.extend(t.pending.drain(..).map(|d| (t.id.clone(), d)));
+                t.pending.take(|d| out.deltas.push((t.id.clone(), d)));
                 if i64::from(t.trimmed) < cutoff {
                     t.trimmed = narrow(cutoff);
                     out.trim.push(t.id.clone());
@@ -280,9 +347,7 @@ impl Aggregate {
         for shard in &*self.shards {
             let mut shard = shard.lock().unwrap_or_else(PoisonError::into_inner);
             shard.retain(|t| {
-                let before = t.pending.len();
-                t.pending.retain(|d| d.bucket >= cutoff);
-                dropped += before - t.pending.len();
+                dropped += t.pending.drop_before(cutoff);
                 let keep = i64::from(t.last) >= cutoff;
                 if !keep {
                     gone.push(t.id.clone());
@@ -343,6 +408,26 @@ mod tests {
         assert_eq!(again.trim, [id("A:1")], "a batch the store refused is trimmed again");
         a.record(&id("A:1"), d(6, 1, 0));
         assert!(a.drain(4).trim.is_empty());
+    }
+
+    #[test]
+    fn pending_keeps_the_newest_bucket_in_place_and_older_ones_in_the_order_they_came() {
+        let mut p = Pending::new();
+        assert!(p.is_empty() && p.get_mut(5).is_none());
+        p.push(d(5, 1, 0));
+        p.push(d(7, 2, 0));
+        p.push(d(6, 3, 0)); // restored after a refused write
+        assert_eq!(p.iter().copied().collect::<Vec<_>>(), [d(5, 1, 0), d(6, 3, 0), d(7, 2, 0)]);
+        p.get_mut(6).unwrap().add(&d(6, 1, 1));
+        p.get_mut(7).unwrap().add(&d(7, 1, 0));
+        assert_eq!(p.drop_before(7), 2);
+        let mut taken = Vec::new();
+        p.take(|x| taken.push(x));
+        assert_eq!(taken, [d(7, 3, 0)]);
+        assert!(p.is_empty());
+        p.push(d(8, 1, 0));
+        assert_eq!(p.drop_before(9), 1, "the newest goes too when it is older than the cutoff");
+        assert!(p.is_empty());
     }
 
     #[test]
