@@ -5,8 +5,9 @@
 //! Invariants:
 //! - **No allocation per decision for a known id.** A decision (or a withheld report) hashes
 //!   its id once (the hash picks the shard and finds the entry), locks one of [`SHARDS`]
-//!   shards, finds its id and adds to the id's newest pending bucket; a new bucket (once per id
-//!   per five minutes) pushes into a vector that kept its capacity across flushes.
+//!   shards, finds its id and adds to the id's newest pending bucket, kept in the id's entry; a
+//!   new bucket takes that place, and only a bucket still pending then (not flushed yet) moves
+//!   into a vector beside it, which keeps its capacity across flushes.
 //! - **At most `max_ids` ids tracked.** A new id takes a slot ([`Aggregate::tracked`]) or is
 //!   refused (the caller counts it); a slot is given back only when the id is pruned, after it
 //!   had no units (decided or withheld) for the whole retention.
