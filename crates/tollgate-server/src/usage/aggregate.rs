@@ -75,7 +75,7 @@ pub enum Recorded {
     Dropped,
 }
 
-/// One tracked id, in 104 bytes (its bucket indexes kept as `i32`, see [`narrow`]).
+/// One tracked id, in 88 bytes (its bucket indexes kept as `i32`, see [`narrow`]).
 struct Track {
     /// The id tracked.
     id: MeteringId,
@@ -90,14 +90,18 @@ struct Track {
 
 // A record reads the id and its newest delta from this entry alone: a delta on the heap was a
 // second cache miss on a quarter of the record's time (BENCHMARKS.md, the usage history).
-const _: () = assert!(std::mem::size_of::<Track>() == 104);
+const _: () = assert!(std::mem::size_of::<Track>() == 88);
 
 /// An id's deltas not yet written: the newest bucket's in place, older ones (a batch the store
 /// refused, or a bucket that ended before a flush) beside it, in the order they came.
 struct Pending {
     /// The newest bucket's delta; none while its bucket is [`NONE`].
     newest: Delta,
-    older: Vec<Delta>,
+    /// Boxed: most ids never have one, and every byte of an entry is in the working set of
+    /// each answer (BENCHMARKS.md, what the history costs over HTTP); 8 bytes where a vector
+    /// takes 24.
+    #[expect(clippy::box_collection, reason = "the entry's size, not the vector's, is the point")]
+    older: Option<Box<Vec<Delta>>>,
 }
 
 /// The bucket of a [`Pending`] with no newest delta: no bucket index is this low.
@@ -105,7 +109,7 @@ const NONE: i64 = i64::MIN;
 
 impl Pending {
     const fn new() -> Self {
-        Self { newest: Delta::empty(NONE), older: Vec::new() }
+        Self { newest: Delta::empty(NONE), older: None }
     }
 
     fn has_newest(&self) -> bool {
@@ -117,31 +121,36 @@ impl Pending {
         if self.newest.bucket == bucket && bucket != NONE {
             return Some(&mut self.newest);
         }
-        self.older.iter_mut().rev().find(|p| p.bucket == bucket)
+        self.older.as_mut()?.iter_mut().rev().find(|p| p.bucket == bucket)
     }
 
     /// Adds a delta for a bucket not pending yet.
     fn push(&mut self, d: Delta) {
         if !self.has_newest() {
             self.newest = d;
-        } else if d.bucket > self.newest.bucket {
-            self.older.push(std::mem::replace(&mut self.newest, d));
+            return;
+        }
+        let older = self.older.get_or_insert_with(Box::default);
+        if d.bucket > self.newest.bucket {
+            older.push(std::mem::replace(&mut self.newest, d));
         } else {
-            self.older.push(d);
+            older.push(d);
         }
     }
 
     fn is_empty(&self) -> bool {
-        !self.has_newest() && self.older.is_empty()
+        !self.has_newest() && self.older.as_ref().is_none_or(|o| o.is_empty())
     }
 
     fn iter(&self) -> impl Iterator<Item = &Delta> {
-        self.older.iter().chain(self.has_newest().then_some(&self.newest))
+        self.older.iter().flat_map(|o| o.iter()).chain(self.has_newest().then_some(&self.newest))
     }
 
-    /// Takes every delta out, older ones first (the vector keeps its capacity).
+    /// Takes every delta out, older ones first (the vector, once made, is kept).
     fn take(&mut self, mut f: impl FnMut(Delta)) {
-        self.older.drain(..).for_each(&mut f);
+        if let Some(older) = &mut self.older {
+            older.drain(..).for_each(&mut f);
+        }
         if self.has_newest() {
             f(std::mem::replace(&mut self.newest, Delta::empty(NONE)));
         }
@@ -149,9 +158,12 @@ impl Pending {
 
     /// Drops the deltas older than `cutoff`; returns how many.
     fn drop_before(&mut self, cutoff: i64) -> usize {
-        let before = self.older.len();
-        self.older.retain(|d| d.bucket >= cutoff);
-        let mut dropped = before - self.older.len();
+        let mut dropped = 0;
+        if let Some(older) = &mut self.older {
+            let before = older.len();
+            older.retain(|d| d.bucket >= cutoff);
+            dropped = before - older.len();
+        }
         if self.has_newest() && self.newest.bucket < cutoff {
             self.newest = Delta::empty(NONE);
             dropped += 1;
