@@ -251,3 +251,52 @@ async fn strict_concurrent_checks_share_group_commits_and_stay_exact() {
     let d = store.check(&key(), &limit, 0).await.unwrap();
     assert_eq!((d.used, d.exceed_count), (150, 320 - 150 + 1));
 }
+
+/// Buffered checks on three threads (each queuing on its own lane) race resets of the same ids
+/// on a fourth, with a commit every millisecond; after a flush, the file must hold exactly what
+/// memory holds, round after round.
+#[test]
+fn resets_racing_buffered_checks_leave_the_file_as_memory() {
+    use std::collections::BTreeMap;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let runtime = || tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("counters.redb");
+    let limit = QuotaSpec::new(1_000_000, 1, TimeUnit::Day).unwrap();
+    let ids: Vec<MeteringId> =
+        (0..4).map(|i| MeteringId::new(&format!("Order:Partner{i}")).unwrap()).collect();
+    let held = |store: &EmbeddedStore| -> BTreeMap<String, u64> {
+        let counters = rt.block_on(store.counters("")).unwrap();
+        counters.into_iter().map(|c| (c.identifier.as_str().to_owned(), c.used)).collect()
+    };
+    for round in 0..5 {
+        let store = EmbeddedStore::open(opts(&path, Durability::Buffered, 1)).unwrap();
+        let resetting = AtomicBool::new(true);
+        std::thread::scope(|s| {
+            for t in 0..3 {
+                let (store, ids, limit, resetting) = (&store, &ids, &limit, &resetting);
+                s.spawn(move || {
+                    let rt = runtime();
+                    let mut n = t;
+                    while resetting.load(Ordering::Relaxed) {
+                        rt.block_on(store.check(&ids[n % ids.len()], limit, 1)).unwrap();
+                        n += 1;
+                    }
+                });
+            }
+            let rt = runtime();
+            for n in 0..40 {
+                rt.block_on(store.reset(&ids[n % ids.len()])).unwrap();
+            }
+            resetting.store(false, Ordering::Relaxed);
+        });
+        rt.block_on(store.flush()).unwrap();
+        let memory = held(&store);
+        assert!(!memory.is_empty(), "round {round}: the checks counted");
+        drop(store);
+        let store = EmbeddedStore::open(opts(&path, Durability::Buffered, 1)).unwrap();
+        assert_eq!(held(&store), memory, "round {round}: the file holds what memory held");
+    }
+}

@@ -1,16 +1,19 @@
 //! Counters in memory, written behind to one redb file.
 //!
 //! Decisions are made by the shared [`Counters`] core, exactly as in the memory store. Every
-//! check that changed a counter puts its key on a queue; one flusher thread writes the current
-//! state of every queued counter in one redb transaction per flush interval (group commit).
+//! check that changed a counter queues its key: a buffered check on its thread's lane (see
+//! `dirty`), a strict one on the shared queue, whose sequence numbers it waits on. One flusher
+//! thread writes the current state of every queued counter in one redb transaction per flush
+//! interval (group commit).
 //!
 //! # Invariants
 //!
 //! * **A commit holds at least every increment queued before it.** A check updates memory first
-//!   and queues its key (with a sequence number) second; the flusher takes the queue first and
-//!   reads each counter's state second, under the shard lock. So the state written is never older
-//!   than any increment whose key was taken, and publishing "committed up to sequence S" after
-//!   the commit is truthful.
+//!   and queues its key second; the flusher takes the shared queue (with its sequence number)
+//!   and every lane, all under the queue's lock, and reads each counter's state after, under the
+//!   shard lock. So the state written is never older than any increment whose key was taken, and
+//!   publishing "committed up to sequence S" after the commit is truthful: whatever was queued
+//!   before sequence S, on the queue or on a lane, was taken.
 //! * **Strict durability** answers only once "committed" has reached the check's own sequence
 //!   number; buffered checks answer at once and reach the disk within one flush interval.
 //! * **Group commit, never a commit per check.** A strict check wakes the flusher; every check
@@ -21,7 +24,10 @@
 //!   deletes the row when memory has dropped the counter), never a sum.
 //! * **Resets are ordered before later increments**: a reset drops the counters in memory, then
 //!   queues the id; the flusher deletes the id's rows before writing the queued keys, whose state
-//!   is read after the reset.
+//!   is read after the reset. No reset can be queued while the flusher takes the lanes (it holds
+//!   the queue's lock), so a key queued on a lane after a reset is never in an earlier batch
+//!   than the reset. A check takes a lane's lock or the queue's, never both, and the flusher
+//!   takes lane locks only under the queue's: no lock order can deadlock.
 //! * **What loads is live.** On open, rows whose counters hold nothing any more (expired windows
 //!   past their carried totals) are deleted, not loaded; sweeps in memory queue the keys they drop
 //!   so their rows are deleted too. The file is bounded by live counters, like memory.
@@ -52,6 +58,7 @@ use crate::store::observer::ObserverSlot;
 use crate::store::{CounterInfo, Store, StoreError};
 
 mod backup;
+mod dirty;
 mod flusher;
 mod row;
 mod seen;
@@ -134,6 +141,8 @@ struct Shared {
     durability: Durability,
     flush_interval: Duration,
     queue: Mutex<Queue>,
+    /// The keys buffered checks changed, by lane.
+    dirty: dirty::Dirty,
     wake: Condvar,
     committed: watch::Sender<u64>,
     /// The last commit error, cleared by the next successful commit.
@@ -149,8 +158,9 @@ struct Shared {
 /// Work for the flusher.
 #[derive(Default)]
 struct Queue {
-    /// Keys whose counters changed, in order (duplicates allowed).
-    dirty: Vec<(MeteringId, CounterShape)>,
+    /// Keys whose counters strict checks changed, in order (duplicates allowed), and keys
+    /// of a failed commit queued again.
+    dirty: Vec<dirty::Key>,
     /// Ids reset since the last commit.
     resets: Vec<MeteringId>,
     /// The sequence number of the latest queued item.
@@ -223,6 +233,7 @@ impl EmbeddedStore {
             durability: opts.durability,
             flush_interval: opts.flush_interval.max(Duration::from_millis(1)),
             queue: Mutex::new(Queue::default()),
+            dirty: dirty::Dirty::new(),
             wake: Condvar::new(),
             committed,
             failure: Mutex::new(None),
@@ -260,16 +271,27 @@ impl EmbeddedStore {
         lock(&self.shared.failure).clone()
     }
 
-    /// Queues work and returns its sequence number.
-    fn enqueue(&self, f: impl FnOnce(&mut Queue), urgent: bool) -> u64 {
+    /// Queues work that somebody waits for, wakes the flusher, and returns the work's
+    /// sequence number.
+    fn enqueue(&self, f: impl FnOnce(&mut Queue)) -> u64 {
         let mut q = lock(&self.shared.queue);
         f(&mut q);
         q.seq += 1;
-        if urgent {
-            q.urgent = true;
-            self.shared.wake.notify_one();
-        }
+        q.urgent = true;
+        self.shared.wake.notify_one();
         q.seq
+    }
+
+    /// Queues a changed counter's key: on this thread's lane when buffered; on the shared
+    /// queue when strict, returning the sequence number to wait for.
+    fn queue_key(&self, key: dirty::Key) -> Option<u64> {
+        match self.shared.durability {
+            Durability::Buffered => {
+                self.shared.dirty.push(key);
+                None
+            }
+            Durability::Strict => Some(self.enqueue(|q| q.dirty.push(key))),
+        }
     }
 
     /// Waits until the commit holding `seq` is done.
@@ -319,10 +341,7 @@ impl Store for EmbeddedStore {
             // A probe changed nothing worth writing.
             return Ok(decision);
         }
-        let strict = self.shared.durability == Durability::Strict;
-        let key = (id.clone(), spec.counter_shape());
-        let seq = self.enqueue(|q| q.dirty.push(key), strict);
-        if strict {
+        if let Some(seq) = self.queue_key((id.clone(), spec.counter_shape())) {
             // Boxed: only strict checks wait, and the wait's future would otherwise make
             // every check's future (and every caller's) several times larger.
             Box::pin(self.committed(seq)).await?;
@@ -347,9 +366,7 @@ impl Store for EmbeddedStore {
         let given = self.shared.counters.give_back_us(id, &shape, counted, units, now);
         if matches!(given, GivenBack::Units(n) if n > 0) {
             // Written behind like an admission, and as durable as one.
-            let strict = self.shared.durability == Durability::Strict;
-            let seq = self.enqueue(|q| q.dirty.push((id.clone(), shape)), strict);
-            if strict {
+            if let Some(seq) = self.queue_key((id.clone(), shape)) {
                 self.committed(seq).await?;
             }
         }
@@ -362,13 +379,13 @@ impl Store for EmbeddedStore {
 
     async fn reset(&self, id: &MeteringId) -> Result<u64, StoreError> {
         let dropped = self.shared.counters.reset(id);
-        let seq = self.enqueue(|q| q.resets.push(id.clone()), true);
+        let seq = self.enqueue(|q| q.resets.push(id.clone()));
         self.committed(seq).await?;
         Ok(dropped)
     }
 
     async fn flush(&self) -> Result<(), StoreError> {
-        let seq = self.enqueue(|_| {}, true);
+        let seq = self.enqueue(|_| {});
         self.committed(seq).await
     }
 }

@@ -22,7 +22,7 @@ impl Shared {
         let mut retrying = false;
         // The queue's buffer from the last batch, handed back to the queue empty: a buffer made
         // anew for every batch leaves the allocator holding freed memory it seldom returns.
-        let mut spare: Vec<(MeteringId, CounterShape)> = Vec::new();
+        let mut spare: Vec<dirty::Key> = Vec::new();
         loop {
             let (mut dirty, resets, seq, stopping) = {
                 let mut q = lock(&self.queue);
@@ -36,7 +36,10 @@ impl Shared {
                 }
                 q.urgent = false;
                 let stopping = self.stop.load(Ordering::SeqCst);
-                let dirty = std::mem::replace(&mut q.dirty, std::mem::take(&mut spare));
+                let mut dirty = std::mem::take(&mut spare);
+                dirty.append(&mut q.dirty);
+                // The lanes too, under the queue's lock (see the invariants).
+                self.dirty.take_into(&mut dirty);
                 (dirty, std::mem::take(&mut q.resets), q.seq, stopping)
             };
             if Instant::now() >= next_sweep {
@@ -44,7 +47,9 @@ impl Shared {
                 next_sweep = Instant::now() + SWEEP_EVERY;
             }
             let evicted = self.counters.take_evicted();
-            if *self.committed.borrow() < seq || !evicted.is_empty() || retrying {
+            // Buffered keys come with no sequence number: their presence is the work.
+            let work = !dirty.is_empty() || !evicted.is_empty();
+            if *self.committed.borrow() < seq || work || retrying {
                 // In key order, so that `write_batch` skips repeats by looking one back.
                 // (Ids compare as bytes: no UTF-8 check per comparison.)
                 dirty.sort_unstable();
@@ -98,7 +103,7 @@ impl Shared {
     /// again) is recovered from without a restart; redb's recovery runs on the reopen.
     fn commit(
         &self,
-        dirty: &[(MeteringId, CounterShape)],
+        dirty: &[dirty::Key],
         resets: &[MeteringId],
         evicted: &[(String, CounterShape)],
     ) -> Result<(), String> {
@@ -133,7 +138,7 @@ impl Shared {
     fn write_batch(
         &self,
         db: &Database,
-        dirty: &[(MeteringId, CounterShape)],
+        dirty: &[dirty::Key],
         resets: &[MeteringId],
         evicted: &[(String, CounterShape)],
     ) -> Result<(), redb::Error> {

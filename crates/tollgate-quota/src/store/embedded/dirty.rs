@@ -1,0 +1,122 @@
+//! The keys whose counters buffered checks changed since the flusher last took them: one
+//! vector per lane, each behind its own lock on its own cache lines, and a thread always
+//! queues on the same lane.
+//!
+//! The threads answering requests then never share a lock: one queue for every check moved
+//! its lock's cache line between cores on each answer and, under load, made threads wait on
+//! it (BENCHMARKS.md, *The embedded store's queue*). Strict checks, resets and flushes still go
+//! through the shared queue, whose sequence numbers they wait on.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError};
+
+use crossbeam_utils::CachePadded;
+
+use crate::metering_id::MeteringId;
+use crate::spec::CounterShape;
+
+/// A counter's key: its id and shape.
+pub(super) type Key = (MeteringId, CounterShape);
+
+/// Lanes per core, and the bounds of their count: enough that threads seldom share one.
+const LANES_PER_CORE: usize = 2;
+const MIN_LANES: usize = 4;
+const MAX_LANES: usize = 256;
+
+/// A lane whose vector grew beyond this many keys and then held far fewer gives its memory
+/// back when taken, so a burst does not keep its peak.
+const KEEP_KEYS: usize = 4096;
+
+/// The changed keys, by lane (see the module docs). Invariant: the number of lanes is a power
+/// of two.
+pub(super) struct Dirty {
+    lanes: Box<[CachePadded<Mutex<Vec<Key>>>]>,
+}
+
+impl Dirty {
+    pub(super) fn new() -> Self {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let n = (cores * LANES_PER_CORE).next_power_of_two().clamp(MIN_LANES, MAX_LANES);
+        Self { lanes: (0..n).map(|_| CachePadded::new(Mutex::new(Vec::new()))).collect() }
+    }
+
+    /// Queues `key` on this thread's lane.
+    pub(super) fn push(&self, key: Key) {
+        // The lane count is a power of two: a mask, not a division, on every check.
+        let lane = &self.lanes[lane_index() & (self.lanes.len() - 1)];
+        lane.lock().unwrap_or_else(PoisonError::into_inner).push(key);
+    }
+
+    /// Moves every lane's keys to the end of `out`, lane by lane.
+    pub(super) fn take_into(&self, out: &mut Vec<Key>) {
+        for lane in self.lanes.iter() {
+            let mut keys = lane.lock().unwrap_or_else(PoisonError::into_inner);
+            let taken = keys.len();
+            out.append(&mut keys);
+            if keys.capacity() > KEEP_KEYS && keys.capacity() > 4 * taken {
+                *keys = Vec::new();
+            }
+        }
+    }
+}
+
+/// This thread's lane number (before the modulo): threads take numbers in turn as they first
+/// queue a key, so the first threads to check all have lanes of their own.
+fn lane_index() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static LANE: usize = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    LANE.with(|lane| *lane)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(i: usize) -> Key {
+        let shape = crate::spec::QuotaSpec::new(10, 1, crate::spec::TimeUnit::Day)
+            .map(|s| s.counter_shape())
+            .unwrap_or_else(|e| panic!("spec: {e}"));
+        (MeteringId::new(&format!("Order:P{i}")).unwrap_or_else(|e| panic!("id: {e}")), shape)
+    }
+
+    #[test]
+    fn every_key_queued_on_any_thread_is_taken_once() {
+        let dirty = Dirty::new();
+        std::thread::scope(|s| {
+            for t in 0..6 {
+                let dirty = &dirty;
+                s.spawn(move || (0..500).for_each(|i| dirty.push(key(t * 1000 + i))));
+            }
+        });
+        let mut out = Vec::new();
+        dirty.take_into(&mut out);
+        let mut ids: Vec<String> = out.iter().map(|(id, _)| id.as_str().to_owned()).collect();
+        ids.sort();
+        let mut want: Vec<String> = (0..6)
+            .flat_map(|t| (0..500).map(move |i| format!("Order:P{}", t * 1000 + i)))
+            .collect();
+        want.sort();
+        assert_eq!(ids, want);
+        let mut again = Vec::new();
+        dirty.take_into(&mut again);
+        assert!(again.is_empty(), "taken keys are gone from the lanes");
+    }
+
+    #[test]
+    fn a_lane_gives_back_what_a_burst_left() {
+        let dirty = Dirty::new();
+        (0..3 * KEEP_KEYS).for_each(|i| dirty.push(key(i)));
+        let mut out = Vec::new();
+        dirty.take_into(&mut out);
+        assert_eq!(out.len(), 3 * KEEP_KEYS);
+        let held = |d: &Dirty| -> usize {
+            d.lanes.iter().map(|l| l.lock().map_or(0, |v| v.capacity())).sum()
+        };
+        assert!(held(&dirty) >= 3 * KEEP_KEYS, "kept while batches are that large");
+        dirty.push(key(0));
+        dirty.take_into(&mut out);
+        assert_eq!(held(&dirty), 0, "the next small batch gives the burst's capacity back");
+    }
+}
