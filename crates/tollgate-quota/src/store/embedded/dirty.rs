@@ -2,10 +2,10 @@
 //! vector per lane, each behind its own lock on its own cache lines, and a thread always
 //! queues on the same lane.
 //!
-//! The threads answering requests then never share a lock: one queue for every check moved
-//! its lock's cache line between cores on each answer and, under load, made threads wait on
-//! it (BENCHMARKS.md, *The embedded store's queue*). Strict checks, resets and flushes still go
-//! through the shared queue, whose sequence numbers they wait on.
+//! Threads checking at once then never share a lock: on one queue for every check they waited
+//! on each other, which took 40-50 % more CPU per check in process (BENCHMARKS.md, *The queue
+//! on lanes, kept*). Strict checks, resets and flushes still go through the shared queue,
+//! whose sequence numbers they wait on.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
