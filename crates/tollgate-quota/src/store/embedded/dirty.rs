@@ -3,14 +3,16 @@
 //! queues on the same lane.
 //!
 //! Threads checking at once then never share a lock: on one queue for every check they waited
-//! on each other, which took 40-50 % more CPU per check in process (BENCHMARKS.md, *The queue
-//! on lanes, kept*). Strict checks, resets and flushes still go through the shared queue,
+//! on each other, which cost 1.6 to 2 times the CPU per check in process (BENCHMARKS.md, *The
+//! queue on lanes, kept*). Strict checks, resets and flushes still go through the shared queue,
 //! whose sequence numbers they wait on.
 
+use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 use crossbeam_utils::CachePadded;
+use hashbrown::{DefaultHashBuilder, HashTable};
 
 use crate::metering_id::MeteringId;
 use crate::spec::CounterShape;
@@ -60,6 +62,30 @@ impl Dirty {
     }
 }
 
+/// Keeps each key of `keys` once, in key order (ids compare as bytes: no UTF-8 check per
+/// comparison), so a commit writes each counter once and neighbouring rows one after the other.
+///
+/// Repeats go first, through a hash table of positions: a busy counter is queued by every
+/// check of it, and sorting a million repeats of ten thousand keys took more of the flusher's
+/// time than writing them (BENCHMARKS.md, *Each key once before the sort*).
+pub(super) fn distinct_in_key_order(keys: &mut Vec<Key>) {
+    let hasher = DefaultHashBuilder::default();
+    let mut seen: HashTable<usize> = HashTable::new();
+    // `keys[..kept]` are the distinct keys found so far; `seen` holds their positions.
+    let mut kept = 0;
+    for i in 0..keys.len() {
+        let hash = hasher.hash_one(&keys[i]);
+        if seen.find(hash, |&j| keys[j] == keys[i]).is_some() {
+            continue;
+        }
+        keys.swap(kept, i);
+        seen.insert_unique(hash, kept, |&j| hasher.hash_one(&keys[j]));
+        kept += 1;
+    }
+    keys.truncate(kept);
+    keys.sort_unstable();
+}
+
 /// This thread's lane number (before the modulo): threads take numbers in turn as they first
 /// queue a key, so the first threads to check all have lanes of their own.
 fn lane_index() -> usize {
@@ -72,6 +98,8 @@ fn lane_index() -> usize {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
 
     fn key(i: usize) -> Key {
@@ -118,5 +146,17 @@ mod tests {
         dirty.push(key(0));
         dirty.take_into(&mut out);
         assert_eq!(held(&dirty), 0, "the next small batch gives the burst's capacity back");
+    }
+
+    proptest! {
+        #[test]
+        fn distinct_keys_come_once_each_in_key_order(picks in prop::collection::vec(0usize..40, 0..300)) {
+            let mut keys: Vec<Key> = picks.iter().map(|&i| key(i)).collect();
+            let mut want = keys.clone();
+            want.sort_unstable();
+            want.dedup();
+            distinct_in_key_order(&mut keys);
+            prop_assert_eq!(keys, want);
+        }
     }
 }

@@ -47,12 +47,12 @@ impl Shared {
                 next_sweep = Instant::now() + SWEEP_EVERY;
             }
             let evicted = self.counters.take_evicted();
+            // Keys as queued, repeats included: the size the next batch's buffer needs.
+            let queued = dirty.len();
             // Buffered keys come with no sequence number: their presence is the work.
             let work = !dirty.is_empty() || !evicted.is_empty();
             if *self.committed.borrow() < seq || work || retrying {
-                // In key order, so that `write_batch` skips repeats by looking one back.
-                // (Ids compare as bytes: no UTF-8 check per comparison.)
-                dirty.sort_unstable();
+                dirty::distinct_in_key_order(&mut dirty);
                 let result = self.commit(&dirty, &resets, &evicted);
                 retrying = result.is_err();
                 match result {
@@ -87,7 +87,7 @@ impl Shared {
                 self.committed.send_replace(seq);
             }
             // Kept for the next batch, unless a burst left it far larger than batches now are.
-            if dirty.capacity() > 4 * dirty.len().max(4096) {
+            if dirty.capacity() > 4 * queued.max(4096) {
                 dirty = Vec::new();
             }
             dirty.clear();
@@ -156,18 +156,11 @@ impl Shared {
                     table.remove(encode_key(id, shape).as_slice())?;
                 }
             }
-            // `dirty` is sorted (see `run_flusher`): a key queued many times is written once,
-            // and neighbouring rows go in one after the other, into pages just touched.
+            // `dirty` holds each key once, in key order (see `run_flusher`): neighbouring rows
+            // go in one after the other, into pages just touched.
             let (mut key, mut value) = (Vec::new(), Vec::new());
-            let mut last: Option<(&MeteringId, &CounterShape)> = None;
-            let mut written = 0usize;
-            for (id, shape) in dirty {
-                if last.is_some_and(|(i, s)| i == id && s == shape) {
-                    continue;
-                }
-                last = Some((id, shape));
-                written += 1;
-                if written.is_multiple_of(YIELD_EVERY) {
+            for (written, (id, shape)) in dirty.iter().enumerate() {
+                if written > 0 && written.is_multiple_of(YIELD_EVERY) {
                     std::thread::yield_now();
                 }
                 encode_key_into(&mut key, id.as_str(), shape);
