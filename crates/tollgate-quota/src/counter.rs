@@ -300,16 +300,17 @@ impl Counters {
         self.len() == 0
     }
 
-    /// The state of one counter at `now`, for writing it behind.
+    /// The state of one counter at `now`, for writing it behind; the id as bytes, as the
+    /// flusher holds it (no UTF-8 check per row).
     pub(crate) fn snapshot(
         &self,
-        id: &str,
+        id: &[u8],
         shape: &CounterShape,
         now: Timestamp,
     ) -> Option<Counter> {
         let key = ShapeKey::of(shape);
-        let (hash, lane) = self.locate(id.as_bytes(), &key);
-        lane.read().snapshot(hash, id.as_bytes(), &key, now.as_microsecond())
+        let (hash, lane) = self.locate(id, &key);
+        lane.read().snapshot(hash, id, &key, now.as_microsecond())
     }
 
     /// Puts back a counter read from disk, replacing any in memory; returns false (and keeps

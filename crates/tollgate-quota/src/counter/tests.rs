@@ -201,12 +201,12 @@ fn calendar_counters_written_behind_read_back_the_same() {
     for _ in 0..7 {
         c.check_at(&id("A"), &spec, 1, now);
     }
-    let saved = c.snapshot("A", &shape, now).unwrap();
+    let saved = c.snapshot(b"A", &shape, now).unwrap();
     assert_eq!((saved.used, saved.exceed, saved.total_exceed), (5, 2, 2));
     assert_eq!(saved.mark_us, at("2026-11-30T11:00:00Z").as_microsecond());
     let back = Counters::new();
     assert!(back.restore(id("A"), &shape, saved.clone(), now));
-    assert_eq!(back.snapshot("A", &shape, now), Some(saved));
+    assert_eq!(back.snapshot(b"A", &shape, now), Some(saved));
     let d = back.check_at(&id("A"), &spec, 1, at("2026-11-30T11:00:00Z"));
     assert_eq!(
         (d.outcome, d.used, d.exceed_count, d.total_exceed_count),

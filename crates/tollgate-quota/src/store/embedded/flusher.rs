@@ -152,7 +152,7 @@ impl Shared {
                 table.retain_in::<&[u8], _>(lo.as_slice()..hi.as_slice(), |_, _| false)?;
             }
             for (id, shape) in evicted {
-                if self.counters.snapshot(id, shape, now).is_none() {
+                if self.counters.snapshot(id.as_bytes(), shape, now).is_none() {
                     table.remove(encode_key(id, shape).as_slice())?;
                 }
             }
@@ -163,8 +163,8 @@ impl Shared {
                 if written > 0 && written.is_multiple_of(YIELD_EVERY) {
                     std::thread::yield_now();
                 }
-                encode_key_into(&mut key, id.as_str(), shape);
-                match self.counters.snapshot(id.as_str(), shape, now) {
+                encode_key_into(&mut key, id.as_bytes(), shape);
+                match self.counters.snapshot(id.as_bytes(), shape, now) {
                     Some(counter) => {
                         encode_counter_into(&mut value, &counter);
                         table.insert(key.as_slice(), value.as_slice())?;

@@ -18,14 +18,14 @@ pub(super) fn id_prefix(id: &str, end: u8) -> Vec<u8> {
 /// Key: id, 0x00, interval (u32 BE), unit, window, has-start, start (i64 BE).
 pub(super) fn encode_key(id: &str, shape: &CounterShape) -> Vec<u8> {
     let mut k = Vec::with_capacity(id.len() + 16);
-    encode_key_into(&mut k, id, shape);
+    encode_key_into(&mut k, id.as_bytes(), shape);
     k
 }
 
 /// [`encode_key`] into `k` (cleared first), so a batch reuses one buffer for all its keys.
-pub(super) fn encode_key_into(k: &mut Vec<u8>, id: &str, shape: &CounterShape) {
+pub(super) fn encode_key_into(k: &mut Vec<u8>, id: &[u8], shape: &CounterShape) {
     k.clear();
-    k.extend_from_slice(id.as_bytes());
+    k.extend_from_slice(id);
     k.push(0);
     k.extend_from_slice(&shape.interval.to_be_bytes());
     k.push(unit_code(shape.unit));
