@@ -39,7 +39,7 @@ fn main() {
     let ids: Vec<MeteringId> = (0..IDS)
         .filter_map(|i| MeteringId::new(&format!("ShipmentStatus:Carrier{i:06}")).ok())
         .collect();
-    // Each ticks is 10 ms on Linux (USER_HZ 100).
+    // A tick is 10 ms on Linux (USER_HZ 100).
     let tick_ns = 1e9 / 100.0;
     println!("{:<8} {:>14} {:>14}", "threads", "CPU ns/check", "wall ns/check");
     for _ in 0..rounds {

@@ -86,7 +86,7 @@ pub(super) fn distinct_in_key_order(keys: &mut Vec<Key>) {
     keys.sort_unstable();
 }
 
-/// This thread's lane number (before the modulo): threads take numbers in turn as they first
+/// This thread's lane number (before the mask): threads take numbers in turn as they first
 /// queue a key, so the first threads to check all have lanes of their own.
 fn lane_index() -> usize {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
