@@ -42,11 +42,16 @@ impl Dirty {
         Self { lanes: (0..n).map(|_| CachePadded::new(Mutex::new(Vec::new()))).collect() }
     }
 
-    /// Queues `key` on this thread's lane.
+    /// Queues `key` on this thread's lane, unless it is the key the lane queued last: the
+    /// flusher writes a counter's state as it is when taken, so once queued is enough, and a
+    /// flood of checks on one counter then holds no more memory than one check.
     pub(super) fn push(&self, key: Key) {
         // The lane count is a power of two: a mask, not a division, on every check.
         let lane = &self.lanes[lane_index() & (self.lanes.len() - 1)];
-        lane.lock().unwrap_or_else(PoisonError::into_inner).push(key);
+        let mut keys = lane.lock().unwrap_or_else(PoisonError::into_inner);
+        if keys.last() != Some(&key) {
+            keys.push(key);
+        }
     }
 
     /// Moves every lane's keys to the end of `out`, lane by lane.
@@ -130,6 +135,20 @@ mod tests {
         let mut again = Vec::new();
         dirty.take_into(&mut again);
         assert!(again.is_empty(), "taken keys are gone from the lanes");
+    }
+
+    #[test]
+    fn a_flood_on_one_counter_is_queued_once_per_run() {
+        let dirty = Dirty::new();
+        (0..10_000).for_each(|_| dirty.push(key(1)));
+        dirty.push(key(2));
+        dirty.push(key(1));
+        let mut out = Vec::new();
+        dirty.take_into(&mut out);
+        assert_eq!(out, vec![key(1), key(2), key(1)]);
+        dirty.push(key(1));
+        dirty.take_into(&mut out);
+        assert_eq!(out.len(), 4, "a key taken is queued again by its next check");
     }
 
     #[test]
