@@ -119,19 +119,15 @@ impl fmt::Display for TimeUnit {
 
 impl FromStr for TimeUnit {
     type Err = SpecError;
-    /// Accepts singular and plural, case-insensitive: `hour`, `Hours`, `MONTH`.
+    /// Accepts singular and plural, case-insensitive: `hour`, `Hours`, `MONTH`. Compared in
+    /// place, without a lowercased copy: every `/v1/quota` request may name its unit.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let lower = s.trim().to_ascii_lowercase();
-        let singular = lower.strip_suffix('s').unwrap_or(&lower);
-        Ok(match singular {
-            "second" => Self::Second,
-            "minute" => Self::Minute,
-            "hour" => Self::Hour,
-            "day" => Self::Day,
-            "week" => Self::Week,
-            "month" => Self::Month,
-            _ => return Err(SpecError::UnknownUnit(s.to_owned())),
-        })
+        let trimmed = s.trim();
+        let singular = trimmed.strip_suffix(['s', 'S']).unwrap_or(trimmed);
+        [Self::Second, Self::Minute, Self::Hour, Self::Day, Self::Week, Self::Month]
+            .into_iter()
+            .find(|u| u.as_str().eq_ignore_ascii_case(singular))
+            .ok_or_else(|| SpecError::UnknownUnit(s.to_owned()))
     }
 }
 
@@ -180,13 +176,13 @@ impl fmt::Display for WindowKind {
 
 impl FromStr for WindowKind {
     type Err = SpecError;
+    /// Case-insensitive, compared in place (see [`TimeUnit`]'s).
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "calendar" => Ok(Self::Calendar),
-            "flexi" => Ok(Self::Flexi),
-            "rolling" => Ok(Self::Rolling),
-            _ => Err(SpecError::UnknownWindow(s.to_owned())),
-        }
+        let trimmed = s.trim();
+        [Self::Calendar, Self::Flexi, Self::Rolling]
+            .into_iter()
+            .find(|w| w.as_str().eq_ignore_ascii_case(trimmed))
+            .ok_or_else(|| SpecError::UnknownWindow(s.to_owned()))
     }
 }
 
@@ -311,6 +307,23 @@ mod tests {
         assert_eq!("SECONDS".parse::<TimeUnit>(), Ok(TimeUnit::Second));
         assert!("fortnight".parse::<TimeUnit>().is_err());
         assert!("".parse::<TimeUnit>().is_err());
+        assert_eq!(" Days ".parse::<TimeUnit>(), Ok(TimeUnit::Day));
+        assert!("hourss".parse::<TimeUnit>().is_err(), "one plural s only");
+        assert!("s".parse::<TimeUnit>().is_err());
+        assert_eq!(
+            "Fortnights".parse::<TimeUnit>(),
+            Err(SpecError::UnknownUnit("Fortnights".into())),
+            "the error keeps the value as sent"
+        );
+    }
+
+    #[test]
+    fn windows_parse_in_any_case() {
+        assert_eq!("Rolling".parse::<WindowKind>(), Ok(WindowKind::Rolling));
+        assert_eq!(" FLEXI ".parse::<WindowKind>(), Ok(WindowKind::Flexi));
+        assert_eq!("calendar".parse::<WindowKind>(), Ok(WindowKind::Calendar));
+        assert!("sliding".parse::<WindowKind>().is_err());
+        assert!("calendars".parse::<WindowKind>().is_err());
     }
 
     #[test]
