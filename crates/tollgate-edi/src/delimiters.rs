@@ -334,10 +334,27 @@ fn sniff_edifact(buf: &[u8], eof: bool) -> Sniff {
             return need(eof, "file ends inside the UNA service string advice");
         }
         let u = &buf[3..9];
+        // A letter or digit as a service character would split tags and values (a release
+        // `E` would release the separator after `UNE`), as would a blank separator.
+        for (at, what) in [(0, "UNA1 (component separator)"), (1, "UNA2 (element separator)")]
+            .into_iter()
+            .chain([(3, "UNA4 (release character)"), (5, "UNA6 (segment terminator)")])
+        {
+            let b = u[at];
+            if b.is_ascii_alphanumeric() || (b == b' ' && at != 3) {
+                return Sniff::Invalid(format!(
+                    "UNA `{}`: {what} is `{}`, which cannot be a delimiter",
+                    show(u),
+                    show(&[b])
+                ));
+            }
+        }
         let opt = |b: u8| if b == b' ' { None } else { Some(b) };
-        // A UNA5 that collides with another service character is not a repetition separator
-        // (syntax versions before 4 reserve the position; some partners put data there).
-        let with_repetition = Delimiters::edifact(u[0], u[1], u[2], opt(u[3]), opt(u[4]), u[5]);
+        // A UNA5 that collides with another service character, or is a letter or digit, is
+        // not a repetition separator (syntax versions before 4 reserve the position; some
+        // partners put data there).
+        let repetition = opt(u[4]).filter(|b| !b.is_ascii_alphanumeric());
+        let with_repetition = Delimiters::edifact(u[0], u[1], u[2], opt(u[3]), repetition, u[5]);
         match with_repetition
             .or_else(|| Delimiters::edifact(u[0], u[1], u[2], opt(u[3]), None, u[5]))
         {
@@ -429,6 +446,23 @@ mod tests {
             panic!("not found")
         };
         assert_eq!(h.delimiters, Delimiters::EDIFACT_LEVEL_B);
+    }
+
+    #[test]
+    fn una_with_a_letter_or_blank_delimiter_is_refused() {
+        for (una, named) in [
+            (&b"UNA=*.E ~UNB*UNOC=3~"[..], "UNA4 (release character) is `E`"),
+            (b"UNA:+.? XUNB+UNOC:3X", "UNA6 (segment terminator) is `X`"),
+            (b"UNA: .? 'UNB UNOC:3'", "UNA2 (element separator) is ` `"),
+            (b"UNA1+.? 'UNB+UNOC13'", "UNA1 (component separator) is `1`"),
+        ] {
+            match sniff(una, true) {
+                Sniff::Invalid(m) => assert!(m.contains(named), "{m}"),
+                other => panic!("{} is read: {other:?}", show(una)),
+            }
+        }
+        let Sniff::Found(h) = sniff(b"UNA:+.?R'UNB+UNOC:3'", true) else { panic!() };
+        assert_eq!((h.delimiters.release, h.delimiters.repetition), (Some(b'?'), None));
     }
 
     #[test]

@@ -191,7 +191,7 @@ pub fn split_outline(
         if explicit {
             terminated(input, &g.header, &d)?;
             groups += 1;
-            let gs = strip_line_breaks(segment_bytes(input, &g.header, &d));
+            let gs = strip_line_breaks(segment_bytes(input, &g.header, &d), &d);
             reference = reference_as_written(&gs, outline.standard, &d);
             group.header = push_segment(&mut out, &gs, &d);
         }
@@ -246,8 +246,20 @@ fn segment_bytes<'a>(input: &'a [u8], span: &Range<usize>, d: &Delimiters) -> &'
     bytes.strip_suffix(d.terminator()).unwrap_or(bytes)
 }
 
-fn strip_line_breaks(bytes: &[u8]) -> Vec<u8> {
-    bytes.iter().copied().filter(|b| *b != b'\r' && *b != b'\n').collect()
+/// A header segment without the line breaks a wrapped file put in it. A released line break
+/// stays, and so does every line break when removing them would join the pieces of a
+/// multi-byte terminator: either would read differently in the piece than in the source.
+fn strip_line_breaks(bytes: &[u8], d: &Delimiters) -> Vec<u8> {
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut released = false;
+    for &b in bytes {
+        if released || !matches!(b, b'\r' | b'\n') {
+            out.push(b);
+        }
+        released = !released && Some(b) == d.release;
+    }
+    let t = d.terminator();
+    if out.windows(t.len()).any(|w| w == t) { bytes.to_vec() } else { out }
 }
 
 /// The piece's header: the source's ISA / UNB (line breaks of wrapped files removed) with the
@@ -255,9 +267,11 @@ fn strip_line_breaks(bytes: &[u8]) -> Vec<u8> {
 /// that the piece is read with the source's delimiters and its trailer's reference matches:
 /// UNB up to 0020 (the ones between left empty, as they were); ISA up to all 16, with ISA11
 /// the repetition separator (or `U`), ISA16 the component separator and the others empty, so
-/// each element the source lacked is reported in the piece as it was in the source.
+/// each element the source lacked is reported in the piece as it was in the source. ISA16 is
+/// always the component separator the source was read with: an empty or misplaced one in the
+/// source would make the piece's delimiters differ from its source's.
 fn rebuild_header(bytes: &[u8], standard: Standard, d: &Delimiters, cn: &str) -> Vec<u8> {
-    let clean = strip_line_breaks(bytes);
+    let clean = strip_line_breaks(bytes, d);
     let mut elements: Vec<Vec<u8>> =
         Split::new(&clean, d.element, d.release).map(<[u8]>::to_vec).collect();
     let (index, at_least) = match standard {
@@ -272,6 +286,9 @@ fn rebuild_header(bytes: &[u8], standard: Standard, d: &Delimiters, cn: &str) ->
         });
     }
     elements[index] = d.escape(cn);
+    if standard == Standard::X12 {
+        elements[16] = vec![d.component];
+    }
     elements.join(&d.element)
 }
 

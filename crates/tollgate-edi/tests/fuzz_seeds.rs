@@ -30,6 +30,34 @@ fn seeds_cover_clean_and_broken_input() {
     assert_eq!(codes, ["AK5-4", "AK5-3", "AK9-5", "AK9-4", "TA1-021", "TA1-001"]);
 }
 
+/// A mutation the proptest below found: a line break inserted before ISA16 is skipped when the
+/// delimiters are read, but ends the ISA segment, so the source's ISA16 is empty. The piece
+/// must still carry the component separator the source was read with.
+#[test]
+fn a_line_break_before_isa16_still_splits_into_readable_pieces() {
+    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/seeds/parse"));
+    let mut data = std::fs::read(dir.join("x12-lf-terminator-control-chars.edi")).unwrap();
+    data.insert(104, b'\n');
+    data[4] = b'~';
+    let parsed = tollgate_edi::parse(&data);
+    let codes: Vec<_> = parsed.interchanges[0].errors.iter().map(|e| e.code.as_str()).collect();
+    assert!(codes.contains(&"TA1-027"), "the source's ISA16 is reported empty: {codes:?}");
+    tollgate_edi::self_check(&data);
+}
+
+/// Another: a line break inside a three-byte terminator (`…`) leaves the group header
+/// unterminated in the source; removing the line break in the piece must not mend it.
+#[test]
+fn a_line_break_inside_a_multibyte_terminator_stays_in_the_piece() {
+    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/seeds/parse"));
+    let mut data = std::fs::read(dir.join("x12-ellipsis-terminator.edi")).unwrap();
+    let at = data.windows(9).position(|w| w == "004010…".as_bytes()).unwrap() + 7;
+    data.insert(at, b'\r');
+    let parsed = tollgate_edi::parse(&data);
+    assert_eq!(parsed.interchanges[0].transactions().count(), 1, "ST 0001 is inside the GS");
+    tollgate_edi::self_check(&data);
+}
+
 mod mutations {
     use proptest::prelude::*;
 
@@ -45,7 +73,7 @@ mod mutations {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+        #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
 
         /// Seeds with random bytes overwritten, inserted or deleted (interesting bytes are
         /// favoured: delimiters, line breaks, release characters) pass the self-checks.
