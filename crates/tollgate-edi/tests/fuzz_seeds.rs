@@ -3,9 +3,14 @@
 
 use std::path::PathBuf;
 
+/// The seed corpus's folder.
+fn seed_dir() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/seeds/parse"))
+}
+
 #[test]
 fn fuzz_seeds_and_all_their_prefixes_pass_the_self_checks() {
-    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/seeds/parse"));
+    let dir = seed_dir();
     let mut seeds = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
@@ -21,7 +26,7 @@ fn fuzz_seeds_and_all_their_prefixes_pass_the_self_checks() {
 
 #[test]
 fn seeds_cover_clean_and_broken_input() {
-    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/seeds/parse"));
+    let dir = seed_dir();
     let read = |name: &str| std::fs::read(dir.join(name)).unwrap();
     assert!(!tollgate_edi::parse(&read("x12-basic.edi")).has_errors());
     assert!(!tollgate_edi::parse(&read("edifact-una-groups.edi")).has_errors());
@@ -35,7 +40,7 @@ fn seeds_cover_clean_and_broken_input() {
 /// must still carry the component separator the source was read with.
 #[test]
 fn a_line_break_before_isa16_still_splits_into_readable_pieces() {
-    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/seeds/parse"));
+    let dir = seed_dir();
     let mut data = std::fs::read(dir.join("x12-lf-terminator-control-chars.edi")).unwrap();
     data.insert(104, b'\n');
     data[4] = b'~';
@@ -49,7 +54,7 @@ fn a_line_break_before_isa16_still_splits_into_readable_pieces() {
 /// unterminated in the source; removing the line break in the piece must not mend it.
 #[test]
 fn a_line_break_inside_a_multibyte_terminator_stays_in_the_piece() {
-    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/seeds/parse"));
+    let dir = seed_dir();
     let mut data = std::fs::read(dir.join("x12-ellipsis-terminator.edi")).unwrap();
     let at = data.windows(9).position(|w| w == "004010…".as_bytes()).unwrap() + 7;
     data.insert(at, b'\r');
@@ -62,10 +67,7 @@ mod mutations {
     use proptest::prelude::*;
 
     fn seeds() -> Vec<Vec<u8>> {
-        let dir = std::path::PathBuf::from(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../fuzz/seeds/parse"
-        ));
+        let dir = super::seed_dir();
         let mut files: Vec<_> =
             std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
         files.sort();
