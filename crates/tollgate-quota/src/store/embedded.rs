@@ -22,12 +22,15 @@
 //!   second are about the checks in flight divided by one commit's time.
 //! * **Disk never holds more than memory** for a key: the flusher writes memory's state (or
 //!   deletes the row when memory has dropped the counter), never a sum.
-//! * **Resets are ordered before later increments**: a reset drops the counters in memory, then
-//!   queues the id; the flusher deletes the id's rows before writing the queued keys, whose state
-//!   is read after the reset. No reset can be queued while the flusher takes the lanes (it holds
-//!   the queue's lock), so a key queued on a lane after a reset is never in an earlier batch
-//!   than the reset. A check takes a lane's lock or the queue's, never both, and the flusher
-//!   takes lane locks only under the queue's: no lock order can deadlock.
+//! * **Resets are ordered before later increments**: a reset drops the counters in memory and
+//!   queues the id in one step, under the queue's lock; the flusher deletes the id's rows before
+//!   writing the queued keys, whose state is read after the reset. So a check that counts after
+//!   the drop queues its key after the reset, and since the flusher takes the queue and the
+//!   lanes under that same lock, the key is never in an earlier batch than the reset (done in
+//!   two steps, a batch taken between them wrote the check and the reset's batch deleted it).
+//!   A check takes a lane's lock or the queue's, never both and never with a shard's held; the
+//!   flusher takes lane locks, and a reset shard locks, only under the queue's: no lock order
+//!   can deadlock.
 //! * **What loads is live.** On open, rows whose counters hold nothing any more (expired windows
 //!   past their carried totals) are deleted, not loaded; sweeps in memory queue the keys they drop
 //!   so their rows are deleted too. The file is bounded by live counters, like memory.
@@ -62,6 +65,8 @@ mod dirty;
 mod flusher;
 mod row;
 mod seen;
+#[cfg(test)]
+mod tests;
 use row::{
     decode_counter, decode_key, encode_counter_into, encode_key, encode_key_into, id_prefix,
 };
@@ -378,8 +383,12 @@ impl Store for EmbeddedStore {
     }
 
     async fn reset(&self, id: &MeteringId) -> Result<u64, StoreError> {
-        let dropped = self.shared.counters.reset(id);
-        let seq = self.enqueue(|q| q.resets.push(id.clone()));
+        // Memory and queue in one step, under the queue's lock (see the invariants).
+        let mut dropped = 0;
+        let seq = self.enqueue(|q| {
+            dropped = self.shared.counters.reset(id);
+            q.resets.push(id.clone());
+        });
         self.committed(seq).await?;
         Ok(dropped)
     }
