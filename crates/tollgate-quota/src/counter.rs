@@ -145,6 +145,16 @@ impl Counters {
         }
     }
 
+    /// Puts keys taken with [`Counters::take_evicted`] back, for the next call: their rows are
+    /// still to be deleted (the batch that held them failed to commit).
+    pub(crate) fn requeue_evicted(&self, mut keys: Vec<(String, CounterShape)>) {
+        if let Some(log) = &self.evicted
+            && !keys.is_empty()
+        {
+            log.lock().unwrap_or_else(PoisonError::into_inner).append(&mut keys);
+        }
+    }
+
     /// The lane holding every counter of the id whose hash is `id_hash` (see [`id_hash`]), all
     /// its shapes alike.
     ///

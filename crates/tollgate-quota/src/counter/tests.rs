@@ -162,6 +162,25 @@ fn expired_counters_are_evicted_and_memory_returns() {
 }
 
 #[test]
+fn evicted_keys_put_back_are_taken_again_with_later_ones() {
+    let c = Counters::with_eviction_log();
+    let spec = QuotaSpec::new(5, 1, TimeUnit::Second).unwrap();
+    let now = at("2026-11-30T10:00:00Z");
+    c.check_at(&id("first"), &spec, 1, now);
+    assert_eq!(c.evict_expired(at("2026-11-30T10:00:01Z")), 1);
+    let taken = c.take_evicted();
+    assert_eq!(taken.len(), 1);
+    // The batch holding them failed: back they go, and a later sweep adds its own.
+    c.requeue_evicted(taken);
+    c.check_at(&id("second"), &spec, 1, at("2026-11-30T10:00:02Z"));
+    assert_eq!(c.evict_expired(at("2026-11-30T10:00:03Z")), 1);
+    let mut ids: Vec<String> = c.take_evicted().into_iter().map(|(id, _)| id).collect();
+    ids.sort();
+    assert_eq!(ids, ["first", "second"]);
+    assert!(c.take_evicted().is_empty());
+}
+
+#[test]
 fn counters_lists_live_ones_and_reset_drops_every_shape() {
     let c = Counters::new();
     let now = at("2026-11-30T10:00:00Z");

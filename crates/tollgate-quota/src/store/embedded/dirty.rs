@@ -2,9 +2,11 @@
 //! vector per lane, each behind its own lock on its own cache lines, and a thread always
 //! queues on the same lane.
 //!
-//! Threads checking at once then never share a lock: on one queue for every check they waited
+//! Threads checking at once then seldom share a lock: on one queue for every check they waited
 //! on each other, which cost 1.6 to 2 times the CPU per check in process (BENCHMARKS.md, *The
-//! queue on lanes, kept*). Strict checks, resets and flushes still go through the shared queue,
+//! queue on lanes, kept*). Lanes are handed out in turn and kept for good, so once more threads
+//! have checked than there are lanes (2 per core, 4 to 256), some share one: slower, never
+//! wrong. Strict checks, resets and flushes still go through the shared queue,
 //! whose sequence numbers they wait on.
 
 use std::hash::BuildHasher;
@@ -27,7 +29,7 @@ const MAX_LANES: usize = 256;
 
 /// A lane whose vector grew beyond this many keys and then held far fewer gives its memory
 /// back when taken, so a burst does not keep its peak.
-const KEEP_KEYS: usize = 4096;
+pub(super) const KEEP_KEYS: usize = 4096;
 
 /// The changed keys, by lane (see the module docs). Invariant: the number of lanes is a power
 /// of two.

@@ -38,6 +38,11 @@ impl Shared {
                 let stopping = self.stop.load(Ordering::SeqCst);
                 let mut dirty = std::mem::take(&mut spare);
                 dirty.append(&mut q.dirty);
+                // The queue keeps its buffer, unless a burst of strict checks or a failed batch
+                // handed back left it far larger than batches usually are.
+                if q.dirty.capacity() > dirty::KEEP_KEYS {
+                    q.dirty = Vec::new();
+                }
                 // The lanes too, under the queue's lock (see the invariants).
                 self.dirty.take_into(&mut dirty);
                 (dirty, std::mem::take(&mut q.resets), q.seq, stopping)
@@ -81,6 +86,9 @@ impl Shared {
                         let mut again = resets;
                         again.append(&mut q.resets);
                         q.resets = again;
+                        drop(q);
+                        // The dropped counters' rows too: they are deleted with a later batch.
+                        self.counters.requeue_evicted(evicted);
                     }
                 }
                 // Waiters learn of a failure through `failure`; they must not hang.
