@@ -102,11 +102,7 @@ fn try_open(
     match run {
         Ok(r) => r,
         Err(panic) => {
-            let what = panic
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-                .unwrap_or_else(|| "a panic".to_owned());
+            let what = tollgate_quota::store::corrupt::panic_message(&*panic);
             Err(Failure::Untrusted(format!("is corrupt (redb failed reading it: {what})")))
         }
     }

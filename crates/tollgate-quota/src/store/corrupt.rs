@@ -43,3 +43,13 @@ pub fn refusal(path: &Path, why: &str, flag: &str) -> String {
          with an empty file"
     )
 }
+
+/// What a panic caught while reading a state file said: redb panics on some damaged pages
+/// (a key that is not UTF-8, say), and a file's content must never take the process down.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+        .unwrap_or_else(|| "a panic without a message".to_owned())
+}

@@ -434,11 +434,7 @@ fn open_and_load(path: &Path, now: jiff::Timestamp) -> Result<(Database, Counter
         Ok((db, counters))
     });
     attempt.unwrap_or_else(|panic| {
-        let msg = panic
-            .downcast_ref::<String>()
-            .map(String::as_str)
-            .or_else(|| panic.downcast_ref::<&str>().copied())
-            .unwrap_or("no message");
+        let msg = corrupt::panic_message(&*panic);
         Err(Unreadable::Corrupt(format!("redb failed while reading it: {msg}")))
     })
 }

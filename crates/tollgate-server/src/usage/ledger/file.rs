@@ -123,7 +123,16 @@ impl FileLedger {
 /// redb's page cache for `usage.redb`.
 const PAGE_CACHE_BYTES: usize = 16 << 20;
 
+/// Opens `path` and lists its ids; a panic inside redb (some damaged pages cause one) is an
+/// error naming the file, so a corrupt file is refused or moved aside like any other.
 fn open_and_list(path: &PathBuf) -> Result<(Database, Vec<(MeteringId, i64)>), String> {
+    std::panic::catch_unwind(|| open_and_list_unguarded(path)).unwrap_or_else(|panic| {
+        let what = corrupt::panic_message(&*panic);
+        Err(format!("{}: redb failed while reading it: {what}", path.display()))
+    })
+}
+
+fn open_and_list_unguarded(path: &PathBuf) -> Result<(Database, Vec<(MeteringId, i64)>), String> {
     let shown = path.display();
     // A bounded page cache: the ledger is written once a second and read per query, so
     // redb's default (up to 1 GiB) would only hold pages nobody reads again.
@@ -187,6 +196,15 @@ fn write(db: &Database, batch: &Batch, cutoff: i64, gone: &[MeteringId]) -> Resu
         {
             let mut decided = tx.open_table(TABLE)?;
             let mut withheld = tx.open_table(WITHHELD)?;
+            // The untracked ids' rows go first: an id tracked again since (a decision after it
+            // was pruned, or after start-up listed only old rows of it) may have deltas in this
+            // very batch, which must not go with them.
+            for table in [&mut decided, &mut withheld] {
+                for id in gone {
+                    let id = id.as_str();
+                    table.retain_in((id, i64::MIN)..=(id, i64::MAX), |_, _| false)?;
+                }
+            }
             for (id, d) in &batch.deltas {
                 let key = (id.as_str(), d.bucket);
                 if d.admitted > 0 || d.refused > 0 {
@@ -204,10 +222,6 @@ fn write(db: &Database, batch: &Batch, cutoff: i64, gone: &[MeteringId]) -> Resu
                 for id in &batch.trim {
                     let id = id.as_str();
                     table.retain_in((id, i64::MIN)..(id, cutoff), |_, _| false)?;
-                }
-                for id in gone {
-                    let id = id.as_str();
-                    table.retain_in((id, i64::MIN)..=(id, i64::MAX), |_, _| false)?;
                 }
             }
         }
@@ -307,6 +321,40 @@ mod tests {
             b.read(id("S:A"), 0, 200).await.unwrap(),
             l.read(id("S:A"), 0, 200).await.unwrap()
         );
+    }
+
+    #[tokio::test]
+    async fn an_id_tracked_again_keeps_the_deltas_of_the_batch_that_drops_its_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let (l, _) = FileLedger::open(dir.path(), OnCorrupt::Refuse).unwrap();
+        l.write(batch(vec![(id("S:A"), units(10, 4, 0, 1, 0))], &[]), 0, Vec::new()).await.unwrap();
+        // Untracked (its rows are to go) and tracked again by a decision before the flush.
+        let again = batch(vec![(id("S:A"), units(500, 7, 0, 2, 0))], &[]);
+        l.write(again, 0, vec![id("S:A")]).await.unwrap();
+        assert_eq!(l.read(id("S:A"), 0, 1000).await.unwrap(), [units(500, 7, 0, 2, 0)]);
+    }
+
+    /// A key that is not UTF-8 makes redb panic while listing the ids: the file is refused,
+    /// or moved aside on request, and the process goes on.
+    #[tokio::test]
+    async fn a_key_that_is_not_utf8_is_refused_or_moved_aside() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let (l, _) = FileLedger::open(dir.path(), OnCorrupt::Refuse).unwrap();
+            let rows = vec![(id("S:Damaged"), units(10, 4, 0, 0, 0))];
+            l.write(batch(rows, &[]), 0, Vec::new()).await.unwrap();
+        }
+        let path = dir.path().join(FILE_NAME);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let at = bytes.windows(9).position(|w| w == b"S:Damaged").unwrap();
+        bytes[at + 2] = 0xFF;
+        std::fs::write(&path, bytes).unwrap();
+        let refused = FileLedger::open(dir.path(), OnCorrupt::Refuse).err().unwrap();
+        assert!(refused.contains("redb failed while reading it"), "{refused}");
+        assert!(refused.contains("--move-aside-corrupt"), "{refused}");
+        let (l, ids) = FileLedger::open(dir.path(), OnCorrupt::MoveAside).unwrap();
+        assert!(ids.is_empty());
+        assert!(l.read(id("S:Damaged"), 0, 100).await.unwrap().is_empty());
     }
 
     #[tokio::test]
