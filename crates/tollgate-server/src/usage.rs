@@ -147,6 +147,10 @@ pub fn bucket_start(b: i64) -> Timestamp {
     Timestamp::from_second(b.saturating_mul(BUCKET_SECONDS)).unwrap_or(Timestamp::UNIX_EPOCH)
 }
 
+/// How far past now a read looks: a day, more than the clocks of instances sharing a Redis
+/// differ by. Without a bound a `to` in the year 9999 was millions of days to read.
+const READ_AHEAD_BUCKETS: i64 = 86_400 / BUCKET_SECONDS;
+
 /// The oldest bucket kept at `now`.
 pub fn retention_start(now: Timestamp) -> i64 {
     bucket_of(now) - (RETENTION_BUCKETS - 1)
@@ -297,7 +301,8 @@ impl UsageHistory {
     }
 
     /// The buckets of `metering_id` that start in `[from, to)` (`from` rounded down to a
-    /// bucket), ascending, only those with units; empty for an unknown id.
+    /// bucket), ascending, only those with units; empty for an unknown id. Only the retention
+    /// up to a day past now is read (`READ_AHEAD_BUCKETS`): a wider range costs no more.
     pub async fn series(
         &self,
         metering_id: &str,
@@ -305,9 +310,11 @@ impl UsageHistory {
         to: Timestamp,
     ) -> Result<Vec<UsageBucket>, UsageError> {
         let Ok(id) = MeteringId::new(metering_id) else { return Ok(Vec::new()) };
-        let from = bucket_of(from);
+        let now = Timestamp::now();
+        let from = bucket_of(from).max(retention_start(now));
         // Buckets starting before `to`: the index of the last one is (to - 1 s) / 300.
         let to = bucket_of(to.checked_sub(jiff::SignedDuration::from_nanos(1)).unwrap_or(to)) + 1;
+        let to = to.min(bucket_of(now) + READ_AHEAD_BUCKETS);
         if from >= to {
             return Ok(Vec::new());
         }

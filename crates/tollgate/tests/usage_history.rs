@@ -315,6 +315,33 @@ fn redis_keeps_the_history_across_a_restart_with_a_ttl() {
     assert_eq!(totals(&usage(&server, &id, "")), (17, 25));
 }
 
+/// Fields of the usage hashes that Tollgate did not write (by hand, say; one ends in a
+/// multi-byte character) are skipped, and a `to` in the year 9999 reads no further than a day
+/// past now: the answer comes, with the units, instead of millions of days' reads.
+#[test]
+fn redis_reads_skip_foreign_fields_and_stop_a_day_past_now() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(redis) = RedisServer::start() else { return };
+    let cfg = config(dir.path(), "[store]\ntimeout_ms = 2000\n");
+    let id = format!("Usage:F{}", free_port());
+    let server = serve(&redis.url(), &dir.path().join("a"), &cfg);
+    decide_on(&server, &id);
+    assert_eq!(totals(&usage(&server, &id, "")), (10, 25));
+    let day = jiff::Timestamp::now().as_second().div_euclid(86_400);
+    let key = format!("tollgate:usage:{{{id}}}:{day}");
+    for field in ["1\u{e9}", "x", "a"] {
+        redis.command(&format!("HSET {key} {field} 3")).unwrap();
+    }
+    assert_eq!(totals(&usage(&server, &id, "")), (10, 25));
+    let hour_ago = jiff::Timestamp::now() - jiff::SignedDuration::from_hours(1);
+    let far = format!("/v1/usage?metering_id={id}&from={hour_ago}&to=9999-12-31T23:59:59Z");
+    let (status, body) = get(&server, &far, "");
+    assert_eq!(status, 200, "{body}");
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(totals(&answer), (10, 25));
+    assert!(answer["to"].as_str().unwrap().starts_with("9999-12-"), "the `to` asked: {answer}");
+}
+
 #[test]
 fn bad_parameters_are_400_naming_them() {
     let dir = tempfile::tempdir().unwrap();

@@ -5,7 +5,8 @@
 //! - `from` and `to` default to the last 7 days (now − 7 d .. now); an omitted `to` is now,
 //!   rounded up to the second (or `from`, when that is later), an omitted `from` is 7 days before `to`. The history keeps no more:
 //!   a `from` before its oldest bucket is clamped to that bucket's start (the answer's `from`
-//!   says so), and a range wholly before it answers no buckets, with `from` = `to`.
+//!   says so), and a range wholly before it answers no buckets, with `from` = `to`. Nothing
+//!   later than a day past now is read, whatever `to` says.
 //! - Buckets start in `[from rounded down to 5 minutes, to)`, ascending; only buckets with
 //!   units are listed.
 //! - A missing or empty `metering_id`, a timestamp that is not RFC 3339, or `from` after `to`

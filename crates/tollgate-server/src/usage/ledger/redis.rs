@@ -125,17 +125,18 @@ impl RedisLedger {
         let hashes = self.bounded(asked).await?.map_err(|e| format!("redis: {e}"))?;
         let mut rows = std::collections::BTreeMap::<i64, Delta>::new();
         for (field, n) in hashes.into_iter().flatten() {
-            let (bucket, kind) = field.split_at(field.len().saturating_sub(1));
-            let Ok(bucket) = bucket.parse::<i64>() else { continue };
+            // Fields are `<bucket><kind>`; anything else (written by hand, say) is skipped.
+            let Some((at, kind)) = field.char_indices().next_back() else { continue };
+            let Ok(bucket) = field[..at].parse::<i64>() else { continue };
             if !(from..to).contains(&bucket) {
                 continue;
             }
             let row = rows.entry(bucket).or_insert_with(|| Delta::empty(bucket));
             match kind {
-                "a" => row.admitted = n,
-                "r" => row.refused = n,
-                "h" => row.held = n,
-                "d" => row.duplicate = n,
+                'a' => row.admitted = n,
+                'r' => row.refused = n,
+                'h' => row.held = n,
+                'd' => row.duplicate = n,
                 _ => {}
             }
         }
