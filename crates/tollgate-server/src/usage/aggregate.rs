@@ -146,10 +146,11 @@ impl Pending {
         self.older.iter().flat_map(|o| o.iter()).chain(self.has_newest().then_some(&self.newest))
     }
 
-    /// Takes every delta out, older ones first (the vector, once made, is kept).
+    /// Takes every delta out, older ones first. The vector goes too: most ids need one only
+    /// when a bucket ends between two flushes, and one kept would hold its peak for good.
     fn take(&mut self, mut f: impl FnMut(Delta)) {
-        if let Some(older) = &mut self.older {
-            older.drain(..).for_each(&mut f);
+        if let Some(older) = self.older.take() {
+            older.into_iter().for_each(&mut f);
         }
         if self.has_newest() {
             f(std::mem::replace(&mut self.newest, Delta::empty(NONE)));
@@ -438,6 +439,7 @@ mod tests {
         p.take(|x| taken.push(x));
         assert_eq!(taken, [d(7, 3, 0)]);
         assert!(p.is_empty());
+        assert!(p.older.is_none(), "a taken id gives its vector back, whatever its peak");
         p.push(d(8, 1, 0));
         assert_eq!(p.drop_before(9), 1, "the newest goes too when it is older than the cutoff");
         assert!(p.is_empty());
