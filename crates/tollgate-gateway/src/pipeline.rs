@@ -22,6 +22,9 @@
 //!   passed parsing record their key. On `dedup = "transaction"` routes, resent transactions
 //!   are removed before each metering (see `duplicates`), and a fingerprint stays claimed only
 //!   while its item is admitted.
+//! - **A failed commit is not dropped.** Its change is written first with the next commit,
+//!   tried again within a second when nothing else comes (see `unsaved`); until then the
+//!   admin API was answered with the error and the spool files it let go of are kept.
 //! - **A file leaves intake exactly once.** A file the parser fails on (a panic, caught per
 //!   file) becomes one `rejected` item with the reason, committed with the removal of its
 //!   `files` row like any other file's items.
@@ -55,6 +58,7 @@ mod metering;
 mod receiving;
 mod refund;
 mod resting;
+mod unsaved;
 
 use delivering::{AttemptGate, Recorded};
 use fair_queue::FairQueue;
@@ -157,6 +161,8 @@ pub(crate) struct Pipeline {
     /// Received files waiting to be parsed, fair across senders.
     intake: FairQueue,
     deliveries: JoinSet<()>,
+    /// A batch whose commit failed, written first with the next one.
+    unsaved: unsaved::Unsaved,
 }
 
 type Reply = (oneshot::Sender<Result<Option<Item>, AdminError>>, Result<Option<Item>, AdminError>);
@@ -197,6 +203,7 @@ impl Pipeline {
             file_holders: HashMap::new(),
             intake: FairQueue::default(),
             deliveries: JoinSet::new(),
+            unsaved: unsaved::Unsaved::default(),
         };
         for item in p.parts.spool.items(None)? {
             if item.state != State::Delivered {
@@ -262,6 +269,7 @@ impl Pipeline {
                 let wake = self
                     .next_hold_due()
                     .or_else(|| (!self.held.is_empty()).then(|| Instant::now() + IDLE_TICK));
+                let wake = self.unsaved.wake(wake);
                 let idle = async move {
                     match wake {
                         Some(at) => tokio::time::sleep_until(at).await,
@@ -339,6 +347,7 @@ impl Pipeline {
         // `_recorded` lives to the end: its attempts are recorded after the commit, however
         // that ends.
         let Batch { change, dispatch: _, replies, drop_files, recorded: _recorded } = batch;
+        let (change, mut drop_files) = self.unsaved.before(change, drop_files);
         if !change.is_empty() {
             let spool = self.parts.spool.clone();
             let inline = spool.is_ephemeral();
@@ -352,11 +361,14 @@ impl Pipeline {
                     self.settle_held(&change);
                     None
                 }
-                Ok((Err(e), _)) => Some(e.to_string()),
+                Ok((Err(e), change)) => {
+                    // Written first with the next commit (see `unsaved`).
+                    self.unsaved.keep(change, std::mem::take(&mut drop_files));
+                    Some(e.to_string())
+                }
                 Err(e) => Some(e),
             };
             if let Some(e) = err {
-                // State stays in memory; the next change of each item writes it again.
                 tracing::error!(error = %e, "spool commit failed");
                 for (reply, _) in replies {
                     let _ = reply.send(Err(AdminError::Spool(e.clone())));

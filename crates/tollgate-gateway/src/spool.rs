@@ -36,7 +36,7 @@
 //! files' bytes (`files`: on disk, or in memory), the database handle (`handle`), the write
 //! health (`health`) and backups (`backup`) are modules of their own.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -54,13 +54,17 @@ use crate::tally::{QueueTally, TallyChange, TallyRow};
 use crate::telemetry::SpoolUsage;
 
 mod backup;
+mod change;
 mod files;
 mod handle;
 mod health;
+#[cfg(test)]
+pub(crate) mod hooks;
 mod read;
 mod rows;
 mod upkeep;
 pub use backup::BackupReport;
+pub use change::Change;
 use handle::DbHandle;
 pub(crate) use health::{SPOOL_ERRORS, SPOOL_FAILING, SpoolHealth, probe_while_failing};
 pub(crate) use read::delivered_items;
@@ -139,41 +143,6 @@ pub struct FileRecord {
     /// senders with it), so the pipeline does not parse them again (not stored).
     #[serde(skip)]
     pub parsed: Option<std::sync::Arc<crate::receipt::Parsed>>,
-}
-
-/// One atomic change to the spool database.
-#[derive(Debug, Default)]
-pub struct Change {
-    /// `files` rows to remove (their items are in `put`).
-    pub remove_files: Vec<String>,
-    /// Items to insert or replace.
-    pub put: Vec<Item>,
-    /// Items to remove (purge).
-    pub delete: Vec<String>,
-    /// Dedup keys first seen now: key → Unix ms.
-    pub dedup: Vec<(String, i64)>,
-}
-
-impl Change {
-    /// True when there is nothing to write.
-    pub fn is_empty(&self) -> bool {
-        self.remove_files.is_empty()
-            && self.put.is_empty()
-            && self.delete.is_empty()
-            && self.dedup.is_empty()
-    }
-
-    /// The last version of each item in `put`, in order: an earlier one would be replaced
-    /// in the same transaction, so it is not written (nor counted) at all.
-    pub(crate) fn last_puts(&self) -> impl Iterator<Item = &Item> {
-        let mut last: HashMap<&str, usize> = HashMap::new();
-        if self.put.len() > 1 {
-            last.extend(self.put.iter().enumerate().map(|(i, item)| (item.id.as_str(), i)));
-        }
-        let is_last =
-            move |(i, item): &(usize, &Item)| last.get(item.id.as_str()).is_none_or(|at| at == i);
-        self.put.iter().enumerate().filter(is_last).map(|(_, item)| item)
-    }
 }
 
 /// Received bytes on disk and item state in redb (both in memory for a simulation). Methods
@@ -413,9 +382,26 @@ impl Spool {
         }
     }
 
-    /// Writes a new spool file (the parts of a split interchange) durably; returns its id.
+    /// Writes the two parts of a split interchange durably, both or neither: when the second
+    /// fails the first is taken away again, so no file is left that no row names.
+    pub fn store_parts(&self, first: &[u8], second: &[u8]) -> Result<(String, String), SpoolError> {
+        let a = self.store_part(first)?;
+        match self.store_part(second) {
+            Ok(b) => Ok((a, b)),
+            Err(e) => {
+                self.remove_file(&a);
+                Err(e)
+            }
+        }
+    }
+
+    /// Writes a new spool file (a part of a split interchange) durably; returns its id.
     pub fn store_part(&self, bytes: &[u8]) -> Result<String, SpoolError> {
         let id = self.new_file_id();
+        #[cfg(test)]
+        if hooks::fails_part(&self.dir) {
+            return Err(self.discard(&id, SpoolError::Db("a write made to fail by a test".into())));
+        }
         match self.write_file(&id, [bytes]) {
             Ok(()) => {
                 self.usage.add(bytes.len() as u64);
@@ -430,6 +416,12 @@ impl Spool {
     pub fn commit(&self, change: &Change) -> Result<(), SpoolError> {
         if change.is_empty() {
             return Ok(());
+        }
+        #[cfg(test)]
+        if hooks::fails(&self.dir, change) {
+            let e = SpoolError::Db("a commit made to fail by a test".into());
+            self.health.failed(&e);
+            return Err(e);
         }
         let _order = self.commit_order.lock().unwrap_or_else(PoisonError::into_inner);
         let result = self.rows.write(|rows| {

@@ -211,8 +211,7 @@ impl Pipeline {
                 .ok_or("rebuilding the envelope without the resent transactions failed")?;
             let (copied, copied_layout) = envelope::split(&bytes, &layout, &cut, c2)
                 .ok_or("rebuilding the envelope of the resent transactions failed")?;
-            let fk = parts.spool.store_part(&kept).map_err(|e| e.to_string())?;
-            let fc = parts.spool.store_part(&copied).map_err(|e| e.to_string())?;
+            let (fk, fc) = parts.spool.store_parts(&kept, &copied).map_err(|e| e.to_string())?;
             Ok((fk, kept.len() as u64, kept_layout, c2, fc, copied.len() as u64, copied_layout))
         })
         .await;

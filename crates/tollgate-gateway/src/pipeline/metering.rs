@@ -272,8 +272,7 @@ impl Pipeline {
             let (a, _) = envelope::split(&bytes, &layout, &keep2, c1).ok_or("split failed")?;
             let (r, rest_layout) =
                 envelope::split(&bytes, &layout, &rest2, c2).ok_or("split failed")?;
-            let fa = parts.spool.store_part(&a).map_err(|e| e.to_string())?;
-            let fr = parts.spool.store_part(&r).map_err(|e| e.to_string())?;
+            let (fa, fr) = parts.spool.store_parts(&a, &r).map_err(|e| e.to_string())?;
             Ok((c1, fa, a.len() as u64, fr, r.len() as u64, rest_layout))
         })
         .await;

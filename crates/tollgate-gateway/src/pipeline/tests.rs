@@ -257,3 +257,46 @@ async fn held_and_duplicate_units_are_reported_once_to_the_stores_observer() {
     assert_eq!(notes.0.lock().unwrap().len(), 3, "{:?}", notes.0.lock().unwrap());
     gw.shutdown().await;
 }
+
+/// The commit that splits a file into items fails (a full disk at that moment): it is written
+/// with the next commit, so the file's `files` row and dedup keys are gone once its first item
+/// is delivered, and a purge of another item holds. After a restart the file is not split
+/// again: nothing is delivered twice, and the purged item does not come back. (The third item
+/// stays held: its next try is at the window's end, midnight UTC.)
+#[tokio::test]
+async fn a_failed_commit_is_written_with_the_next_and_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = gateway(dir.path(), 1).await;
+    crate::spool::hooks::fail_next_split(&dir.path().join("data"));
+    let mut file = Vec::new();
+    for control in 1..=3 {
+        file.extend(x12("UNSAVED1", control, 1));
+    }
+    std::fs::write(dir.path().join("in/a.edi"), &file).unwrap();
+    let items = until(&gw, "the first delivered, the others held", |items| {
+        count(items, State::Delivered) == 1 && count(items, State::Held) == 2
+    })
+    .await;
+    assert!(gw.spool.pending_files().unwrap().is_empty(), "the file's row went");
+    let delivered = items.iter().find(|i| i.state == State::Delivered).unwrap().id.clone();
+    let purged = items.iter().find(|i| i.state == State::Held).unwrap().id.clone();
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    let purge = super::Event::Admin { id: purged.clone(), op: super::AdminOp::Purge, reply };
+    gw.events.send(purge).unwrap();
+    assert!(answer.await.unwrap().is_ok(), "the purge is answered as done");
+    gw.shutdown().await;
+    let out = dir.path().join("out");
+    std::fs::remove_file(out.join(format!("{delivered}.edi"))).unwrap();
+
+    let gw = gateway(dir.path(), 5).await;
+    assert!(gw.spool.pending_files().unwrap().is_empty(), "no file to split again");
+    // Time for a split and a delivery, had the file been taken in again.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let items = gw.spool.items(None).unwrap();
+    let states: Vec<_> = items.iter().map(|i| (i.id.as_str(), i.state)).collect();
+    assert_eq!(states.len(), 2, "the purged item came back: {states:?}");
+    assert!(items.iter().all(|i| i.id != purged), "the purged item came back: {states:?}");
+    gw.shutdown().await;
+    assert!(!out.join(format!("{delivered}.edi")).exists(), "delivered twice");
+    assert!(!out.join(format!("{purged}.edi")).exists(), "the purged item was delivered");
+}

@@ -29,6 +29,42 @@ fn item(id: &str, file: &str, state: State) -> Item {
 }
 
 #[test]
+fn a_change_then_a_later_one_puts_each_item_once_as_the_later_has_it() {
+    let first = Change {
+        remove_files: vec!["f1".into()],
+        put: vec![item("a", "s", State::Received), item("b", "s", State::Held)],
+        delete: vec!["x".into()],
+        dedup: vec![("k1".into(), 1)],
+    };
+    let later = Change {
+        put: vec![item("a", "s", State::Delivered), item("c", "s", State::Held)],
+        dedup: vec![("k2".into(), 2)],
+        ..Change::default()
+    };
+    let both = first.then(later);
+    let put: Vec<_> = both.put.iter().map(|i| (i.id.as_str(), i.state)).collect();
+    assert_eq!(put, [("b", State::Held), ("a", State::Delivered), ("c", State::Held)]);
+    assert_eq!((both.remove_files, both.delete), (vec!["f1".to_owned()], vec!["x".to_owned()]));
+    assert_eq!(both.dedup, [("k1".to_owned(), 1), ("k2".to_owned(), 2)]);
+}
+
+#[test]
+fn parts_are_stored_both_or_neither() {
+    let dir = tempfile::tempdir().unwrap();
+    let spool = Spool::open(dir.path(), SpoolOptions::default()).unwrap();
+    let files = || std::fs::read_dir(dir.path().join("spool")).unwrap().count();
+    let before = files();
+    hooks::fail_part_after(dir.path(), 1);
+    assert!(spool.store_parts(b"first", b"second").is_err());
+    assert_eq!(files(), before, "the first part is taken away again");
+    let (a, b) = spool.store_parts(b"first", b"second").unwrap();
+    assert_eq!(
+        (spool.read(&a, 0, 5).unwrap(), spool.read(&b, 0, 6).unwrap()),
+        (b"first".to_vec(), b"second".to_vec())
+    );
+}
+
+#[test]
 fn receive_commit_and_reopen() {
     let dir = tempfile::tempdir().unwrap();
     let spool = Spool::open(dir.path(), SpoolOptions::default()).unwrap();

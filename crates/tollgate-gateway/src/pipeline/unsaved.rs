@@ -1,0 +1,52 @@
+//! A batch whose commit failed (a full disk, say): kept whole and written first with the next
+//! commit, its spool files let go only once it is written.
+//!
+//! Dropped, what it wrote was lost for good wherever no later change of the same item wrote it
+//! again: a `files` row's removal (after a restart the file was split again and its items
+//! delivered twice), the dedup keys, a purge (the purged item came back), a delivered state.
+//!
+//! Invariant: a kept change holds each item's last version once ([`Change::then`]), so it grows
+//! with the items it touches while the disk stays full, not with the batches tried.
+
+use tokio::time::Instant;
+
+use crate::spool::Change;
+
+/// How soon a kept batch is tried again when nothing else wakes the pipeline.
+const RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// See the module docs.
+#[derive(Default)]
+pub(super) struct Unsaved {
+    change: Change,
+    drop_files: Vec<String>,
+}
+
+impl Unsaved {
+    /// What the next commit writes: the kept batch, then `change`; and the spool files both
+    /// let go of.
+    pub(super) fn before(
+        &mut self,
+        change: Change,
+        drop_files: Vec<String>,
+    ) -> (Change, Vec<String>) {
+        let kept = std::mem::take(self);
+        let mut files = kept.drop_files;
+        files.extend(drop_files);
+        (kept.change.then(change), files)
+    }
+
+    /// Keeps a batch whose commit failed, for the next commit.
+    pub(super) fn keep(&mut self, change: Change, drop_files: Vec<String>) {
+        *self = Self { change, drop_files };
+    }
+
+    /// `wake`, or sooner when a kept batch waits to be tried again.
+    pub(super) fn wake(&self, wake: Option<Instant>) -> Option<Instant> {
+        if self.change.is_empty() {
+            return wake;
+        }
+        let retry = Instant::now() + RETRY;
+        Some(wake.map_or(retry, |w| w.min(retry)))
+    }
+}
