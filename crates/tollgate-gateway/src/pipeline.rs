@@ -23,8 +23,7 @@
 //!   are removed before each metering (see `duplicates`), and a fingerprint stays claimed only
 //!   while its item is admitted.
 //! - **A failed commit is not dropped.** Its change is written first with the next commit,
-//!   tried again within a second when nothing else comes (see `unsaved`); until then the
-//!   admin API was answered with the error and the spool files it let go of are kept.
+//!   tried within a second if nothing else comes; its spool files are kept till then (`unsaved`).
 //! - **A file leaves intake exactly once.** A file the parser fails on (a panic, caught per
 //!   file) becomes one `rejected` item with the reason, committed with the removal of its
 //!   `files` row like any other file's items.
@@ -347,6 +346,7 @@ impl Pipeline {
         // `_recorded` lives to the end: its attempts are recorded after the commit, however
         // that ends.
         let Batch { change, dispatch: _, replies, drop_files, recorded: _recorded } = batch;
+        let retrying = !self.unsaved.is_empty();
         let (change, mut drop_files) = self.unsaved.before(change, drop_files);
         if !change.is_empty() {
             let spool = self.parts.spool.clone();
@@ -369,7 +369,12 @@ impl Pipeline {
                 Err(e) => Some(e),
             };
             if let Some(e) = err {
-                tracing::error!(error = %e, "spool commit failed");
+                // Once, not once a second while the disk stays full.
+                if retrying {
+                    tracing::debug!(error = %e, "spool commit failed again");
+                } else {
+                    tracing::error!(error = %e, "spool commit failed");
+                }
                 for (reply, _) in replies {
                     let _ = reply.send(Err(AdminError::Spool(e.clone())));
                 }

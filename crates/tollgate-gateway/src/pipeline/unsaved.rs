@@ -36,6 +36,11 @@ impl Unsaved {
         (kept.change.then(change), files)
     }
 
+    /// True when no batch waits to be written.
+    pub(super) fn is_empty(&self) -> bool {
+        self.change.is_empty()
+    }
+
     /// Keeps a batch whose commit failed, for the next commit.
     pub(super) fn keep(&mut self, change: Change, drop_files: Vec<String>) {
         *self = Self { change, drop_files };
@@ -43,7 +48,7 @@ impl Unsaved {
 
     /// `wake`, or sooner when a kept batch waits to be tried again.
     pub(super) fn wake(&self, wake: Option<Instant>) -> Option<Instant> {
-        if self.change.is_empty() {
+        if self.is_empty() {
             return wake;
         }
         let retry = Instant::now() + RETRY;
