@@ -215,10 +215,15 @@ impl Pipeline {
             *first += item.weight.saturating_sub(counted);
         }
         let mut keep = Vec::new();
+        // Where the kept transactions were counted: given back if the split cannot be written.
+        let mut charges = Vec::new();
         let mut wait = retry_after;
         for (i, w) in weights.iter().enumerate() {
             match self.parts.meter.check(mid, &route.spec, *w).await {
-                Verdict::Admitted { .. } => keep.push(i),
+                Verdict::Admitted { charge } => {
+                    keep.push(i);
+                    charges.extend(charge.map(|c| (c, *w)));
+                }
                 Verdict::Exceeded { retry_after, .. } => {
                     wait = Some(retry_after);
                     break;
@@ -276,10 +281,12 @@ impl Pipeline {
             Ok((c1, fa, a.len() as u64, fr, r.len() as u64, rest_layout))
         })
         .await;
-        let (c1, fa, alen, fr, rlen, rest_layout) = match written {
+        let (c1, fa, alen, fr, rlen, rest_layout) = match written.map_err(|e| e.to_string()) {
             Ok(Ok(x)) => x,
-            Ok(Err(e)) => return self.hold_after_split_failure(&item.id, e, batch),
-            Err(e) => return self.hold_after_split_failure(&item.id, e.to_string(), batch),
+            Ok(Err(e)) | Err(e) => {
+                self.give_back(mid.clone(), item.id.clone(), charges);
+                return self.hold_after_split_failure(&item.id, e, batch);
+            }
         };
         let admitted_weight: u64 = keep.iter().map(|&i| weights[i]).sum();
         let part = Item {

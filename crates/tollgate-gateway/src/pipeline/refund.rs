@@ -1,6 +1,7 @@
 //! Refunds: a route with `refund_unsent = true` gives back the units the embedded store counted
 //! for an interchange that is then purged, or dies, before its target took it — so a partner's
-//! window is charged only for what was delivered.
+//! window is charged only for what was delivered. Any route gives back the units of a split
+//! that could not be written: nothing was sent, and the item is metered again.
 //!
 //! Invariants:
 //! - **At most once per admission.** The charge leaves the item when it is refunded (a dead
@@ -13,6 +14,7 @@
 //!   refusing).
 
 use super::*;
+use crate::item::Charge;
 
 impl Pipeline {
     /// Takes `item`'s charge and, when its route refunds unsent interchanges, gives its units
@@ -25,16 +27,27 @@ impl Pipeline {
             .and_then(|r| self.parts.plan.routes.iter().find(|x| &x.name == r))
             .is_some_and(|r| r.refund_unsent);
         let Some(id) = item.metering_id.clone().filter(|_| refunds) else { return };
-        let (parts, item_id, units) = (self.parts.clone(), item.id.clone(), item.weight);
+        self.give_back(id, item.id.clone(), vec![(charge, item.weight)]);
+    }
+
+    /// Gives back, in the background, the units of `charges` (each with its weight) counted for
+    /// `id` on behalf of item `item_id`.
+    pub(super) fn give_back(&self, id: MeteringId, item_id: String, charges: Vec<(Charge, u64)>) {
+        if charges.is_empty() {
+            return;
+        }
+        let parts = self.parts.clone();
         tokio::spawn(async move {
-            match parts.meter.give_back(&id, &charge, units).await {
-                Ok(n) => {
-                    metrics::counter!("tollgate_gateway_refunded_units_total").increment(n);
-                    tracing::info!(item = %item_id, metering_id = %id, given_back = n, "units of an undelivered interchange given back");
-                }
-                Err(e) => {
-                    metrics::counter!("tollgate_gateway_refund_errors_total").increment(1);
-                    tracing::warn!(item = %item_id, metering_id = %id, error = %e, "could not give back the units of an undelivered interchange; they stay counted");
+            for (charge, units) in charges {
+                match parts.meter.give_back(&id, &charge, units).await {
+                    Ok(n) => {
+                        metrics::counter!("tollgate_gateway_refunded_units_total").increment(n);
+                        tracing::info!(item = %item_id, metering_id = %id, given_back = n, "units of an undelivered interchange given back");
+                    }
+                    Err(e) => {
+                        metrics::counter!("tollgate_gateway_refund_errors_total").increment(1);
+                        tracing::warn!(item = %item_id, metering_id = %id, error = %e, "could not give back the units of an undelivered interchange; they stay counted");
+                    }
                 }
             }
         });

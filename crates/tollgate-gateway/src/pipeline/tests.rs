@@ -300,3 +300,32 @@ async fn a_failed_commit_is_written_with_the_next_and_survives_a_restart() {
     assert!(!out.join(format!("{delivered}.edi")).exists(), "delivered twice");
     assert!(!out.join(format!("{purged}.edi")).exists(), "the purged item was delivered");
 }
+
+/// A split whose parts cannot be written gives back the units its kept transactions were
+/// counted for: the item is held and metered again later, so they would be counted twice.
+#[tokio::test]
+async fn a_split_that_cannot_be_written_gives_its_units_back() {
+    use tollgate_quota::Store;
+    use tollgate_quota::store::{EmbeddedOptions, EmbeddedStore};
+
+    let dir = tempfile::tempdir().unwrap();
+    let counters = EmbeddedStore::open(EmbeddedOptions::new(dir.path().join("c.redb"))).unwrap();
+    let store = Arc::new(AnyStore::Embedded(counters));
+    let gw = gateway_on(dir.path(), 3, Arc::clone(&store)).await;
+    crate::spool::hooks::fail_part_after(&dir.path().join("data"), 0);
+    std::fs::write(dir.path().join("in/a.edi"), x12("GIVEBACK1", 1, 5)).unwrap();
+    until(&gw, "held after the split failed", |items| {
+        items.iter().any(|i| i.reason.as_deref().is_some_and(|r| r.contains("split failed")))
+    })
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let used: u64 = store.counters("").await.unwrap().iter().map(|c| c.used).sum();
+        if used == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{used} units still counted");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    gw.shutdown().await;
+}
