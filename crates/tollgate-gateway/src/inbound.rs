@@ -4,9 +4,10 @@
 //! - A landing file is taken only once its stamp (size, mtime, inode) has been unchanged for
 //!   `settle_ms`, it is not empty, and its name matches none of `partial_names`.
 //! - A landing file is moved out of the way (into [`crate::taken`], which keeps it a while and
-//!   takes bytes appended to it later) only after [`Spool::receive`] has made its bytes
-//!   durable and the file still has the stamp it was read with. A file that changed meanwhile stays, and its
-//!   spooled copy is discarded before anyone sees it: it is taken again, whole, later.
+//!   takes bytes appended to it later) only after [`Spool::receive_unchanged`] has made its
+//!   bytes durable and the file still has the stamp it was read with. A file that changed
+//!   meanwhile stays, and its spooled copy gets no row (a spool file holding only such copies
+//!   is removed at once): it is taken again, whole, later.
 //! - At most `max_file_bytes` are read per file, and a batch holds at most `max_file_bytes`
 //!   (or one file); a larger file is moved to `too-large/` in its landing directory.
 //! - The files one scan finds settled are taken batch after batch ([`Ready`]); the directories

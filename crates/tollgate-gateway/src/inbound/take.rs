@@ -1,5 +1,5 @@
 //! Taking one batch of settled landing files into the spool: read, parse once, make durable,
-//! then keep only the files that did not change meanwhile (see the invariants in `inbound`).
+//! then record only the files that did not change meanwhile (see the invariants in `inbound`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::batch::Candidate;
 use crate::config::Plan;
 use crate::landing::{self, Contents, Stamp};
-use crate::spool::{Change, Spool};
+use crate::spool::Spool;
 
 /// What one batch gave.
 pub(super) struct Took {
@@ -67,26 +67,24 @@ pub(super) fn take(
         return Ok(took);
     }
     let refs: Vec<(&[u8], String)> = files.iter().map(|(b, o)| (b.as_slice(), o.clone())).collect();
-    let records = spool.receive(&refs)?;
-    // Re-check: a file written to after it was read must not be removed, and the partial copy
-    // just spooled must not be delivered. It is dropped here, before the pipeline sees it.
-    let mut discard = Change::default();
-    for ((mut rec, c), parsed) in records.into_iter().zip(read).zip(parses) {
-        if Stamp::at(&c.path).ok() == Some(c.stamp) {
-            rec.sender = c.sender;
-            rec.parsed = Some(parsed);
-            took.records.push(rec);
-            took.spooled.push((c.path, c.stamp.len));
-        } else {
-            tracing::info!(
+    // Re-check once the bytes are durable: a file written to after it was read must not be
+    // removed, and the partial copy just spooled gets no row, so it is never delivered.
+    let unchanged = |i: usize| Stamp::at(&read[i].path).ok() == Some(read[i].stamp);
+    let kept = spool.receive_unchanged(&refs, unchanged)?;
+    let mut kept = kept.into_iter().peekable();
+    for (i, (c, parsed)) in read.into_iter().zip(parses).enumerate() {
+        match kept.next_if(|(k, _)| *k == i) {
+            Some((_, mut rec)) => {
+                rec.sender = c.sender;
+                rec.parsed = Some(parsed);
+                took.records.push(rec);
+                took.spooled.push((c.path, c.stamp.len));
+            }
+            None => tracing::info!(
                 path = %c.path.display(),
                 "landing file changed while it was taken; taking it again once it settles"
-            );
-            discard.remove_files.push(rec.id);
+            ),
         }
-    }
-    if !discard.remove_files.is_empty() {
-        spool.commit(&discard)?;
     }
     Ok(took)
 }

@@ -65,6 +65,24 @@ fn parts_are_stored_both_or_neither() {
 }
 
 #[test]
+fn files_changed_after_they_were_read_get_no_row_nor_a_file_of_their_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let spool = Spool::open(dir.path(), SpoolOptions::default()).unwrap();
+    let files = || std::fs::read_dir(dir.path().join("spool")).unwrap().count();
+    let before = files();
+    let batch = [(&b"abc"[..], "x".to_owned()), (&b"def"[..], "y".to_owned())];
+    let kept = spool.receive_unchanged(&batch, |i| i == 1).unwrap();
+    assert_eq!(kept.iter().map(|(i, r)| (*i, r.origin.as_str())).collect::<Vec<_>>(), [(1, "y")]);
+    let pending: Vec<_> = spool.pending_files().unwrap().into_iter().map(|r| r.origin).collect();
+    assert_eq!(pending, ["y"]);
+    assert_eq!(files(), before + 1);
+    // Every file changed: no row, and the spool file goes too.
+    assert!(spool.receive_unchanged(&batch, |_| false).unwrap().is_empty());
+    assert_eq!(spool.pending_files().unwrap().len(), 1);
+    assert_eq!(files(), before + 1, "a spool file no row names is removed");
+}
+
+#[test]
 fn receive_commit_and_reopen() {
     let dir = tempfile::tempdir().unwrap();
     let spool = Spool::open(dir.path(), SpoolOptions::default()).unwrap();
