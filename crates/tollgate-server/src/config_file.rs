@@ -21,23 +21,39 @@ use std::path::{Path, PathBuf};
 use tollgate_http::config::located;
 use tollgate_policy::PolicyRule;
 
-/// Replaces the `[[policy]]` tables of `file` with `rules` (see the module docs). Returns the
-/// content written. Errors name the file and what failed.
-pub(crate) fn rewrite_policies(file: &Path, rules: &[PolicyRule]) -> Result<String, String> {
-    let target = resolve(file)?;
+/// Why [`rewrite_policies`] wrote nothing.
+#[derive(Debug)]
+pub(crate) enum RewriteError {
+    /// The caller's `vet` refused the file as found or as it would be written.
+    Refused(String),
+    /// Reading, encoding or writing failed; the message names the file.
+    Failed(String),
+}
+
+/// Replaces the `[[policy]]` tables of `file` with `rules` (see the module docs), once
+/// `vet(found, new)` accepts the file as found and as it would be written. Returns the
+/// content written.
+pub(crate) fn rewrite_policies(
+    file: &Path,
+    rules: &[PolicyRule],
+    vet: impl FnOnce(&str, &str) -> Result<(), String>,
+) -> Result<String, RewriteError> {
+    let target = resolve(file).map_err(RewriteError::Failed)?;
     let shown = target.display();
     let (source, meta) = match std::fs::read_to_string(&target) {
         Ok(s) => {
-            let meta = std::fs::metadata(&target)
-                .map_err(|e| format!("{shown}: cannot read its permissions: {e}"))?;
+            let meta = std::fs::metadata(&target).map_err(|e| {
+                RewriteError::Failed(format!("{shown}: cannot read its permissions: {e}"))
+            })?;
             (s, Some(meta))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => (String::new(), None),
-        Err(e) => return Err(format!("{shown}: cannot read: {e}")),
+        Err(e) => return Err(RewriteError::Failed(format!("{shown}: cannot read: {e}"))),
     };
-    let text = with_policies(&target, &source, rules)?;
+    let text = with_policies(&target, &source, rules).map_err(RewriteError::Failed)?;
+    vet(&source, &text).map_err(RewriteError::Refused)?;
     write_atomically(&target, text.as_bytes(), meta.as_ref())
-        .map_err(|e| format!("{shown}: cannot write: {e}"))?;
+        .map_err(|e| RewriteError::Failed(format!("{shown}: cannot write: {e}")))?;
     Ok(text)
 }
 

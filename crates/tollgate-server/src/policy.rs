@@ -81,6 +81,10 @@ pub enum ReplaceError {
     },
     /// The config file could not be rewritten; the old set stays in force.
     Write(String),
+    /// The config file holds what this process has not loaded (an edit on disk not yet
+    /// reloaded, or being written), or would fail the start-up checks once rewritten; nothing
+    /// changed.
+    Conflict(String),
     /// The new set is in force, but what had to follow it (the audit record) failed.
     After(String),
 }
@@ -190,7 +194,7 @@ impl Policies {
     pub fn replace(&self, set: PolicySet) -> Result<(), String> {
         self.replace_if(set, None, |_, _| Ok(())).map(drop).map_err(|e| match e {
             ReplaceError::Stale { current } => format!("the policies changed: now {current}"),
-            ReplaceError::Write(e) | ReplaceError::After(e) => e,
+            ReplaceError::Write(e) | ReplaceError::Conflict(e) | ReplaceError::After(e) => e,
         })
     }
 
@@ -213,12 +217,35 @@ impl Policies {
         if if_match.is_some_and(|m| !m.matches(&current)) {
             return Err(ReplaceError::Stale { current });
         }
+        let mut restart_needed = None;
         if let Some(file) = &self.file {
-            let written = crate::config_file::rewrite_policies(file, set.rules())
-                .map_err(ReplaceError::Write)?;
+            // Only over the file this process last read or wrote, and only into a file that
+            // passes the start-up checks as a whole: an edit on disk not reloaded yet (or a
+            // save half done) is never overwritten, and a file refused stays refused.
+            let seen = *lock(&self.seen);
+            let vet = |found: &str, new: &str| {
+                if seen != Some(hash(found)) {
+                    return Err(format!(
+                        "{} was changed on disk and the change is not loaded yet (or is being \
+                         written); it is reloaded within 2 s: load the policies again and retry",
+                        file.display()
+                    ));
+                }
+                restart_needed = Some(self.check(file, new)?.restart_needed);
+                Ok(())
+            };
+            let written = crate::config_file::rewrite_policies(file, set.rules(), vet).map_err(
+                |e| match e {
+                    crate::config_file::RewriteError::Refused(m) => ReplaceError::Conflict(m),
+                    crate::config_file::RewriteError::Failed(m) => ReplaceError::Write(m),
+                },
+            )?;
             *lock(&self.seen) = Some(hash(&written));
         }
         self.install(set);
+        if let Some(restart_needed) = restart_needed {
+            lock(&self.status).restart_needed = restart_needed;
+        }
         let installed = self.current();
         tracing::info!(policies = installed.rules().len(), "policies replaced via the API");
         then(&before, &installed).map_err(ReplaceError::After)?;

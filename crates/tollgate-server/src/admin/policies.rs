@@ -236,7 +236,8 @@ pub(crate) async fn put_policies(
                 "Policies changed since they were loaded",
             )
             .detail(format!(
-                "If-Match {sent} is not the version in force ({current}): someone else changed                  the policies; reload them (GET /v1/policies) and apply your change again"
+                "If-Match {sent} is not the version in force ({current}): someone else changed \
+                 the policies; reload them (GET /v1/policies) and apply your change again"
             ))
             .with("if_match", sent)
             .with("current", current))
@@ -245,6 +246,12 @@ pub(crate) async fn put_policies(
             StatusCode::INTERNAL_SERVER_ERROR,
             "policy-write-failed",
             "Policies not saved",
+        )
+        .detail(e)),
+        Err(ReplaceError::Conflict(e)) => Err(Problem::new(
+            StatusCode::CONFLICT,
+            "config-file-conflict",
+            "The config file cannot take this change now",
         )
         .detail(e)),
         Err(ReplaceError::After(e)) => Err(tollgate_http::audit::write_failed(e)),

@@ -176,3 +176,40 @@ fn replace_rewrites_the_file_keeping_other_sections() {
     assert_eq!(again.rules()[0].limit, Some(9));
     assert_eq!(p.reload(), Ok(false), "own write is not a new reload");
 }
+
+/// A replace never overwrites an edit on disk that is not loaded yet (the watcher waits for
+/// quiet; a save may be half done), and never writes into a file refused as a whole: both are
+/// a conflict, and the file and the set in force stay as they were.
+#[test]
+fn replace_refuses_a_file_changed_on_disk_or_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("t.toml");
+    std::fs::write(&f, TWO).unwrap();
+    let refuse_unit_fortnight: FileValidator = Arc::new(|file: &Path, source: &str| {
+        if source.contains("fortnight") {
+            return Err(format!("{}: fortnight is not a unit", file.display()));
+        }
+        parse_policies(file, source).map(|policies| FileCheck { policies, restart_needed: vec![] })
+    });
+    let p =
+        Policies::with_checked_file(parse_policies(&f, TWO).unwrap(), &f, refuse_unit_fortnight);
+    let edited = format!("[server]\nlisten = \"127.0.0.1:9\"\n{TWO}");
+    std::fs::write(&f, &edited).unwrap();
+    let new = || set("[[policy]]\nmatch = \"X:*\"\nlimit = 9\nunit = \"day\"\n");
+    let err = p.replace_if(new(), None, |_, _| Ok(())).unwrap_err();
+    assert!(matches!(&err, ReplaceError::Conflict(m) if m.contains("changed on disk")), "{err:?}");
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), edited, "the edit on disk stays");
+    assert_eq!(p.current().rules().len(), 2);
+    // Once reloaded, the edit is what a replace rewrites.
+    assert_eq!(p.reload(), Ok(true));
+    p.replace_if(new(), None, |_, _| Ok(())).unwrap();
+    assert!(std::fs::read_to_string(&f).unwrap().contains("127.0.0.1:9"));
+    // A file refused as a whole stays refused: a replace does not write into it.
+    let bad = "[other]\nunit = \"fortnight\"\n[[policy]]\nmatch = \"*\"\nlimit = 1\n";
+    std::fs::write(&f, bad).unwrap();
+    assert!(p.reload().is_err());
+    let err = p.replace_if(new(), None, |_, _| Ok(())).unwrap_err();
+    assert!(matches!(&err, ReplaceError::Conflict(m) if m.contains("fortnight")), "{err:?}");
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), bad);
+    assert!(p.status().last_error.is_some(), "the refusal is still reported");
+}
