@@ -181,6 +181,7 @@ fn locate(body: &Value) -> Option<(usize, String)> {
             headers(("ETag" = String, description = "The version of the new set."))),
         (status = 400, description = "The body is not a valid policy set (problem invalid-policies, with line and column), or If-Match is not `*` or a list of entity tags (problem invalid-header).", body = tollgate_http::openapi::ProblemDoc, content_type = "application/problem+json"),
         tollgate_http::openapi::AccessRefused,
+        (status = 409, description = "The config file holds an edit not loaded yet (or a save half done), or would fail the start-up checks once rewritten (problem config-file-conflict); nothing changed.", body = tollgate_http::openapi::ProblemDoc, content_type = "application/problem+json"),
         (status = 412, description = "If-Match does not name the version in force: someone else changed the policies (problem policies-changed, with `if_match` and `current`); nothing changed.", body = tollgate_http::openapi::ProblemDoc, content_type = "application/problem+json"),
         (status = 500, description = "The config file could not be rewritten; the old set stays (problem policy-write-failed). Or the new set is in force but its audit record could not be written (problem audit-write-failed).", body = tollgate_http::openapi::ProblemDoc, content_type = "application/problem+json"),
     ),
