@@ -167,9 +167,13 @@ pub(crate) async fn reset_counter(
         let before = state.store().counters(id.as_str()).await.map_err(|e| store_problem(&e))?;
         let before: Vec<Value> =
             before.iter().filter(|c| c.identifier == id).map(counter_json).collect();
-        let removed = state.store().reset(&id).await.map_err(|e| store_problem(&e))?;
-        tracing::info!(identifier = %id, removed, "counter reset via the API");
-        let after = json!({ "removed": removed });
+        // A reset that fails may have taken effect all the same (memory dropped, the file's
+        // commit or the shared Redis call failed and is retried): it is recorded either way.
+        let reset = state.store().reset(&id).await;
+        let after = match &reset {
+            Ok(removed) => json!({ "removed": removed }),
+            Err(e) => json!({ "error": e.to_string() }),
+        };
         let (admin, target) = (state.admin().clone(), id.as_str().to_owned());
         tokio::task::spawn_blocking(move || {
             admin.record(&who, "counter.reset", &target, Value::Array(before), after)
@@ -178,6 +182,8 @@ pub(crate) async fn reset_counter(
         .map_err(|e| e.to_string())
         .and_then(|written| written)
         .map_err(tollgate_http::audit::write_failed)?;
+        let removed = reset.map_err(|e| store_problem(&e))?;
+        tracing::info!(identifier = %id, removed, "counter reset via the API");
         Ok(Json(json!({ "identifier": id.as_str(), "removed": removed })).into_response())
     });
     task.await.unwrap_or_else(|e| {
