@@ -7,7 +7,10 @@
 //! [`crate::user`]). Without a bearer token, a console session (its cookie plus its
 //! `X-CSRF-Token`) stands for the user who logged in (see [`crate::session`]). With no
 //! credentials configured, the admin API is open only when the server listens on a loopback
-//! address, and refused with 403 elsewhere.
+//! address, and refused with 403 elsewhere. Open, it answers only requests from this host:
+//! their `Host` a loopback name or address, and their `Origin`, when a browser sends one, that
+//! same host; so a page of another site open in a browser on the host cannot post to it, nor
+//! read from it through a DNS name rebound to 127.0.0.1 (403 `cross-origin-refused`).
 //!
 //! Every wrong credential counts toward its source's failed logins ([`CredentialLimit`]).
 
@@ -17,7 +20,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use axum::extract::{ConnectInfo, Request};
-use axum::http::header::{AUTHORIZATION, HeaderValue, WWW_AUTHENTICATE};
+use axum::http::header::{AUTHORIZATION, HOST, HeaderValue, ORIGIN, WWW_AUTHENTICATE};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use futures_util::future::{BoxFuture, Either, FutureExt, Ready, ready};
@@ -144,6 +147,7 @@ impl AccessGuard {
     pub fn allow(&self, headers: &HeaderMap, need: Permission) -> Result<Actor, Problem> {
         if !self.has_token() {
             if self.loopback {
+                from_this_host(headers)?;
                 return Ok(Actor { name: "loopback".into(), role: Role::Admin });
             }
             return Err(Problem::new(
@@ -298,6 +302,45 @@ fn bearer(value: &str) -> Option<&str> {
     scheme.eq_ignore_ascii_case("bearer").then(|| credentials.trim())
 }
 
+/// `Ok` when a request to the open admin API comes from this host (see the module docs). A
+/// request without `Host` or `Origin` is not a browser's, so they are checked when present.
+fn from_this_host(headers: &HeaderMap) -> Result<(), Problem> {
+    let refused = |detail: String| {
+        Problem::new(StatusCode::FORBIDDEN, "cross-origin-refused", "Only this host may ask")
+            .detail(format!(
+                "{detail}; without credentials the API answers only requests from this host \
+                 (configure [server] admin_token or [[user]]s to use it from elsewhere)"
+            ))
+    };
+    let host = headers.get(HOST).map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    if let Some(host) = &host
+        && !is_loopback_authority(host)
+    {
+        return Err(refused(format!("Host `{host}` is not a loopback name or address")));
+    }
+    if let Some(origin) = headers.get(ORIGIN) {
+        let origin = String::from_utf8_lossy(origin.as_bytes());
+        let of_origin = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://"));
+        if of_origin.is_none() || of_origin != host.as_deref() {
+            return Err(refused(format!(
+                "Origin `{origin}` is not this server's (Host `{}`)",
+                host.as_deref().unwrap_or("")
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `authority` (`host[:port]`) names this host: `localhost` or a loopback address.
+fn is_loopback_authority(authority: &str) -> bool {
+    let name = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => authority.rsplit_once(':').map_or(authority, |(name, _)| name),
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -306,6 +349,38 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert(AUTHORIZATION, HeaderValue::from_str(&format!("Bearer {t}")).unwrap());
         h
+    }
+
+    #[test]
+    fn open_without_credentials_only_to_requests_from_this_host() {
+        let g = AccessGuard::new(None, true);
+        let with = |pairs: &[(&'static str, &'static str)]| {
+            let mut h = HeaderMap::new();
+            for (name, value) in pairs {
+                h.insert(*name, HeaderValue::from_static(value));
+            }
+            g.allow(&h, Permission::Admin)
+        };
+        for ok in [
+            &[][..],
+            &[("host", "127.0.0.1:8080")],
+            &[("host", "localhost:8080"), ("origin", "http://localhost:8080")],
+            &[("host", "[::1]:8080"), ("origin", "https://[::1]:8080")],
+            &[("host", "127.0.0.2")],
+        ] {
+            assert!(with(ok).is_ok(), "{ok:?}");
+        }
+        for refused in [
+            &[("host", "evil.example:8080")][..],
+            &[("host", "evil.example:8080"), ("origin", "http://evil.example:8080")],
+            &[("host", "127.0.0.1:8080"), ("origin", "http://evil.example")],
+            &[("host", "127.0.0.1:8080"), ("origin", "null")],
+            &[("host", "127.0.0.1:8080"), ("origin", "http://127.0.0.1:9090")],
+            &[("host", "10.0.0.1:8080")],
+        ] {
+            let p = with(refused).unwrap_err();
+            assert_eq!(p.status(), StatusCode::FORBIDDEN, "{refused:?}");
+        }
     }
 
     #[test]
