@@ -294,7 +294,7 @@ async fn with_no_credentials_configured_uploads_are_open_on_loopback_only() {
 async fn stalled_upload(gw: &Running, declared: usize) -> tokio::net::TcpStream {
     let mut s = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
     let head = format!(
-        "POST /v1/interchanges HTTP/1.1\r\nhost: x\r\ncontent-length: {declared}\r\n\r\nISA*00*"
+        "POST /v1/interchanges HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-length: {declared}\r\n\r\nISA*00*"
     );
     s.write_all(head.as_bytes()).await.unwrap();
     s.flush().await.unwrap();

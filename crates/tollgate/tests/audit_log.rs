@@ -170,8 +170,11 @@ fn a_purge_whose_client_hangs_up_is_still_recorded() {
         // (the purge waits for the pipeline meanwhile).
         {
             let mut c = std::net::TcpStream::connect(&server.addr).unwrap();
-            write!(c, "DELETE /v1/queue/{target} HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n")
-                .unwrap();
+            write!(
+                c,
+                "DELETE /v1/queue/{target} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-length: 0\r\n\r\n"
+            )
+            .unwrap();
             std::thread::sleep(Duration::from_millis(20 + jitter(u64::from(round) + 99) % 150));
         }
         // Queue actions are applied in order: once this one is answered, the purge was
