@@ -163,10 +163,12 @@ async fn overview_json(
 }
 
 async fn counters(c: &Console) -> Result<Vec<tollgate_quota::CounterInfo>, Problem> {
-    c.decider.store().counters("").await.map_err(|e| {
+    let all = tollgate_quota::CounterListing::all("");
+    let page = c.decider.store().counters(&all).await.map_err(|e| {
         Problem::new(StatusCode::SERVICE_UNAVAILABLE, "store-unavailable", "Store unavailable")
             .detail(e.to_string())
-    })
+    })?;
+    Ok(page.counters)
 }
 
 /// `GET /ui/api/bursting`: the [`bursting`] view.

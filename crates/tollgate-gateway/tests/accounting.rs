@@ -8,7 +8,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use tollgate_quota::Store;
+use tollgate_quota::{CounterListing, Store};
 
 fn config(inbound: &str, deliver: &str, route_extra: &str) -> String {
     format!(
@@ -164,7 +164,8 @@ async fn interchanges_weighing_nothing_still_cost_min_weight() {
     let held = gw.wait_for("held", 1).await;
     assert_eq!(held[0]["weight"], 1);
     assert_eq!(gw.wait_for("delivered", 2).await.len(), 2);
-    let counters = gw.store.counters("ShipmentStatus:CarrierA").await.unwrap();
+    let counters =
+        gw.store.counters(&CounterListing::all("ShipmentStatus:CarrierA")).await.unwrap().counters;
     assert_eq!(counters[0].used, 2);
     // With AT7s the rule's count is used as before.
     let (_, _) = gw.upload(Status214::new("CARRIERB", 1).events(2).build()).await;
@@ -209,7 +210,8 @@ async fn split_parts_together_still_cost_min_weight() {
     assert_eq!(held[0]["weight"], 2, "{held:#?}");
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(gw.queue("delivered").await.len(), 1, "nothing of the second went through");
-    let counters = gw.store.counters("ShipmentStatus:CarrierA").await.unwrap();
+    let counters =
+        gw.store.counters(&CounterListing::all("ShipmentStatus:CarrierA")).await.unwrap().counters;
     assert_eq!(counters[0].used, 2, "{counters:?}");
     gw.gateway.shutdown().await;
 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use common::*;
 use tollgate_quota::store::{EmbeddedOptions, EmbeddedStore};
-use tollgate_quota::{AnyStore, Store};
+use tollgate_quota::{AnyStore, CounterListing, Store};
 
 /// The common config with its route removing resent transactions, and `route_extra` keys.
 fn transaction_config(
@@ -60,7 +60,8 @@ fn shipments(bytes: &[u8]) -> Vec<u32> {
 }
 
 async fn used(gw: &Running) -> u64 {
-    let counters = gw.store.counters("ShipmentStatus:CarrierA").await.unwrap();
+    let counters =
+        gw.store.counters(&CounterListing::all("ShipmentStatus:CarrierA")).await.unwrap().counters;
     counters.iter().map(|c| c.used).sum()
 }
 

@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use tollgate_quota::{MeteringId, Store};
+use tollgate_quota::{CounterListing, MeteringId, Store};
 
 #[tokio::test]
 async fn quota_holds_the_third_file_and_spares_other_partners() {
@@ -82,7 +82,8 @@ async fn duplicates_junk_and_unrouted_documents_are_not_delivered() {
     let dup = gw.wait_for("duplicate", 1).await;
     assert!(dup[0]["reason"].as_str().unwrap().contains("duplicate"), "{dup:?}");
     // The duplicate consumed no quota: 3 used, not 6.
-    let counters = gw.store.counters("ShipmentStatus:CarrierA").await.unwrap();
+    let counters =
+        gw.store.counters(&CounterListing::all("ShipmentStatus:CarrierA")).await.unwrap().counters;
     assert_eq!(counters[0].used, 3);
 
     std::fs::write(inbound.join("junk.edi"), b"hello, this is not EDI").unwrap();
@@ -329,7 +330,12 @@ async fn unknown_senders_are_metered_under_their_raw_id() {
     let d = gw.wait_for("delivered", 1).await;
     assert_eq!(d[0]["partner"], "ZZ:STRANGER");
     assert_eq!(d[0]["metering_id"], "ShipmentStatus:ZZ:STRANGER");
-    let counters = gw.store.counters("ShipmentStatus:ZZ:STRANGER").await.unwrap();
+    let counters = gw
+        .store
+        .counters(&CounterListing::all("ShipmentStatus:ZZ:STRANGER"))
+        .await
+        .unwrap()
+        .counters;
     assert_eq!(counters[0].used, 3);
     assert_eq!(backend.received()[0].partner, "ZZ:STRANGER");
     gw.gateway.shutdown().await;

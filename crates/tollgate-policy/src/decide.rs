@@ -260,7 +260,7 @@ mod tests {
     use super::*;
     use crate::set::PolicySet;
     use tollgate_quota::store::MemoryStore;
-    use tollgate_quota::{QuotaSpec, TimeUnit};
+    use tollgate_quota::{CounterListing, QuotaSpec, TimeUnit};
 
     fn decider(policies: &str) -> Decider {
         #[derive(serde::Deserialize)]
@@ -296,6 +296,9 @@ mod tests {
         let d = decider("[[policy]]\nmatch = \"nothing\"\nlimit = 1\n");
         let e = d.decide(&id, &Asked::default(), 1, Transport::Http).await.unwrap_err();
         assert_eq!(e.outcome(), DecisionOutcome::BadRequest);
-        assert!(d.store().counters("").await.unwrap().is_empty(), "nothing counted");
+        assert!(
+            d.store().counters(&CounterListing::all("")).await.unwrap().counters.is_empty(),
+            "nothing counted"
+        );
     }
 }

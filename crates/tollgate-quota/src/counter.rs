@@ -44,7 +44,7 @@ use jiff::Timestamp;
 use crate::decision::{Counted, Decision, GivenBack};
 use crate::metering_id::MeteringId;
 use crate::spec::{CounterShape, QuotaSpec};
-use crate::store::CounterInfo;
+use crate::store::listing::{CounterListing, CounterPage, Selection};
 
 mod cell;
 mod cells;
@@ -277,15 +277,14 @@ impl Counters {
         n
     }
 
-    /// Live counters at `now` whose identifier starts with `prefix`, sorted by identifier.
-    pub fn counters_at(&self, prefix: &str, now: Timestamp) -> Vec<CounterInfo> {
+    /// The page of live counters at `now` that `listing` asks for, in listing order.
+    pub fn counters_at(&self, listing: &CounterListing<'_>, now: Timestamp) -> CounterPage {
         let now_us = now.as_microsecond();
-        let mut out = Vec::new();
+        let mut out = Selection::new(listing);
         for lane in self.shards.iter() {
-            lane.read().list(prefix, now_us, &mut out);
+            lane.read().list(now_us, &mut out);
         }
-        out.sort_by(|a, b| a.identifier.cmp(&b.identifier));
-        out
+        out.page()
     }
 
     /// Drops every counter of `id` (all shapes, all in its lane); returns how many were dropped.

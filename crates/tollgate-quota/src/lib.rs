@@ -45,5 +45,8 @@ pub use metering_id::MeteringId;
 pub use spec::{
     CounterShape, MAX_WINDOW_YEARS, QuotaSpec, SpecError, TimeUnit, WindowKind, check_start,
 };
-pub use store::{AnyStore, CounterInfo, Seen, Store, StoreError, StoreHealth};
+pub use store::{
+    AnyStore, CounterInfo, CounterListing, CounterPage, CounterPosition, PositionError, Seen,
+    Store, StoreError, StoreHealth,
+};
 pub use window::{ROLLING_BUCKETS, RollingLayout, Window};

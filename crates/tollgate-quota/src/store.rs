@@ -7,6 +7,7 @@
 
 pub mod corrupt;
 pub mod embedded;
+pub mod listing;
 pub mod memory;
 pub mod observer;
 pub mod redis;
@@ -24,6 +25,7 @@ use crate::window;
 
 pub use corrupt::OnCorrupt;
 pub use embedded::{Durability, EmbeddedOptions, EmbeddedStore};
+pub use listing::{CounterListing, CounterPage, CounterPosition, PositionError};
 pub use memory::MemoryStore;
 pub use observer::{DecisionObserver, ObserverSlot, Withheld};
 pub use redis::{OnStoreUnavailable, RedisOptions, RedisStore, StoreHealth};
@@ -119,11 +121,11 @@ pub trait Store: Send + Sync + 'static {
         units: u64,
     ) -> impl Future<Output = Result<GivenBack, StoreError>> + Send;
 
-    /// Live counters whose identifier starts with `prefix`.
+    /// The page of live counters `listing` asks for, in listing order (see [`listing`]).
     fn counters(
         &self,
-        prefix: &str,
-    ) -> impl Future<Output = Result<Vec<CounterInfo>, StoreError>> + Send;
+        listing: &CounterListing<'_>,
+    ) -> impl Future<Output = Result<CounterPage, StoreError>> + Send;
 
     /// Drops every counter of `id`; returns how many were dropped.
     fn reset(&self, id: &MeteringId) -> impl Future<Output = Result<u64, StoreError>> + Send;
@@ -264,8 +266,8 @@ impl Store for AnyStore {
         dispatch!(self, s => s.give_back(id, spec, counted, units).await)
     }
 
-    async fn counters(&self, prefix: &str) -> Result<Vec<CounterInfo>, StoreError> {
-        dispatch!(self, s => s.counters(prefix).await)
+    async fn counters(&self, listing: &CounterListing<'_>) -> Result<CounterPage, StoreError> {
+        dispatch!(self, s => s.counters(listing).await)
     }
 
     async fn reset(&self, id: &MeteringId) -> Result<u64, StoreError> {

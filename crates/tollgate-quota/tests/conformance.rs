@@ -11,7 +11,10 @@ use jiff::Timestamp;
 use tollgate_quota::store::{
     EmbeddedOptions, EmbeddedStore, MemoryStore, RedisOptions, RedisStore,
 };
-use tollgate_quota::{Decision, ManualClock, MeteringId, QuotaSpec, Store, TimeUnit, WindowKind};
+use tollgate_quota::{
+    CounterInfo, CounterListing, Decision, ManualClock, MeteringId, QuotaSpec, Store, TimeUnit,
+    WindowKind,
+};
 
 /// One check: at `at`, `weight` units of `id` under `spec`.
 struct Step {
@@ -157,4 +160,73 @@ async fn every_store_gives_the_same_answers() {
     let redis = RedisStore::connect(opts).await.unwrap().with_clock(Arc::new(clock.clone()));
     let answers = run(&redis, &clock, &steps).await;
     assert_same("redis", &reference, &answers, &steps);
+}
+
+/// Every counter under `prefix`, read a page of `limit` at a time.
+async fn paged(store: &impl Store, prefix: &str, limit: usize) -> Vec<CounterInfo> {
+    let mut listing = CounterListing { prefix, after: None, limit };
+    let mut out = Vec::new();
+    for _ in 0..100 {
+        let page = store.counters(&listing).await.unwrap();
+        assert!(page.counters.len() <= limit, "a page of {limit} held {}", page.counters.len());
+        out.extend(page.counters);
+        match page.next {
+            Some(next) => listing.after = Some(next.to_string().parse().unwrap()),
+            None => return out,
+        }
+    }
+    panic!("the listing of {prefix:?} did not end in 100 pages");
+}
+
+#[tokio::test]
+async fn every_store_lists_the_same_counters_a_page_at_a_time() {
+    use TimeUnit::*;
+    use WindowKind::*;
+    let start = ts("2026-03-02T10:00:00Z");
+    let clock = ManualClock::new(start);
+    let day = spec(100, 1, Day, Calendar);
+    let checks = [
+        ("P:a", day),
+        ("P:a", spec(100, 1, Hour, Flexi)),
+        ("P:a", spec(100, 1, Hour, Rolling)),
+        ("P:a.b", day),
+        ("P:b", spec(100, 2, Day, Calendar)),
+        ("P:b", day),
+        ("P", day),
+        ("Q:x", day),
+    ];
+    // Each id's day counter also in yesterday's window: Redis holds its ended key beside the
+    // live one, both at one position.
+    let steps: Vec<Step> = [start - jiff::SignedDuration::from_hours(24), start]
+        .into_iter()
+        .flat_map(|at| checks.iter().map(move |&(id, spec)| Step { at, id, spec, weight: 3 }))
+        .collect();
+
+    let memory = MemoryStore::with_clock(Arc::new(clock.clone()));
+    run(&memory, &clock, &steps).await;
+    let whole = memory.counters(&CounterListing::all("P:")).await.unwrap();
+    assert_eq!(whole.next, None);
+    let ids: Vec<_> = whole.counters.iter().map(|c| c.identifier.as_str()).collect();
+    assert_eq!(ids, ["P:a", "P:a", "P:a", "P:a.b", "P:b", "P:b"], "in order, only P:…");
+    assert!(whole.counters.iter().all(|c| c.used == 3), "yesterday's window is not listed");
+    for limit in [1, 2, 4, 6] {
+        assert_eq!(paged(&memory, "P:", limit).await, whole.counters, "memory, pages of {limit}");
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    let opts = EmbeddedOptions::new(dir.path().join("c.redb"));
+    let embedded = EmbeddedStore::open_with_clock(opts, Arc::new(clock.clone())).unwrap();
+    run(&embedded, &clock, &steps).await;
+    for limit in [1, 2, 4, 6] {
+        assert_eq!(paged(&embedded, "P:", limit).await, whole.counters, "embedded, {limit}");
+    }
+
+    let Some(server) = support::RedisServer::start() else { return };
+    let mut opts = RedisOptions::new(server.url());
+    opts.timeout = Duration::from_secs(2);
+    let redis = RedisStore::connect(opts).await.unwrap().with_clock(Arc::new(clock.clone()));
+    run(&redis, &clock, &steps).await;
+    for limit in [1, 2, 4, 6] {
+        assert_eq!(paged(&redis, "P:", limit).await, whole.counters, "redis, pages of {limit}");
+    }
 }

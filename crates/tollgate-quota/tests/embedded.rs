@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tollgate_quota::store::{Durability, EmbeddedOptions, EmbeddedStore};
-use tollgate_quota::{ManualClock, MeteringId, Outcome, QuotaSpec, Store, TimeUnit, WindowKind};
+use tollgate_quota::{
+    CounterListing, ManualClock, MeteringId, Outcome, QuotaSpec, Store, TimeUnit, WindowKind,
+};
 
 const CHILD_ENV: &str = "TOLLGATE_QUOTA_CRASH_CHILD";
 
@@ -108,7 +110,7 @@ async fn resets_and_expiry_persist() {
     )
     .unwrap();
     assert_eq!(store.len(), 0);
-    assert!(store.counters("").await.unwrap().is_empty());
+    assert!(store.counters(&CounterListing::all("")).await.unwrap().counters.is_empty());
 }
 
 /// Runs in the child process: counts, reports in `<path>.counted`, then waits to be killed.
@@ -268,7 +270,7 @@ fn resets_racing_buffered_checks_leave_the_file_as_memory() {
     let ids: Vec<MeteringId> =
         (0..4).map(|i| MeteringId::new(&format!("Order:Partner{i}")).unwrap()).collect();
     let held = |store: &EmbeddedStore| -> BTreeMap<String, u64> {
-        let counters = rt.block_on(store.counters("")).unwrap();
+        let counters = rt.block_on(store.counters(&CounterListing::all(""))).unwrap().counters;
         counters.into_iter().map(|c| (c.identifier.as_str().to_owned(), c.used)).collect()
     };
     for round in 0..5 {

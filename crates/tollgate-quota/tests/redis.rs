@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
 use tollgate_quota::store::{OnStoreUnavailable, RedisOptions, RedisStore, StoreHealth};
-use tollgate_quota::{MeteringId, Outcome, QuotaSpec, Store, StoreError, TimeUnit, WindowKind};
+use tollgate_quota::{
+    CounterListing, MeteringId, Outcome, QuotaSpec, Store, StoreError, TimeUnit, WindowKind,
+};
 
 fn id(s: &str) -> MeteringId {
     MeteringId::new(s).unwrap()
@@ -212,7 +214,7 @@ async fn counters_and_reset() {
     s.check(&id("Invoice:*glob"), &week, 1).await.unwrap();
     s.check(&id("Order:X"), &week, 1).await.unwrap();
 
-    let list = s.counters("Invoice:ACME").await.unwrap();
+    let list = s.counters(&CounterListing::all("Invoice:ACME")).await.unwrap().counters;
     assert_eq!(list.len(), 4, "{list:?}");
     let h =
         list.iter().find(|c| c.unit == TimeUnit::Week && c.window == WindowKind::Calendar).unwrap();
@@ -222,13 +224,13 @@ async fn counters_and_reset() {
     assert_eq!((r.used, r.window_start), (4, None));
     let f = list.iter().find(|c| c.window == WindowKind::Flexi).unwrap();
     assert_eq!(f.used, 5);
-    assert_eq!(s.counters("Invoice:").await.unwrap().len(), 5);
+    assert_eq!(s.counters(&CounterListing::all("Invoice:")).await.unwrap().counters.len(), 5);
     // Glob characters in a prefix are literal.
-    assert_eq!(s.counters("Invoice:*").await.unwrap().len(), 1);
+    assert_eq!(s.counters(&CounterListing::all("Invoice:*")).await.unwrap().counters.len(), 1);
 
     assert_eq!(s.reset(&acme).await.unwrap(), 4);
-    assert!(s.counters("Invoice:ACME").await.unwrap().is_empty());
-    assert_eq!(s.counters("").await.unwrap().len(), 2);
+    assert!(s.counters(&CounterListing::all("Invoice:ACME")).await.unwrap().counters.is_empty());
+    assert_eq!(s.counters(&CounterListing::all("")).await.unwrap().counters.len(), 2);
     assert_eq!(s.check(&acme, &week, 0).await.unwrap().used, 0);
 }
 
@@ -264,10 +266,22 @@ async fn reset_and_listing_never_reach_another_ids_keys() {
     for raw in ["A", "A}:x", "A}", "A%7D:x", "A*"] {
         s.check(&id(raw), &day, 1).await.unwrap();
     }
-    let listed: Vec<String> =
-        s.counters("A}").await.unwrap().into_iter().map(|c| c.identifier.to_string()).collect();
+    let listed: Vec<String> = s
+        .counters(&CounterListing::all("A}"))
+        .await
+        .unwrap()
+        .counters
+        .into_iter()
+        .map(|c| c.identifier.to_string())
+        .collect();
     assert_eq!(listed, ["A}", "A}:x"]);
-    let listed: Vec<String> =
-        s.counters("A*").await.unwrap().into_iter().map(|c| c.identifier.to_string()).collect();
+    let listed: Vec<String> = s
+        .counters(&CounterListing::all("A*"))
+        .await
+        .unwrap()
+        .counters
+        .into_iter()
+        .map(|c| c.identifier.to_string())
+        .collect();
     assert_eq!(listed, ["A*"]);
 }

@@ -131,3 +131,63 @@ async fn quota_start_offsets_and_far_dates_say_what_is_wrong() {
     assert!(!s.counters(None).await.to_string().contains("Start:x"));
     s.stop().await;
 }
+
+/// The counter listing is paged: 1,000 counters by default, at most 10,000 per request, and
+/// `next` leads through the rest once each; a bad `limit` or `after` is a 400 naming it.
+#[tokio::test]
+async fn the_counter_listing_comes_a_bounded_page_at_a_time() {
+    let s = Server::start().await;
+    for i in 0..1_005 {
+        let id = format!("Page:{i:04}");
+        let q = [("metering-id", id.as_str()), ("quota-limit", "9"), ("quota-timeunit", "day")];
+        assert_eq!(s.quota(&q).await.status(), 200);
+    }
+    let get = |query: String| {
+        let (http, url) = (s.http.clone(), s.url(&format!("/v1/counters?{query}")));
+        async move {
+            let r = http.get(url).send().await.unwrap();
+            (r.status().as_u16(), r.json::<Value>().await.unwrap())
+        }
+    };
+    let (status, first) = get("prefix=Page:".into()).await;
+    assert_eq!(status, 200);
+    assert_eq!(first["count"], 1_000, "the default page");
+    assert_eq!(first["counters"][999]["identifier"], "Page:0999");
+    let next = first["next"].as_str().expect("more after the default page").to_owned();
+    let (_, rest) = get(format!("prefix=Page:&after={}", encode(&next))).await;
+    let ids: Vec<&str> = rest["counters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["identifier"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["Page:1000", "Page:1001", "Page:1002", "Page:1003", "Page:1004"]);
+    assert_eq!(rest["next"], Value::Null);
+
+    for (query, parameter, value) in [
+        ("limit=0", "limit", "0"),
+        ("limit=10001", "limit", "10001"),
+        ("limit=lots", "limit", "lots"),
+        ("after=1.day.calendar", "after", "1.day.calendar"),
+        ("after=1.fortnight.calendar.-.Page:0001", "after", "1.fortnight.calendar.-.Page:0001"),
+    ] {
+        let (status, b) = get(query.into()).await;
+        assert_eq!(status, 400, "{query}: {b}");
+        assert_eq!(b["type"], "https://tollgate.dev/problems/invalid-query", "{b}");
+        assert_eq!((b["parameter"].as_str(), b["value"].as_str()), (Some(parameter), Some(value)));
+        assert!(b["detail"].as_str().unwrap().contains(value), "{b}");
+    }
+    s.stop().await;
+}
+
+/// Percent-encodes a query value.
+fn encode(v: &str) -> String {
+    v.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' => {
+                char::from(b).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}

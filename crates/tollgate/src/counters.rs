@@ -27,7 +27,13 @@ enum Action {
         /// Only ids starting with this.
         #[arg(long, default_value = "")]
         prefix: String,
-        /// Print the raw JSON answer instead of a table.
+        /// Counters asked for per request (1 to 10,000; the server's default when absent).
+        #[arg(long)]
+        limit: Option<u32>,
+        /// Start after this position (a page's `next`).
+        #[arg(long, default_value = "")]
+        after: String,
+        /// Print the raw JSON answer of one page instead of a table of every page.
         #[arg(long)]
         json: bool,
     },
@@ -44,31 +50,57 @@ pub fn run(args: CountersArgs) -> ExitCode {
 }
 
 async fn counters(args: CountersArgs) -> anyhow::Result<()> {
-    let (method, path) = match &args.action {
-        Action::List { prefix, .. } => {
-            (Method::GET, format!("/v1/counters?prefix={}", encode_segment(prefix)))
-        }
-        Action::Reset { id } => (Method::DELETE, format!("/v1/counters/{}", encode_segment(id))),
-    };
-    let text = args.target.send(method, &path).await?;
-    let body: Value = serde_json::from_str(&text)
-        .map_err(|e| anyhow::anyhow!("unexpected answer ({e}): {text}"))?;
     match &args.action {
-        Action::List { json: true, .. } => {
-            println!("{}", serde_json::to_string_pretty(&body).unwrap_or_default());
+        Action::List { prefix, limit, after, json } => {
+            let mut after = after.clone();
+            let (mut total, mut first) = (0, true);
+            loop {
+                let mut path = format!(
+                    "/v1/counters?prefix={}&after={}",
+                    encode_segment(prefix),
+                    encode_segment(&after)
+                );
+                if let Some(n) = limit {
+                    path.push_str(&format!("&limit={n}"));
+                }
+                let body = call(&args.target, Method::GET, &path).await?;
+                if *json {
+                    println!("{}", serde_json::to_string_pretty(&body).unwrap_or_default());
+                    return Ok(());
+                }
+                total += print_rows(&body, first);
+                first = false;
+                match body["next"].as_str() {
+                    Some(next) => after = next.to_owned(),
+                    None => break,
+                }
+            }
+            println!("{total} counter(s)");
         }
-        Action::List { json: false, .. } => print_table(&body),
         Action::Reset { id } => {
+            let path = format!("/v1/counters/{}", encode_segment(id));
+            let body = call(&args.target, Method::DELETE, &path).await?;
             println!("{id}: {} counter(s) reset", body["removed"].as_u64().unwrap_or(0));
         }
     }
     Ok(())
 }
 
-fn print_table(body: &Value) {
+async fn call(target: &AdminTarget, method: Method, path: &str) -> anyhow::Result<Value> {
+    let text = target.send(method, path).await?;
+    serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("unexpected answer ({e}): {text}"))
+}
+
+/// Prints a page's counters as table rows (under a heading when `heading`); returns how many.
+fn print_rows(body: &Value, heading: bool) -> usize {
     let empty = Vec::new();
     let rows = body["counters"].as_array().unwrap_or(&empty);
-    println!("{:<40} {:>10} {:>8} {:<12} WINDOW END", "IDENTIFIER", "USED", "EXCEEDED", "WINDOW");
+    if heading {
+        println!(
+            "{:<40} {:>10} {:>8} {:<12} WINDOW END",
+            "IDENTIFIER", "USED", "EXCEEDED", "WINDOW"
+        );
+    }
     for c in rows {
         let window = format!(
             "{}{}/{}",
@@ -85,5 +117,5 @@ fn print_table(body: &Value) {
             c["window_end"].as_str().unwrap_or("-"),
         );
     }
-    println!("{} counter(s)", rows.len());
+    rows.len()
 }

@@ -6,6 +6,7 @@ mod common;
 use std::process::{Command, Output};
 
 use common::{BIN, Server};
+use serde_json::Value;
 
 fn tollgate(args: &[&str]) -> Output {
     Command::new(BIN).args(args).env_remove("TOLLGATE_ADMIN_TOKEN").output().unwrap()
@@ -219,14 +220,28 @@ fn counters_list_and_reset_with_token() {
     assert_eq!(code(&o), 0, "{o:?}");
     let j = stdout_json(&o);
     assert_eq!(j["count"], 2);
+    // One counter per request: the table follows `next` through three pages.
     let o = Command::new(BIN)
-        .args(["counters", "list", "--url", &s.url])
+        .args(["counters", "list", "--url", &s.url, "--limit", "1"])
         .env("TOLLGATE_ADMIN_TOKEN", "t0ken")
         .output()
         .unwrap();
     assert_eq!(code(&o), 0);
     let table = String::from_utf8_lossy(&o.stdout);
-    assert!(table.contains("Other:c") && table.contains("3 counter(s)"), "{table}");
+    let ids: Vec<&str> = table.lines().filter_map(|l| l.split_whitespace().next()).collect();
+    assert_eq!(ids, ["IDENTIFIER", "Cnt:a", "Cnt:b", "Other:c", "3"], "{table}");
+    assert!(table.ends_with("3 counter(s)\n"), "{table}");
+    // One page as JSON, then the next from its `next`.
+    let page = |after: &str| {
+        let args = ["counters", "list", "--url", &s.url, "--token", "t0ken", "--json"];
+        stdout_json(&tollgate(&[&args[..], &["--limit", "2", "--after", after]].concat()))
+    };
+    let first = page("");
+    assert_eq!(first["count"], 2, "{first}");
+    let next = first["next"].as_str().expect("a next page");
+    let second = page(next);
+    assert_eq!(second["counters"][0]["identifier"], "Other:c", "{second}");
+    assert_eq!(second["next"], Value::Null);
 
     let o = tollgate(&["counters", "reset", "Cnt:a", "--url", &s.url, "--token", "t0ken"]);
     assert_eq!(code(&o), 0, "{o:?}");

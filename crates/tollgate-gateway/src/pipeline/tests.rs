@@ -305,8 +305,8 @@ async fn a_failed_commit_is_written_with_the_next_and_survives_a_restart() {
 /// counted for: the item is held and metered again later, so they would be counted twice.
 #[tokio::test]
 async fn a_split_that_cannot_be_written_gives_its_units_back() {
-    use tollgate_quota::Store;
     use tollgate_quota::store::{EmbeddedOptions, EmbeddedStore};
+    use tollgate_quota::{CounterListing, Store};
 
     let dir = tempfile::tempdir().unwrap();
     let counters = EmbeddedStore::open(EmbeddedOptions::new(dir.path().join("c.redb"))).unwrap();
@@ -320,7 +320,14 @@ async fn a_split_that_cannot_be_written_gives_its_units_back() {
     .await;
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let used: u64 = store.counters("").await.unwrap().iter().map(|c| c.used).sum();
+        let used: u64 = store
+            .counters(&CounterListing::all(""))
+            .await
+            .unwrap()
+            .counters
+            .iter()
+            .map(|c| c.used)
+            .sum();
         if used == 0 {
             break;
         }

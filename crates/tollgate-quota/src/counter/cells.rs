@@ -31,6 +31,7 @@ use crate::decision::{GivenBack, Outcome};
 use crate::metering_id::MeteringId;
 use crate::spec::CounterShape;
 use crate::store::CounterInfo;
+use crate::store::listing::Selection;
 use crate::window::CalendarFrame;
 
 /// Shapes a shard keeps cells for. Every check looks its shape up in this list, so it stays
@@ -359,12 +360,16 @@ impl Cells {
         self.compact(hasher);
     }
 
-    /// Adds the live counters at `now_us` whose id starts with `prefix` to `out`.
-    pub(super) fn list(&self, prefix: &str, now_us: i64, out: &mut Vec<CounterInfo>) {
+    /// Offers the live counters at `now_us` to `out`.
+    pub(super) fn list(&self, now_us: i64, out: &mut Selection<'_, CounterInfo>) {
         for n in 0..self.data.slots.len() {
             let Some((id, key, counter)) = self.data.counter(n, now_us) else { continue };
-            if id.as_str().starts_with(prefix) && counter.mark_us > now_us {
-                out.extend(counter.info(&id, &key.shape(), now_us));
+            let shape = key.shape();
+            if counter.mark_us > now_us
+                && out.wants(&id, &shape)
+                && let Some(info) = counter.info(&id, &shape, now_us)
+            {
+                out.add(&id, &shape, info);
             }
         }
     }

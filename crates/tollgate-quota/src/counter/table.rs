@@ -25,6 +25,7 @@ use crate::decision::{Counted, GivenBack};
 use crate::metering_id::MeteringId;
 use crate::spec::{CounterShape, TimeUnit, WindowKind};
 use crate::store::CounterInfo;
+use crate::store::listing::Selection;
 use crate::window::CalendarFrame;
 
 /// A cell whose window is this far from the clock's is kept locked instead (see `cell`).
@@ -336,14 +337,19 @@ impl Shard {
         before - after
     }
 
-    /// Adds the live counters at `now_us` whose id starts with `prefix` to `out`.
-    pub(super) fn list(&self, prefix: &str, now_us: i64, out: &mut Vec<CounterInfo>) {
-        self.cells.list(prefix, now_us, out);
+    /// Offers the live counters at `now_us` to `out`.
+    pub(super) fn list(&self, now_us: i64, out: &mut Selection<'_, CounterInfo>) {
+        self.cells.list(now_us, out);
         for e in self.locked.iter() {
             let shape = e.shape.shape();
+            if !out.wants(&e.id, &shape) {
+                continue;
+            }
             let counter = lock(&e.counter);
-            if e.id.as_str().starts_with(prefix) && counter.end_us(&shape) > now_us {
-                out.extend(counter.info(&e.id, &shape, now_us));
+            if counter.end_us(&shape) > now_us
+                && let Some(info) = counter.info(&e.id, &shape, now_us)
+            {
+                out.add(&e.id, &shape, info);
             }
         }
     }

@@ -4,6 +4,7 @@ use super::*;
 use crate::decision::Outcome;
 use crate::spec::QuotaSpec;
 use crate::spec::{TimeUnit, WindowKind};
+use crate::store::CounterListing;
 use crate::window::RollingLayout;
 use state::Bucket;
 use std::time::Duration;
@@ -90,7 +91,7 @@ fn counters_read_back_with_extreme_values_never_overflow() {
         (d.outcome, d.used, d.exceed_count, d.total_exceed_count),
         (Outcome::Exceeded, u64::MAX, u64::MAX, u64::MAX)
     );
-    assert_eq!(c.counters_at("r", now)[0].used, u64::MAX);
+    assert_eq!(c.counters_at(&CounterListing::all("r"), now).counters[0].used, u64::MAX);
     let calendar = QuotaSpec::new(3, 1, TimeUnit::Minute).unwrap();
     let hostile = Counter { buckets: None, ..hostile };
     assert!(c.restore(id("c"), &calendar.counter_shape(), hostile, now));
@@ -188,12 +189,12 @@ fn counters_lists_live_ones_and_reset_drops_every_shape() {
     c.check_at(&k, &QuotaSpec::new(5, 1, TimeUnit::Hour).unwrap(), 2, now);
     c.check_at(&k, &QuotaSpec::new(5, 1, TimeUnit::Day).unwrap(), 1, now);
     c.check_at(&id("Other"), &QuotaSpec::new(5, 1, TimeUnit::Day).unwrap(), 1, now);
-    let list = c.counters_at("Invoice:", now);
+    let list = c.counters_at(&CounterListing::all("Invoice:"), now).counters;
     assert_eq!(list.len(), 2);
     assert!(list.iter().all(|i| i.identifier == k));
     assert_eq!(c.reset(&k), 2);
-    assert!(c.counters_at("Invoice:", now).is_empty());
-    assert_eq!(c.counters_at("", now).len(), 1);
+    assert!(c.counters_at(&CounterListing::all("Invoice:"), now).counters.is_empty());
+    assert_eq!(c.counters_at(&CounterListing::all(""), now).counters.len(), 1);
 }
 
 #[test]

@@ -58,7 +58,7 @@ use crate::metering_id::MeteringId;
 use crate::spec::{CounterShape, QuotaSpec};
 use crate::store::corrupt::{self, OnCorrupt};
 use crate::store::observer::ObserverSlot;
-use crate::store::{CounterInfo, Store, StoreError};
+use crate::store::{CounterListing, CounterPage, Store, StoreError};
 
 mod backup;
 mod dirty;
@@ -378,8 +378,8 @@ impl Store for EmbeddedStore {
         Ok(given)
     }
 
-    async fn counters(&self, prefix: &str) -> Result<Vec<CounterInfo>, StoreError> {
-        Ok(self.shared.counters.counters_at(prefix, self.shared.clock.now()))
+    async fn counters(&self, listing: &CounterListing<'_>) -> Result<CounterPage, StoreError> {
+        Ok(self.shared.counters.counters_at(listing, self.shared.clock.now()))
     }
 
     async fn reset(&self, id: &MeteringId) -> Result<u64, StoreError> {

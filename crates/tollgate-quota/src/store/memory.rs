@@ -10,7 +10,7 @@ use crate::metering_id::MeteringId;
 use crate::spec::QuotaSpec;
 use crate::store::observer::ObserverSlot;
 use crate::store::seen::{Seen, SeenMap};
-use crate::store::{CounterInfo, Store, StoreError};
+use crate::store::{CounterListing, CounterPage, Store, StoreError};
 
 /// How often the background sweeper drops expired counters.
 const SWEEP_EVERY: Duration = Duration::from_secs(1);
@@ -137,8 +137,8 @@ impl Store for MemoryStore {
         Ok(self.counters.give_back_us(id, &shape, counted, units, self.clock.now_us()))
     }
 
-    async fn counters(&self, prefix: &str) -> Result<Vec<CounterInfo>, StoreError> {
-        Ok(self.counters.counters_at(prefix, self.clock.now()))
+    async fn counters(&self, listing: &CounterListing<'_>) -> Result<CounterPage, StoreError> {
+        Ok(self.counters.counters_at(listing, self.clock.now()))
     }
 
     async fn reset(&self, id: &MeteringId) -> Result<u64, StoreError> {

@@ -43,15 +43,15 @@ use std::time::Duration;
 use crate::clock::Clock;
 use crate::decision::{Counted, Decision, GivenBack};
 use crate::metering_id::MeteringId;
-use crate::spec::{QuotaSpec, WindowKind};
+use crate::spec::QuotaSpec;
 use crate::store::observer::ObserverSlot;
-use crate::store::{CounterInfo, Store, StoreError};
-use crate::window::{self, RollingLayout};
+use crate::store::{CounterListing, CounterPage, Store, StoreError};
 
 mod client;
 mod conn;
 mod fallback;
 mod key;
+mod listing;
 mod script;
 mod seen;
 pub use conn::Conn;
@@ -301,8 +301,20 @@ impl RedisStore {
     /// Keys of this store matching `pattern`, by SCAN (never KEYS) on each of `targets` (the
     /// server, or every master of a cluster), bounded in time overall.
     async fn scan(&self, pattern: &str, targets: &[Target]) -> Result<Vec<String>, StoreError> {
-        let mut conn = self.conn.clone();
         let mut keys = Vec::new();
+        self.scan_each(pattern, targets, |mut batch| keys.append(&mut batch)).await?;
+        Ok(keys)
+    }
+
+    /// Hands every key matching `pattern` on `targets` to `each`, a SCAN batch at a time,
+    /// within one deadline.
+    async fn scan_each(
+        &self,
+        pattern: &str,
+        targets: &[Target],
+        mut each: impl FnMut(Vec<String>),
+    ) -> Result<(), StoreError> {
+        let mut conn = self.conn.clone();
         let deadline = tokio::time::Instant::now() + self.opts.timeout.max(Duration::from_secs(2));
         for target in targets {
             let mut cursor: u64 = 0;
@@ -310,18 +322,18 @@ impl RedisStore {
                 let mut cmd = redis::cmd("SCAN");
                 cmd.arg(cursor).arg("MATCH").arg(pattern).arg("COUNT").arg(1000);
                 let step = conn.query_on::<(u64, Vec<String>)>(&cmd, target);
-                let (next, mut batch) = match tokio::time::timeout_at(deadline, step).await {
+                let (next, batch) = match tokio::time::timeout_at(deadline, step).await {
                     Ok(r) => r.map_err(|e| StoreError::Unavailable(format!("redis: {e}")))?,
                     Err(_) => return Err(StoreError::Timeout(self.opts.timeout)),
                 };
-                keys.append(&mut batch);
+                each(batch);
                 if next == 0 {
                     break;
                 }
                 cursor = next;
             }
         }
-        Ok(keys)
+        Ok(())
     }
 
     /// Redis' clock (or the test clock).
@@ -334,84 +346,6 @@ impl RedisStore {
         s.checked_mul(1_000_000)
             .and_then(|s| s.checked_add(us))
             .ok_or_else(|| StoreError::Unavailable(format!("redis: TIME answered {s} s {us} µs")))
-    }
-
-    async fn counters_shared(&self, prefix: &str) -> Result<Vec<CounterInfo>, StoreError> {
-        let mut conn = self.conn.clone();
-        let targets = self.bounded(conn.scan_targets()).await?;
-        let keys =
-            self.scan(&key::id_prefix_pattern(&self.opts.key_prefix, prefix), &targets).await?;
-        let now = self.redis_now().await?;
-        let mut out = Vec::new();
-        for key in keys {
-            let Some((id, shape, window_start)) = key::parse_key(&self.opts.key_prefix, &key)
-            else {
-                continue;
-            };
-            if !id.as_str().starts_with(prefix) {
-                continue;
-            }
-            let fields: Vec<(String, String)> =
-                self.bounded(redis::cmd("HGETALL").arg(&key).query_async(&mut conn)).await?;
-            let field = |name: &str| -> u64 {
-                fields
-                    .iter()
-                    .find(|(k, _)| k == name)
-                    .and_then(|(_, v)| v.parse().ok())
-                    .unwrap_or(0)
-            };
-            let (used, exceed, window, total) = match shape.window {
-                WindowKind::Calendar => {
-                    let Some(start) = window_start else { continue };
-                    let (s, e) = window::calendar_us(&shape, start);
-                    if e <= now {
-                        continue;
-                    }
-                    let tkey = format!("{}:t", key.rsplit_once(":w:").map_or("", |(b, _)| b));
-                    let total: Option<(Option<u64>, Option<i64>)> = self
-                        .bounded(
-                            redis::cmd("HMGET").arg(&tkey).arg("t").arg("d").query_async(&mut conn),
-                        )
-                        .await
-                        .ok();
-                    let total = match total {
-                        Some((Some(t), Some(d))) if now < d => t,
-                        _ => 0,
-                    };
-                    (field("u"), field("x"), Some((s, e)), total)
-                }
-                WindowKind::Flexi => {
-                    let (used, mark) = (field("u"), field("m") as i64);
-                    let end = window::add_len(&shape, mark);
-                    if used == 0 || end <= now {
-                        continue;
-                    }
-                    (used, field("x"), Some((mark, end)), field("t"))
-                }
-                WindowKind::Rolling => {
-                    let first = RollingLayout::of(&shape).first_counted(now);
-                    let (mut used, mut exceed) = (0, 0);
-                    for (k, v) in &fields {
-                        // Field names come from Redis: split without assuming a char boundary.
-                        let Some((tag, index)) = k.split_at_checked(1) else { continue };
-                        let Ok(index) = index.parse::<i64>() else { continue };
-                        let v = v.parse::<u64>().unwrap_or(0);
-                        match tag {
-                            "u" if index >= first => used += v,
-                            "x" if index >= first => exceed += v,
-                            _ => {}
-                        }
-                    }
-                    if used == 0 && exceed == 0 {
-                        continue;
-                    }
-                    (used, exceed, None, field("t"))
-                }
-            };
-            out.push(CounterInfo::new(id, &shape, used, exceed, total, window));
-        }
-        out.sort_by(|a, b| a.identifier.cmp(&b.identifier));
-        Ok(out)
     }
 
     async fn reset_shared(&self, id: &MeteringId) -> Result<u64, StoreError> {
@@ -481,8 +415,8 @@ impl Store for RedisStore {
         Ok(u64::try_from(given).map_or(GivenBack::WindowGone, GivenBack::Units))
     }
 
-    async fn counters(&self, prefix: &str) -> Result<Vec<CounterInfo>, StoreError> {
-        self.counters_shared(prefix).await
+    async fn counters(&self, listing: &CounterListing<'_>) -> Result<CounterPage, StoreError> {
+        self.counters_shared(listing).await
     }
 
     async fn reset(&self, id: &MeteringId) -> Result<u64, StoreError> {

@@ -1,6 +1,8 @@
 //! The counter endpoints of the admin API: list live counters, drop a metering id's counters.
 //!
-//! - `GET /v1/counters?prefix=P` lists live counters whose id starts with `P` (role `read`).
+//! - `GET /v1/counters?prefix=P&limit=N&after=C` lists live counters whose id starts with
+//!   `P`, a page of at most `N` (default [`DEFAULT_PAGE`], at most [`MAX_PAGE`]) at a time,
+//!   in identifier order; `next` is the `after` of the next page (role `read`).
 //! - `DELETE /v1/counters/{metering-id}` drops every counter of that id (role `limits`); the
 //!   change is written to the audit log with the counters it dropped, before the answer and in
 //!   a task of its own, so a client that hangs up cannot leave a reset without its record.
@@ -13,17 +15,51 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tollgate_quota::{CounterInfo, MeteringId, Store};
+use tollgate_quota::{CounterInfo, CounterListing, MeteringId, PositionError, Store};
 
 use crate::state::AppState;
 use tollgate_http::problem::Problem;
 use tollgate_http::user::Permission;
 
-/// `?prefix=` of the counter listing.
+/// Counters on a page when the query names no `limit`.
+pub(crate) const DEFAULT_PAGE: usize = 1_000;
+/// The most counters on a page: an answer stays within about 4 MB.
+pub(crate) const MAX_PAGE: usize = 10_000;
+/// Counters of one id recorded in a reset's audit record (its first shapes, in order).
+const RESET_RECORDED: usize = 100;
+
+/// `?prefix=&limit=&after=` of the counter listing.
 #[derive(Debug, Deserialize)]
 pub(crate) struct CounterQuery {
     #[serde(default)]
     prefix: String,
+    limit: Option<String>,
+    after: Option<String>,
+}
+
+impl CounterQuery {
+    /// The listing asked for; a bad `limit` or `after` is a 400 naming the parameter and value.
+    fn listing(&self) -> Result<CounterListing<'_>, Problem> {
+        let invalid = |name: &str, value: &str, why: String| {
+            Problem::new(StatusCode::BAD_REQUEST, "invalid-query", "Invalid query")
+                .detail(format!("{name}: {why}"))
+                .with("parameter", name)
+                .with("value", value)
+        };
+        let limit = match self.limit.as_deref() {
+            None => DEFAULT_PAGE,
+            Some(v) => v.parse().ok().filter(|n| (1..=MAX_PAGE).contains(n)).ok_or_else(|| {
+                invalid("limit", v, format!("{v:?} is not a whole number from 1 to {MAX_PAGE}"))
+            })?,
+        };
+        let after = match self.after.as_deref() {
+            None | Some("") => None,
+            Some(v) => {
+                Some(v.parse().map_err(|e: PositionError| invalid("after", v, e.to_string()))?)
+            }
+        };
+        Ok(CounterListing { prefix: &self.prefix, after, limit })
+    }
 }
 
 fn counter_json(c: &CounterInfo) -> Value {
@@ -86,8 +122,11 @@ pub(crate) struct CounterList {
     prefix: String,
     /// How many counters are listed.
     count: usize,
-    /// The counters, by identifier.
+    /// The counters, by identifier, then window shape.
     counters: Vec<Counter>,
+    /// Pass as `after` for the next page; `null` on the last page. A page may be short (a
+    /// counter that ended meanwhile is left off) while `next` is set.
+    next: Option<String>,
 }
 
 /// The answer of `DELETE /v1/counters/{id}`.
@@ -107,7 +146,11 @@ pub(crate) struct CounterReset {
     tag = "admin",
     operation_id = "listCounters",
     summary = "List live counters whose metering id starts with a prefix",
-    params(("prefix" = Option<String>, Query, description = "Metering id prefix; all counters when empty or absent.")),
+    params(
+        ("prefix" = Option<String>, Query, description = "Metering id prefix; all counters when empty or absent."),
+        ("limit" = Option<u32>, Query, description = "Most counters on the page: 1 to 10,000, 1,000 when absent.", minimum = 1, maximum = 10000),
+        ("after" = Option<String>, Query, description = "The `next` of the previous page; the first page when empty or absent."),
+    ),
     responses(
         (status = 200, description = "The counters.", body = CounterList),
         (status = 400, description = "The query string is not valid (problem invalid-query).", body = tollgate_http::openapi::ProblemDoc, content_type = "application/problem+json"),
@@ -126,10 +169,12 @@ pub(crate) async fn list_counters(
         Problem::new(StatusCode::BAD_REQUEST, "invalid-query", "Invalid query")
             .detail(e.body_text())
     })?;
-    let mut counters = state.store().counters(&q.prefix).await.map_err(|e| store_problem(&e))?;
-    counters.sort_by(|a, b| a.identifier.cmp(&b.identifier));
-    let list: Vec<Value> = counters.iter().map(counter_json).collect();
-    Ok(Json(json!({ "prefix": q.prefix, "count": list.len(), "counters": list })).into_response())
+    let listing = q.listing()?;
+    let page = state.store().counters(&listing).await.map_err(|e| store_problem(&e))?;
+    let list: Vec<Value> = page.counters.iter().map(counter_json).collect();
+    let next = page.next.map(|p| p.to_string());
+    Ok(Json(json!({ "prefix": q.prefix, "count": list.len(), "counters": list, "next": next }))
+        .into_response())
 }
 
 /// `DELETE /v1/counters/{metering-id}`: 200 with how many counters were dropped.
@@ -164,9 +209,11 @@ pub(crate) async fn reset_counter(
     // A task of its own, awaited here: a client that hangs up drops this handler, not the
     // reset and its record.
     let task = tokio::spawn(async move {
-        let before = state.store().counters(id.as_str()).await.map_err(|e| store_problem(&e))?;
+        // The id sorts before every other id it is a prefix of: its counters come first.
+        let listing = CounterListing { prefix: id.as_str(), after: None, limit: RESET_RECORDED };
+        let before = state.store().counters(&listing).await.map_err(|e| store_problem(&e))?;
         let before: Vec<Value> =
-            before.iter().filter(|c| c.identifier == id).map(counter_json).collect();
+            before.counters.iter().filter(|c| c.identifier == id).map(counter_json).collect();
         // A reset that fails may have taken effect all the same (memory dropped, the file's
         // commit or the shared Redis call failed and is retried): it is recorded either way.
         let reset = state.store().reset(&id).await;
