@@ -149,7 +149,7 @@ pub(crate) struct CounterReset {
     params(
         ("prefix" = Option<String>, Query, description = "Metering id prefix; all counters when empty or absent."),
         ("limit" = Option<u32>, Query, description = "Most counters on the page: 1 to 10,000, 1,000 when absent.", minimum = 1, maximum = 10000),
-        ("after" = Option<String>, Query, description = "The `next` of the previous page; the first page when empty or absent."),
+        ("after" = Option<String>, Query, description = "The `next` of the previous page; the first page when empty or absent.", pattern = r"^([0-9]{1,9}\.(second|minute|hour|day|week|month)\.(calendar|flexi|rolling)\.(-|-?[0-9]{1,18})\.[!-~]{1,256})?$"),
     ),
     responses(
         (status = 200, description = "The counters.", body = CounterList),
