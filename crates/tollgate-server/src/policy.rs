@@ -256,6 +256,12 @@ impl Policies {
     /// force, `Ok(false)` when nothing changed, `Err` when the file was refused (the old set
     /// stays in force).
     pub fn reload(&self) -> Result<bool, String> {
+        self.reload_then(|_, _| {})
+    }
+
+    /// [`Policies::reload`], then `then(before, after)` when a new set came into force, still
+    /// under the writer's lock (so records of changes are in the order the changes were made).
+    pub fn reload_then(&self, then: impl FnOnce(&PolicySet, &PolicySet)) -> Result<bool, String> {
         let Some(file) = &self.file else { return Ok(false) };
         let _writer = lock(&self.writer);
         let source = match std::fs::read_to_string(file) {
@@ -281,10 +287,12 @@ impl Policies {
                 for change in &restart_needed {
                     tracing::warn!(file = %file.display(), "{change}");
                 }
+                let before = self.current();
                 self.install(set);
                 lock(&self.status).restart_needed = restart_needed;
                 metrics::policy_reloaded();
                 tracing::info!(file = %file.display(), policies = n, "policies reloaded");
+                then(&before, &self.current());
                 Ok(true)
             }
             Err(msg) => {

@@ -36,7 +36,8 @@ async fn wait_for_limit(s: &Server, want: u64) -> bool {
 async fn start(file: &Path) -> (Server, tollgate_server::PolicyWatcher) {
     let policies = Policies::from_file(file).unwrap();
     // A long poll, so only the file-system watch can make these tests pass in time.
-    let watcher = policies.watch(Duration::from_secs(3600));
+    let watcher =
+        policies.watch(Duration::from_secs(3600), tollgate_http::AccessGuard::new(None, true));
     let s = Server::with(Options { policies, ..Options::default() }).await;
     (s, watcher)
 }

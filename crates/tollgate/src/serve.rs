@@ -108,7 +108,6 @@ async fn serve(args: ServeArgs, file: ConfigFile, tls: Option<TlsAcceptor>) -> a
         }
         None => Policies::fixed(PolicySet::default()),
     };
-    let _watcher = policies.watch(POLICY_POLL);
 
     let listener = tokio::net::TcpListener::bind(settings.listen)
         .await
@@ -119,6 +118,7 @@ async fn serve(args: ServeArgs, file: ConfigFile, tls: Option<TlsAcceptor>) -> a
     let admin = AccessGuard::new(settings.admin_token.as_deref(), addr.ip().is_loopback())
         .with_users(users)
         .with_audit(tollgate_http::audit::AuditLog::new(&settings.data));
+    let _watcher = policies.watch(POLICY_POLL, admin.clone());
     if !admin.has_token() && !addr.ip().is_loopback() {
         tracing::warn!("no admin token configured: the admin API is refused on {addr}");
     }

@@ -4,7 +4,8 @@
 //! left for the next start), and after a `limits` user's 70 large policy edits (36 MB of
 //! before and after, more than the 32 MiB the log used to keep), which no longer push an
 //! earlier counter reset out of the log. A change whose record meets a full disk is answered
-//! 500 `audit-write-failed` instead of 200, and leaves no torn line.
+//! 500 `audit-write-failed` instead of 200, and leaves no torn line. A policy set taken from an
+//! edit of the config file is recorded too.
 
 mod common;
 
@@ -233,4 +234,55 @@ fn a_change_whose_record_meets_a_full_disk_is_not_acknowledged_as_recorded() {
         assert!(text.ends_with('\n'), "round {round}");
         assert!(text.lines().all(|l| serde_json::from_str::<Value>(l).is_ok()), "round {round}");
     }
+}
+
+/// An edit of the config file that changes the policies is recorded as `policies.reload` by
+/// `config-file`, with the policies before and after; an edit the server refuses is not.
+#[test]
+fn a_policy_reload_from_the_file_is_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("tollgate.toml");
+    let file = |limit: &str| {
+        let data = dir.path().join("data");
+        let text = format!(
+            "[server]\ndata = \"{}\"\n\n[[policy]]\nmatch = \"R:*\"\nlimit = {limit}\nunit = \"day\"\n",
+            data.display()
+        );
+        // An atomic rename, as editors and configuration tools write.
+        let tmp = dir.path().join(".tollgate.toml.new");
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(&tmp, &cfg).unwrap();
+    };
+    file("10");
+    let server = Server::start(&["--config", cfg.to_str().unwrap()]);
+    let reloads = |server: &Server| -> Vec<Value> {
+        let all = audit(server, None);
+        all.into_iter().filter(|r| r["action"] == "policies.reload").collect()
+    };
+    assert!(reloads(&server).is_empty(), "start-up is not a reload");
+    file("20");
+    wait_until("the reload's record", Duration::from_secs(10), || reloads(&server).len() == 1);
+    let r = &reloads(&server)[0];
+    assert_eq!(
+        (&r["who"], &r["role"], &r["target"]),
+        (&json!("config-file"), &json!("limits"), &json!("policies"))
+    );
+    assert_eq!(r["before"][0]["limit"], 10, "{r}");
+    assert_eq!(r["after"][0]["limit"], 20, "{r}");
+    // A refused file changes nothing and records nothing; the next valid edit is recorded.
+    file("-1");
+    wait_until("the refusal", Duration::from_secs(10), || {
+        server.call("GET", "/readyz", &[], "").json()["policies"]["last_error"].is_string()
+    });
+    assert_eq!(reloads(&server).len(), 1, "a refused file is no change");
+    file("30");
+    wait_until("the second reload's record", Duration::from_secs(10), || {
+        reloads(&server).len() == 2
+    });
+    let r = &reloads(&server)[0];
+    assert_eq!(
+        (&r["before"][0]["limit"], &r["after"][0]["limit"]),
+        (&json!(20), &json!(30)),
+        "{r}"
+    );
 }

@@ -8,15 +8,22 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
+use serde_json::json;
+use tollgate_http::AccessGuard;
+use tollgate_http::user::{Actor, Role};
+use tollgate_policy::PolicySet;
+
 use super::Policies;
 use tollgate_http::file_watch::{FileWatch, SETTLE_QUIET, SETTLE_ROUNDS};
 
 impl Policies {
     /// Starts watching the file: a `notify` watch on its directory (atomic renames replace
     /// the file's inode, so the directory is what must be watched) and a poll every `poll`
-    /// in case events are lost (network file systems, some container mounts). Reloading stops
-    /// when the returned [`PolicyWatcher`] is dropped. Without a file, nothing is watched.
-    pub fn watch(self: &Arc<Self>, poll: Duration) -> PolicyWatcher {
+    /// in case events are lost (network file systems, some container mounts). Each set that
+    /// comes into force is recorded in `audit`'s log as `policies.reload` by `config-file`.
+    /// Reloading stops when the returned [`PolicyWatcher`] is dropped. Without a file,
+    /// nothing is watched.
+    pub fn watch(self: &Arc<Self>, poll: Duration, audit: AccessGuard) -> PolicyWatcher {
         let Some(file) = self.file.clone() else {
             return PolicyWatcher { task: None };
         };
@@ -36,11 +43,23 @@ impl Policies {
                     }
                 }
                 // Blocking (a file read; waits for a write through the API to finish).
-                let this = Arc::clone(&this);
-                let _ = tokio::task::spawn_blocking(move || this.reload()).await;
+                let (this, audit) = (Arc::clone(&this), audit.clone());
+                let reload =
+                    move || this.reload_then(|before, after| record(&audit, before, after));
+                let _ = tokio::task::spawn_blocking(reload).await;
             }
         });
         PolicyWatcher { task: Some(task) }
+    }
+}
+
+/// Records a reload in the audit log; a record that cannot be written is logged (the edit is
+/// on disk already: there is nothing to refuse).
+fn record(audit: &AccessGuard, before: &PolicySet, after: &PolicySet) {
+    let who = Actor { name: "config-file".into(), role: Role::Limits };
+    let (before, after) = (json!(before.rules()), json!(after.rules()));
+    if let Err(e) = audit.record(&who, "policies.reload", "policies", before, after) {
+        tracing::error!(error = %e, "a policy reload is missing from the audit log");
     }
 }
 
