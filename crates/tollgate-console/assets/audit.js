@@ -3,7 +3,7 @@
 
 // ---- audit ---------------------------------------------------------------------------------
 
-// What a record changed: for a policies.replace, only the policies that changed (from the
+// What a record changed: for a policies.replace or .reload, only the policies that changed (from the
 // whole lists, or from the bounded diff of a large change); the record as stored below.
 function auditChange(r) {
   const raw = el("details", {}, el("summary", {}, "show the record"),
@@ -11,7 +11,7 @@ function auditChange(r) {
       JSON.stringify(r.after, null, 1) +
       // Large changes are stored as their size and hash plus a bounded diff.
       (r.diff ? "\ndiff: " + JSON.stringify(r.diff, null, 1) : "")));
-  if (r.action !== "policies.replace") return raw;
+  if (r.action !== "policies.replace" && r.action !== "policies.reload") return raw;
   let lists = null;
   if (Array.isArray(r.before) && Array.isArray(r.after)) lists = [r.before, r.after];
   else if (r.diff && (Array.isArray(r.diff.removed) || Array.isArray(r.diff.added))) {

@@ -57,11 +57,12 @@ pub(crate) struct AuditRecord {
     /// When the change was made.
     #[schema(format = DateTime)]
     at: String,
-    /// Who made it (`admin`, a user's name, or `loopback`).
+    /// Who made it (`admin`, a user's name, `loopback`, or `config-file` for a reload).
     who: String,
     /// Their role.
     role: String,
-    /// `policies.replace`, `counter.reset`, `queue.retry`, `queue.release` or `queue.purge`.
+    /// `policies.replace`, `policies.reload`, `counter.reset`, `queue.retry`, `queue.release`
+    /// or `queue.purge`.
     action: String,
     /// What was changed.
     target: String,
