@@ -130,6 +130,7 @@ fn item(n: u64, route: &str, partner: &str, state: State) -> Item {
         delivered_at: None,
         duplicate_of: None,
         charge: None,
+        part_charges: Vec::new(),
     }
 }
 

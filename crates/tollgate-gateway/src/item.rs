@@ -147,6 +147,10 @@ pub struct Item {
     /// store, not yet delivered).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub charge: Option<Charge>,
+    /// What the metering of a part split off an item over quota counted, one charge per
+    /// transaction with its units, while it may still be given back (as `charge`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub part_charges: Vec<(Charge, u64)>,
 }
 
 /// What the embedded store counted for an admitted item: the spec it was checked against and

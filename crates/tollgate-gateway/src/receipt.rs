@@ -184,6 +184,7 @@ pub fn prepare(parts: &Parts, mut file: FileRecord, seen: &HashSet<String>) -> P
             delivered_at: None,
             duplicate_of: None,
             charge: None,
+            part_charges: Vec::new(),
         };
         let key = format!("{}|{}|{}", env.sender, env.receiver, env.control_number);
         let window = route.map_or(plan.dedup, |r| r.dedup_window);
@@ -261,6 +262,7 @@ fn rejected_item(file: &FileRecord, id: String, run: Range<usize>, reason: Strin
         delivered_at: None,
         duplicate_of: None,
         charge: None,
+        part_charges: Vec::new(),
     }
 }
 

@@ -13,6 +13,11 @@ use common::{HttpStub, Message, Server, Status214, wait_until};
 /// A gateway whose route admits 2 a day and delivers to `target`; `refund` sets
 /// `refund_unsent`.
 fn start(dir: &std::path::Path, target: &HttpStub, refund: bool) -> Server {
+    start_with(dir, target, refund, "")
+}
+
+/// [`start`] with more keys for the route.
+fn start_with(dir: &std::path::Path, target: &HttpStub, refund: bool, more: &str) -> Server {
     let landing = dir.join("in");
     std::fs::create_dir_all(&landing).unwrap();
     let cfg = dir.join("tollgate.toml");
@@ -32,6 +37,7 @@ limit = 2
 unit = "day"
 deliver = "{url}/in"
 refund_unsent = {refund}
+{more}
 "#,
             landing = landing.display(),
             url = target.url(),
@@ -123,4 +129,23 @@ fn purging_an_admitted_item_gives_its_units_back() {
     assert_eq!(s.request("DELETE", &format!("/v1/queue/{held}"), &[], b"").status, 204);
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(used(&s), 1);
+}
+
+/// The part split off an interchange over quota carries the charges of its transactions: when
+/// it dies undelivered, they are given back like a whole interchange's.
+#[test]
+fn a_split_part_that_dies_undelivered_gives_its_units_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = HttpStub::start(|_| Message::reply(400, "no"));
+    let s = start_with(dir.path(), &target, true, "split = true");
+    // Three transactions against a limit of 2: transactions 1-2 split off and delivered (and
+    // refused at once), the third held.
+    let file = dir.path().join("in").join("f.edi");
+    std::fs::write(&file, Status214::new("A", 1).transactions(3).build()).unwrap();
+    wait_until("the split part dead", Duration::from_secs(30), || count(&s, "dead") >= 1);
+    let dead = s.request("GET", "/v1/queue?state=dead&limit=10", &[], b"").json();
+    assert!(dead[0]["reason"].is_string(), "{dead}");
+    // Its two units are given back; the third transaction waits, held, for its retry.
+    wait_until("the part's units given back", Duration::from_secs(10), || used(&s) == 0);
+    assert_eq!((count(&s, "dead"), count(&s, "held")), (1, 1));
 }

@@ -283,6 +283,7 @@ impl Pipeline {
                 let Some(mut item) = self.live.remove(id) else { return };
                 item.state = State::Delivered;
                 item.charge = None;
+                item.part_charges.clear();
                 item.delivered_at = Some(now);
                 item.next_attempt_at = None;
                 item.layout = None; // never split again: not kept in the store

@@ -306,6 +306,8 @@ impl Pipeline {
             )),
             // Admitted whole: it is never split again.
             layout: None,
+            charge: None,
+            part_charges: charges,
             ..item.clone()
         };
         self.hold_file(&fa, &part.id);

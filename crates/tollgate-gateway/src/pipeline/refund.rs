@@ -4,9 +4,9 @@
 //! that could not be written: nothing was sent, and the item is metered again.
 //!
 //! Invariants:
-//! - **At most once per admission.** The charge leaves the item when it is refunded (a dead
-//!   item is written without it; a purged one is gone), and an operator's retry meters it
-//!   again with a new charge.
+//! - **At most once per admission.** The charge (a split part's: one per transaction) leaves
+//!   the item when it is refunded (a dead item is written without it; a purged one is gone),
+//!   and an operator's retry meters it again with a new charge.
 //! - **Never below zero, never another window's.** The store subtracts only from the window
 //!   the units were counted in, while it still counts (`Store::give_back`).
 //! - **Off the pipeline's path.** The give-back runs in a task of its own; a failure is logged
@@ -20,14 +20,15 @@ impl Pipeline {
     /// Takes `item`'s charge and, when its route refunds unsent interchanges, gives its units
     /// back in the background.
     pub(super) fn refund_unsent(&self, item: &mut Item) {
-        let Some(charge) = item.charge.take() else { return };
+        let mut charges = std::mem::take(&mut item.part_charges);
+        charges.extend(item.charge.take().map(|c| (c, item.weight)));
         let refunds = item
             .route
             .as_ref()
             .and_then(|r| self.parts.plan.routes.iter().find(|x| &x.name == r))
             .is_some_and(|r| r.refund_unsent);
         let Some(id) = item.metering_id.clone().filter(|_| refunds) else { return };
-        self.give_back(id, item.id.clone(), vec![(charge, item.weight)]);
+        self.give_back(id, item.id.clone(), charges);
     }
 
     /// Gives back, in the background, the units of `charges` (each with its weight) counted for

@@ -25,6 +25,7 @@ fn item(id: &str, file: &str, state: State) -> Item {
         delivered_at: None,
         duplicate_of: None,
         charge: None,
+        part_charges: Vec::new(),
     }
 }
 
