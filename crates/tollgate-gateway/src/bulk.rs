@@ -29,19 +29,21 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header::LOCATION};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
-use tokio::sync::oneshot;
 use tollgate_http::problem::Problem;
 use tollgate_http::user::{Actor, Permission};
 
 use crate::filter::{FilterQuery, QueueFilter};
 use crate::item::rfc3339;
-use crate::pipeline::{AdminError, AdminOp, Event};
+use crate::pipeline::AdminOp;
 use crate::queue::{QueueApi, invalid, total, unavailable};
 
 /// Items acted on per page (one pipeline batch).
 pub(crate) const PAGE: usize = 500;
 /// Jobs kept for `GET /v1/queue/jobs`.
 pub(crate) const KEPT: usize = 32;
+
+mod pages;
+pub(crate) use pages::{Pages, each_page};
 
 /// What a job does to each item.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -333,51 +335,15 @@ fn failed_to_start(job: &Job, e: String) -> Response {
 /// Acts on the filter's items a page at a time until none is left, the job is stopped or the
 /// gateway fails; then writes the job's audit record.
 async fn run(api: QueueApi, job: Arc<Job>) {
-    let mut cursor: Option<String> = None;
-    let outcome = loop {
-        if job.stop.load(Ordering::Relaxed) {
-            break (JobState::Stopped, None);
-        }
-        let (spool, filter, after) = (api.spool.clone(), job.filter.clone(), cursor.clone());
-        let page =
-            tokio::task::spawn_blocking(move || spool.page(&filter, after.as_deref(), PAGE)).await;
-        let (items, next) = match page {
-            Ok(Ok(p)) => p,
-            Ok(Err(e)) => break (JobState::Failed, Some(e.to_string())),
-            Err(e) => break (JobState::Failed, Some(e.to_string())),
-        };
-        let mut replies = Vec::with_capacity(items.len());
-        for item in &items {
-            let (tx, rx) = oneshot::channel();
-            let ev = Event::Admin { id: item.id.clone(), op: job.action.op(), reply: tx };
-            if api.events.send(ev).is_err() {
-                break;
-            }
-            replies.push(rx);
-        }
-        if replies.len() < items.len() {
-            break (JobState::Failed, Some("the gateway is shutting down".into()));
-        }
-        let mut failure = None;
-        for rx in replies {
-            match rx.await {
-                Ok(Ok(_)) => {
-                    job.done.fetch_add(1, Ordering::Relaxed);
-                }
-                Ok(Err(AdminError::Spool(e))) => failure = Some(e),
-                Ok(Err(_)) => {
-                    job.skipped.fetch_add(1, Ordering::Relaxed);
-                }
-                Err(_) => failure = Some("the gateway is shutting down".into()),
-            }
-        }
-        if let Some(e) = failure {
-            break (JobState::Failed, Some(e));
-        }
-        match (next, items.last()) {
-            (Some(_), Some(last)) => cursor = Some(last.id.clone()),
-            _ => break (JobState::Done, None),
-        }
+    let acted =
+        each_page(&api.spool, &api.events, &job.filter, job.action.op(), &job.stop, |done| {
+            let tally = if done { &job.done } else { &job.skipped };
+            tally.fetch_add(1, Ordering::Relaxed);
+        });
+    let outcome = match acted.await {
+        Ok(Pages::Done) => (JobState::Done, None),
+        Ok(Pages::Stopped) => (JobState::Stopped, None),
+        Err(e) => (JobState::Failed, Some(e)),
     };
     let (state, error) = outcome;
     let now = api.spool.now_ms();

@@ -51,6 +51,10 @@ pub struct GatewayConfig {
     /// own).
     #[serde(default = "defaults::dedup_days", deserialize_with = "fields::dedup_days")]
     pub dedup_days: NonZeroU32,
+    /// How long, in days, rejected, duplicate and dead items are kept (with their bytes) for
+    /// operators to review, release or retry before they are purged.
+    #[serde(default = "defaults::keep_days", deserialize_with = "fields::keep_days")]
+    pub keep_days: NonZeroU32,
     /// Where acknowledgements (TA1/997/999/CONTRL) for rejected input are written, if anywhere.
     #[serde(default)]
     pub acks: Option<PathBuf>,
@@ -108,6 +112,7 @@ impl Default for GatewayConfig {
             poll_ms: defaults::poll_ms(),
             settle_ms: defaults::settle_ms(),
             dedup_days: defaults::dedup_days(),
+            keep_days: defaults::keep_days(),
             acks: None,
             max_upload_bytes: defaults::max_upload_bytes(),
             upload_budget_bytes: defaults::upload_budget_bytes(),
@@ -387,6 +392,7 @@ impl GatewayConfig {
             poll: Duration::from_millis(self.poll_ms.get()),
             settle: Duration::from_millis(self.settle_ms),
             dedup: days(self.dedup_days),
+            keep: days(self.keep_days),
             acks: self.acks.clone(),
             max_upload_bytes,
             upload_budget_bytes: budget,

@@ -45,6 +45,7 @@ mod taken;
 mod tally;
 mod telemetry;
 mod trust;
+mod upkeep;
 mod upload;
 
 /// The internals the benches drive (the per-file preparation of the pipeline, the store key
@@ -227,26 +228,10 @@ impl Gateway {
             )));
         }
         {
-            // Dedup keys and delivered items older than the longest dedup window are dropped
-            // once a day.
-            let spool = spool.clone();
-            let horizon = plan.longest_dedup();
-            let mut stop_rx = stop_rx;
-            tasks.push(tokio::spawn(async move {
-                loop {
-                    let before = spool.now_ms() - i64::try_from(horizon.as_millis()).unwrap_or(0);
-                    let s = spool.clone();
-                    match tokio::task::spawn_blocking(move || s.prune(before)).await {
-                        Ok(Ok(n)) => tracing::debug!(pruned = n, "dedup keys and delivered items pruned"),
-                        Ok(Err(e)) => tracing::error!(error = %e, "dedup prune failed; retried in a day (old keys stay meanwhile)"),
-                        Err(e) => tracing::error!(error = %e, "dedup prune task failed; retried in a day"),
-                    }
-                    tokio::select! {
-                        _ = stop_rx.changed() => return,
-                        _ = tokio::time::sleep(std::time::Duration::from_secs(86_400)) => {}
-                    }
-                }
-            }));
+            let (spool, events, plan) = (spool.clone(), events.clone(), plan.clone());
+            tasks.push(tokio::spawn(
+                async move { upkeep::daily(spool, events, &plan, stop_rx).await },
+            ));
         }
         tracing::info!(routes = plan.routes.len(), inbound = plan.inbound.len(), "gateway started");
         Ok(Gateway {

@@ -191,9 +191,10 @@ async fn drive(
     work: &Path,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<RunOutput, RunError> {
-    // Delivered items are pruned only when they are older than the longest dedup window:
-    // within a shorter run, reading the spool once at the end sees every item.
-    let horizon = config.plan().map(|p| p.longest_dedup().as_millis()).unwrap_or(0);
+    // Delivered items are pruned only when they are older than the longest dedup window, and
+    // rejected, duplicate and dead ones when older than `keep_days`: within a shorter run,
+    // reading the spool once at the end sees every item.
+    let horizon = config.plan().map(|p| p.longest_dedup().min(p.keep).as_millis()).unwrap_or(0);
     let horizon = i64::try_from(horizon).unwrap_or(i64::MAX);
     let prunes = horizon <= scenario.length_ms;
     let clock = Arc::new(VirtualClock::new(scenario.start));

@@ -32,6 +32,9 @@ pub(super) fn settle_ms() -> u64 {
 pub(super) fn dedup_days() -> NonZeroU32 {
     const { nz32(30) }
 }
+pub(super) fn keep_days() -> NonZeroU32 {
+    const { nz32(30) }
+}
 pub(super) fn max_upload_bytes() -> Spanned<NonZeroU32> {
     Spanned::new(0..0, const { nz32(52_428_800) })
 }

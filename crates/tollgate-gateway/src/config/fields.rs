@@ -12,6 +12,9 @@ pub(super) fn poll_ms<'de, D: Deserializer<'de>>(d: D) -> Result<NonZeroU64, D::
 pub(super) fn dedup_days<'de, D: Deserializer<'de>>(d: D) -> Result<NonZeroU32, D::Error> {
     key::bounded(d, "dedup_days", 1, u64::from(u32::MAX), "must be at least 1")
 }
+pub(super) fn keep_days<'de, D: Deserializer<'de>>(d: D) -> Result<NonZeroU32, D::Error> {
+    key::bounded(d, "keep_days", 1, 36_500, "must be between 1 and 36500 (100 years)")
+}
 pub(super) fn dedup<'de, D: Deserializer<'de>>(d: D) -> Result<Dedup, D::Error> {
     key::parsed(d, "dedup")
 }

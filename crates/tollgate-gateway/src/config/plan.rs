@@ -125,6 +125,8 @@ pub struct Plan {
     pub settle: Duration,
     /// Dedup horizon of routes without their own (`dedup_days`).
     pub dedup: Duration,
+    /// How long rejected, duplicate and dead items are kept (`keep_days`).
+    pub keep: Duration,
     /// Acknowledgement directory.
     pub acks: Option<PathBuf>,
     /// Upload limit in bytes.
