@@ -52,6 +52,7 @@ use crate::telemetry::{self, Counter};
 mod admin;
 mod delivering;
 mod duplicates;
+mod event;
 mod fair_queue;
 mod metering;
 mod receiving;
@@ -64,6 +65,7 @@ use fair_queue::FairQueue;
 
 pub(crate) use admin::row;
 pub use duplicates::fingerprint_key;
+pub(crate) use event::{AdminError, AdminOp, Event};
 
 /// How often the hold queue is looked at, while it holds items, when nothing else wakes the
 /// pipeline.
@@ -77,52 +79,6 @@ const MISCONFIGURED_RETRY: Duration = Duration::from_secs(5);
 const MAX_BATCH: usize = 512;
 /// Received files parsed in one batch at most (more wait for the next batch).
 const MAX_FILES: usize = 128;
-
-/// What the admin API may ask of the pipeline.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum AdminOp {
-    /// Re-meter now (held or dead items).
-    Retry,
-    /// Deliver without metering.
-    Release,
-    /// Remove from the queue and the spool.
-    Purge,
-}
-
-/// Why an admin operation was refused.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum AdminError {
-    /// No item with that id.
-    NotFound,
-    /// The item's state does not allow the operation; the text says why.
-    Conflict(String),
-    /// The item's delivery attempt is under way: its outcome decides what is possible.
-    InFlight(String),
-    /// The spool failed.
-    Spool(String),
-}
-
-/// Something for the pipeline to act on.
-pub(crate) enum Event {
-    /// Files made durable by inbound or upload.
-    Received(Vec<FileRecord>),
-    /// The result of one delivery attempt.
-    Delivery {
-        /// Item id.
-        id: String,
-        /// What happened.
-        attempt: Attempt,
-    },
-    /// An operator request; the answer is the item after the operation (`None` when purged).
-    Admin {
-        /// Item id.
-        id: String,
-        /// The operation.
-        op: AdminOp,
-        /// Where the answer goes.
-        reply: oneshot::Sender<Result<Option<Item>, AdminError>>,
-    },
-}
 
 /// The parts the pipeline works with, shared with its delivery tasks.
 pub struct Parts {
@@ -331,6 +287,7 @@ impl Pipeline {
                     let result = self.admin(&id, op, batch).await;
                     batch.replies.push((reply, result));
                 }
+                Event::GivenBack { metering_id } => self.given_back(&metering_id),
             }
         }
     }

@@ -120,19 +120,28 @@ fn purging_an_admitted_item_gives_its_units_back() {
         assert!(matches!(m.status, 204 | 409), "{}", m.text());
         m.status == 204
     });
-    wait_until("its unit given back", Duration::from_secs(10), || used(&s) == 1);
+    // Its unit is given back and goes at once to the held item, admitted in its place.
+    wait_until("the held item admitted", Duration::from_secs(10), || {
+        count(&s, "held") == 0 && count(&s, "admitted") == 2
+    });
+    assert_eq!(used(&s), 2);
     // A purged held item was never counted: nothing is given back for it.
+    let landing = dir.path().join("in");
+    std::fs::write(landing.join(".f9.part"), Status214::new("A", 9).build()).unwrap();
+    std::fs::rename(landing.join(".f9.part"), landing.join("f9.edi")).unwrap();
+    wait_until("a fourth item held", Duration::from_secs(30), || count(&s, "held") == 1);
     let held = s.request("GET", "/v1/queue?state=held&limit=1", &[], b"").json()[0]["id"]
         .as_str()
         .unwrap()
         .to_owned();
     assert_eq!(s.request("DELETE", &format!("/v1/queue/{held}"), &[], b"").status, 204);
     std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(used(&s), 1);
+    assert_eq!(used(&s), 2);
 }
 
 /// The part split off an interchange over quota carries the charges of its transactions: when
-/// it dies undelivered, they are given back like a whole interchange's.
+/// it dies undelivered, they are given back like a whole interchange's, and the held rest
+/// tries again at once.
 #[test]
 fn a_split_part_that_dies_undelivered_gives_its_units_back() {
     let dir = tempfile::tempdir().unwrap();
@@ -145,7 +154,10 @@ fn a_split_part_that_dies_undelivered_gives_its_units_back() {
     wait_until("the split part dead", Duration::from_secs(30), || count(&s, "dead") >= 1);
     let dead = s.request("GET", "/v1/queue?state=dead&limit=10", &[], b"").json();
     assert!(dead[0]["reason"].is_string(), "{dead}");
-    // Its two units are given back; the third transaction waits, held, for its retry.
-    wait_until("the part's units given back", Duration::from_secs(10), || used(&s) == 0);
-    assert_eq!((count(&s, "dead"), count(&s, "held")), (1, 1));
+    // Its two units are given back, which lets the held third transaction be metered at once
+    // (not at midnight, when its refusal said the window would have room): it is delivered,
+    // refused and given back in turn.
+    wait_until("the rest metered, dead and given back", Duration::from_secs(10), || {
+        count(&s, "held") == 0 && count(&s, "dead") == 2 && used(&s) == 0
+    });
 }
