@@ -24,7 +24,7 @@ mod bounded;
 mod files;
 mod listing;
 
-pub use bounded::{DIFF_BYTES, INLINE_BYTES};
+pub use bounded::{DIFF_BYTES, INLINE_BYTES, records};
 pub use files::{KEEP_DAYS, KEEP_RECORDS, MAX_FILE_BYTES, MAX_TOTAL_BYTES};
 pub use listing::{Filter, Page, Position};
 

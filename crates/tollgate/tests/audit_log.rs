@@ -237,7 +237,8 @@ fn a_change_whose_record_meets_a_full_disk_is_not_acknowledged_as_recorded() {
 }
 
 /// An edit of the config file that changes the policies is recorded as `policies.reload` by
-/// `config-file`, with the policies before and after; an edit the server refuses is not.
+/// `config-file`, with the policies before and after; an edit the server refuses is not; an
+/// edit made while the server was stopped is recorded when it starts.
 #[test]
 fn a_policy_reload_from_the_file_is_recorded() {
     let dir = tempfile::tempdir().unwrap();
@@ -279,10 +280,20 @@ fn a_policy_reload_from_the_file_is_recorded() {
     wait_until("the second reload's record", Duration::from_secs(10), || {
         reloads(&server).len() == 2
     });
-    let r = &reloads(&server)[0];
-    assert_eq!(
-        (&r["before"][0]["limit"], &r["after"][0]["limit"]),
-        (&json!(20), &json!(30)),
-        "{r}"
-    );
+    let limits = |r: &Value| (r["before"][0]["limit"].clone(), r["after"][0]["limit"].clone());
+    assert_eq!(limits(&reloads(&server)[0]), (json!(20), json!(30)));
+
+    // A restart on the file the log last recorded adds nothing; an edit made while the server
+    // was down is recorded at the next start, from what the log last recorded.
+    assert_eq!(server.sigterm().code(), Some(0));
+    let server = Server::start(&["--config", cfg.to_str().unwrap()]);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(reloads(&server).len(), 2, "an unchanged file is no change");
+    assert_eq!(server.sigterm().code(), Some(0));
+    file("40");
+    let server = Server::start(&["--config", cfg.to_str().unwrap()]);
+    wait_until("the edit made while stopped", Duration::from_secs(10), || {
+        reloads(&server).len() == 3
+    });
+    assert_eq!(limits(&reloads(&server)[0]), (json!(30), json!(40)));
 }

@@ -37,6 +37,15 @@ pub(super) fn bounded(before: Value, after: Value) -> (Value, Value, Option<Valu
     (summary(&b), summary(&a), Some(diff))
 }
 
+/// Whether `recorded` (a record's `before` or `after`, whole or as its summary) is `state`.
+pub fn records(recorded: &Value, state: &Value) -> bool {
+    if recorded.get("omitted") == Some(&Value::Bool(true)) {
+        let text = state.to_string();
+        return recorded == &summary(&text);
+    }
+    recorded == state
+}
+
 fn summary(text: &str) -> Value {
     let digest = Sha256::digest(text.as_bytes());
     let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
@@ -188,5 +197,22 @@ mod tests {
         assert_eq!(keys, ["a", "c", "d"]);
         assert_eq!(changed["a"], json!({"before": 1, "after": 2}));
         assert_eq!(changed["d"], json!({"before": null, "after": 4}));
+    }
+}
+
+#[cfg(test)]
+mod records_tests {
+    use super::*;
+
+    #[test]
+    fn a_state_is_recognised_whole_or_by_its_summary() {
+        let small = json!([{"match": "a:*", "limit": 5}]);
+        assert!(records(&small, &small));
+        assert!(!records(&small, &json!([{"match": "a:*", "limit": 6}])));
+        let big = json!(vec!["x".repeat(100); 100]);
+        let (_, stored, _) = bounded(json!([]), big.clone());
+        assert_eq!(stored["omitted"], true);
+        assert!(records(&stored, &big));
+        assert!(!records(&stored, &json!(vec!["y".repeat(100); 100])));
     }
 }
