@@ -26,21 +26,6 @@ pub struct CounterPosition {
     pub shape: CounterShape,
 }
 
-impl CounterPosition {
-    /// The position of a listed counter.
-    pub fn of(info: &CounterInfo) -> Self {
-        Self {
-            identifier: info.identifier.clone(),
-            shape: CounterShape {
-                interval: info.interval,
-                unit: info.unit,
-                window: info.window,
-                start: info.start.map(|t| t.as_second()),
-            },
-        }
-    }
-}
-
 /// `interval.unit.window.anchor.identifier`, the anchor in Unix seconds or `-`; the identifier
 /// comes last, so it may hold dots.
 impl fmt::Display for CounterPosition {
