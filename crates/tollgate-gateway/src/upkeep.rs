@@ -122,13 +122,14 @@ mod tests {
             .unwrap()
     }
 
-    /// Lands `bytes` as `name` and waits until the spool holds `n` items.
+    /// Lands `bytes` as `name` and waits until the spool holds `n` items, none still on its way.
     async fn land(gw: &Gateway, dir: &Path, name: &str, bytes: &[u8], n: usize) -> Vec<Item> {
         std::fs::write(dir.join("in").join(name), bytes).unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             let items = gw.spool.items(None).unwrap();
-            if items.len() == n && items.iter().all(|i| i.state != State::Received) {
+            let settled = |i: &Item| !matches!(i.state, State::Received | State::Admitted);
+            if items.len() == n && items.iter().all(settled) {
                 return items;
             }
             assert!(Instant::now() < deadline, "{name}: {items:#?}");
@@ -167,6 +168,53 @@ mod tests {
         assert_eq!(ids(gw.spool.items(None).unwrap()), want);
         assert_eq!(spooled(dir.path()), files - 1, "its spool file went with it");
         assert_eq!(expire(&gw.spool, &gw.events, DAY * 30).await, 0, "once");
+        gw.shutdown().await;
+    }
+
+    /// The upkeep and an operator purging the same expired items at once: each item is purged
+    /// exactly once, by one or the other, and its bytes leave with it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_upkeep_and_an_operator_purge_each_item_once() {
+        const N: usize = 60;
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new("2026-03-02T10:00:00Z".parse().unwrap());
+        let gw = gateway(dir.path(), &clock).await;
+        for i in 0..N - 1 {
+            std::fs::write(dir.path().join(format!("in/r{i}.edi")), format!("junk {i}")).unwrap();
+        }
+        let items = land(&gw, dir.path(), "last.edi", b"junk", N).await;
+        assert!(items.iter().all(|i| i.state == State::Rejected));
+        clock.advance(DAY * 31);
+        assert!(spooled(dir.path()) > 0);
+
+        let operator = {
+            let events = gw.events.clone();
+            let ids: Vec<String> = items.iter().rev().map(|i| i.id.clone()).collect();
+            tokio::spawn(async move {
+                let mut replies = Vec::new();
+                for id in ids {
+                    let (reply, rx) = tokio::sync::oneshot::channel();
+                    events.send(Event::Admin { id, op: AdminOp::Purge, reply }).unwrap();
+                    replies.push(rx);
+                    tokio::time::sleep(Duration::from_micros(300)).await;
+                }
+                let mut purged = 0;
+                for rx in replies {
+                    match rx.await.unwrap() {
+                        Ok(None) => purged += 1,
+                        Err(crate::pipeline::AdminError::NotFound) => {}
+                        other => panic!("{other:?}"),
+                    }
+                }
+                purged
+            })
+        };
+        let by_upkeep = expire(&gw.spool, &gw.events, DAY * 30).await;
+        let by_operator = operator.await.unwrap();
+        eprintln!("purged by the upkeep {by_upkeep}, by the operator {by_operator}");
+        assert_eq!(by_upkeep + by_operator, N as u64, "{by_upkeep} + {by_operator}");
+        assert!(gw.spool.items(None).unwrap().is_empty());
+        assert_eq!(spooled(dir.path()), 0, "every spool file went");
         gw.shutdown().await;
     }
 }
