@@ -71,6 +71,23 @@ pub struct Console {
     traffic: Option<Arc<dyn TrafficSource>>,
     /// The metering ids the gateway's routes expect (route × configured partner).
     expected: Arc<[String]>,
+    /// The most live counters one view is made from (see [`MAX_COUNTERS`]).
+    max_counters: usize,
+    /// One view's read of the counters at a time: each holds up to `max_counters` of them.
+    reading: Arc<tokio::sync::Semaphore>,
+}
+
+/// The most live counters the overview and the bursting view read per refresh: beyond it a
+/// view is made from the first of them by metering id and says so (`partial`), so a store of
+/// a million counters costs a refresh what 100,000 do (BENCHMARKS.md, console).
+pub const MAX_COUNTERS: usize = 100_000;
+
+/// The store's counters for one view: at most [`Console::max_counters`] of them.
+struct CounterRead {
+    counters: Vec<tollgate_quota::CounterInfo>,
+    /// Set when the store holds more than were read.
+    partial: bool,
+    _permit: tokio::sync::OwnedSemaphorePermit,
 }
 
 impl Console {
@@ -86,7 +103,15 @@ impl Console {
             queue: None,
             traffic: None,
             expected: Arc::new([]),
+            max_counters: MAX_COUNTERS,
+            reading: Arc::new(tokio::sync::Semaphore::new(1)),
         }
+    }
+
+    /// Makes each view from at most `n` live counters (at least 1) instead of [`MAX_COUNTERS`].
+    pub fn max_counters(mut self, n: usize) -> Self {
+        self.max_counters = n.max(1);
+        self
     }
 
     /// Shows the gateway queue's counts (held, delivered, duplicate, rejected) in the overview.
@@ -153,32 +178,37 @@ async fn overview_json(
         Problem::new(StatusCode::BAD_REQUEST, "invalid-query", "Invalid query")
             .detail(e.body_text())
     })?;
-    let counters = counters(&c).await?;
+    let read = counters(&c).await?;
     let policies = c.decider.policies().current();
     let queue = c.queue.as_ref().map(QueueTally::snapshot).unwrap_or_default();
     let src =
-        Sources { counters: &counters, policies: &policies, routes: &c.routes, queue: &queue };
-    let page = overview::overview(src, jiff::Timestamp::now(), &q);
+        Sources { counters: &read.counters, policies: &policies, routes: &c.routes, queue: &queue };
+    let mut page = overview::overview(src, jiff::Timestamp::now(), &q);
+    page.partial = read.partial.then_some(read.counters.len());
     Ok(Json(page).into_response())
 }
 
-async fn counters(c: &Console) -> Result<Vec<tollgate_quota::CounterInfo>, Problem> {
-    let all = tollgate_quota::CounterListing::all("");
-    let page = c.decider.store().counters(&all).await.map_err(|e| {
+/// The first [`Console::max_counters`] live counters by metering id, read one view at a time.
+async fn counters(c: &Console) -> Result<CounterRead, Problem> {
+    let unavailable = |detail: String| {
         Problem::new(StatusCode::SERVICE_UNAVAILABLE, "store-unavailable", "Store unavailable")
-            .detail(e.to_string())
-    })?;
-    Ok(page.counters)
+            .detail(detail)
+    };
+    let permit = c.reading.clone().acquire_owned().await.map_err(|e| unavailable(e.to_string()))?;
+    let listing = tollgate_quota::CounterListing { prefix: "", after: None, limit: c.max_counters };
+    let page =
+        c.decider.store().counters(&listing).await.map_err(|e| unavailable(e.to_string()))?;
+    Ok(CounterRead { counters: page.counters, partial: page.next.is_some(), _permit: permit })
 }
 
 /// `GET /ui/api/bursting`: the [`bursting`] view.
 async fn bursting_json(State(c): State<Console>, headers: HeaderMap) -> Result<Response, Problem> {
     c.access.allow(&headers, Permission::Read)?;
-    let counters = counters(&c).await?;
+    let read = counters(&c).await?;
     let policies = c.decider.policies().current();
     let queue = c.queue.as_ref().map(QueueTally::snapshot).unwrap_or_default();
     let src =
-        Sources { counters: &counters, policies: &policies, routes: &c.routes, queue: &queue };
+        Sources { counters: &read.counters, policies: &policies, routes: &c.routes, queue: &queue };
     let now = jiff::Timestamp::now();
     let mut rows = overview::rows(src, now);
     let ids = bursting::candidates(&mut rows, &c.expected);

@@ -187,6 +187,9 @@ pub struct OverviewPage {
     pub routes: Vec<String>,
     /// This page's rows.
     pub rows: Vec<Row>,
+    /// Set to the number of counters read when the store holds more than a view reads
+    /// ([`crate::MAX_COUNTERS`]): the rows are made from the first of them by metering id.
+    pub partial: Option<usize>,
 }
 
 fn share(r: &Row) -> u64 {
@@ -400,7 +403,7 @@ pub fn overview(src: Sources<'_>, now: Timestamp, q: &OverviewQuery) -> Overview
     let page = q.page.unwrap_or(1).clamp(1, pages);
     let rows: Vec<Row> = rows.into_iter().skip((page - 1) * per_page).take(per_page).collect();
     let routes = route_names.into_iter().collect();
-    OverviewPage { total, page, pages, per_page, routes, rows }
+    OverviewPage { total, page, pages, per_page, routes, rows, partial: None }
 }
 
 #[cfg(test)]

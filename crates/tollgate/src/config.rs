@@ -100,6 +100,10 @@ pub struct ServerSection {
     /// default 100,000).
     #[serde(deserialize_with = "fields::usage_max_ids")]
     pub usage_max_ids: Option<usize>,
+    /// `console_max_counters`: the most live counters the console's overview reads per
+    /// refresh (1 to 10,000,000; default 100,000); beyond it the page says it is partial.
+    #[serde(deserialize_with = "fields::console_max_counters")]
+    pub console_max_counters: Option<usize>,
     /// `trusted_proxies`: reverse proxies (addresses or blocks such as `10.0.0.0/8`) whose
     /// `X-Forwarded-For` hop names the client for per-address limits (default none).
     #[serde(deserialize_with = "fields::trusted_proxies")]

@@ -19,6 +19,9 @@ use crate::config::ConfigFile;
 pub fn router(state: &AppState, file: &ConfigFile, gateway: Option<&Gateway>) -> axum::Router {
     let (access, decider) = (state.admin().clone(), state.decider().clone());
     let mut console = Console::new(access, decider, state.tls().is_some(), routes(file));
+    if let Some(n) = file.server.console_max_counters {
+        console = console.max_counters(n);
+    }
     if let Some(gw) = gateway {
         console = console.queue(gw.tally());
     }

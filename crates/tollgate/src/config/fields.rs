@@ -77,6 +77,10 @@ pub fn trusted_proxies<'de, D: Deserializer<'de>>(
         .map(|b| b.parse().map_err(|e| D::Error::custom(format!("trusted_proxies = {b:?}: {e}"))))
         .collect()
 }
+pub fn console_max_counters<'de, D: Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
+    let msg = "must be between 1 and 10000000";
+    key::bounded(d, "console_max_counters", 1, 10_000_000, msg).map(Some)
+}
 pub fn usage_max_ids<'de, D: Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
     key::bounded(d, "usage_max_ids", 1, 10_000_000, "must be between 1 and 10000000").map(Some)
 }

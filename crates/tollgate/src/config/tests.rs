@@ -76,6 +76,7 @@ fn listener_limits_are_read_and_zero_is_refused() {
         ("[server]\nlog_format = \"yaml\"\n", "2:14", "log_format = \"yaml\": expected"),
         ("[server]\nusage_history = \"no\"\n", "2:17", "usage_history = \"no\": expected true"),
         ("[server]\nusage_max_ids = 0\n", "2:17", "usage_max_ids = 0: must be between"),
+        ("[server]\nconsole_max_counters = 0\n", "2:24", "console_max_counters = 0: must be"),
     ] {
         let e = ConfigFile::parse(Path::new("t.toml"), src).unwrap_err().to_string();
         assert!(e.starts_with(&format!("t.toml:{at}: [server] {key}")), "{e}");

@@ -1,12 +1,13 @@
 //! The console at scale: 15,000 held items across three partners, counted on the server,
-//! found by the queue's partner filter, and one partner's 10,000 purged in one bulk job.
+//! found by the queue's partner filter, and one partner's 10,000 purged in one bulk job; an
+//! overview of more counters than `console_max_counters` that says so.
 
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use crate::browser::{browser, js, login, run, screenshot, setup, wait_js};
-use crate::common::{Status214, wait_until};
+use crate::common::{Server, Status214, gateway_toml, wait_until};
 
 /// Held items per partner (each sends 10 more, which its limit of 10 a day admits).
 const HELD: [(&str, u64); 3] =
@@ -163,5 +164,48 @@ fn fifteen_thousand_held_items_are_counted_found_and_purged_in_bulk() {
         );
         assert_eq!(r["before"]["total"], 10_000);
         assert_eq!((&r["after"]["done"], &r["after"]["state"]), (&json!(10_000), &json!("done")));
+    });
+}
+
+/// A store holding more live counters than `[server] console_max_counters`: the overview says
+/// its page is made from the first of them, and shows just those.
+#[test]
+fn an_overview_of_more_counters_than_it_reads_says_so() {
+    run(async {
+        let dir = tempfile::tempdir().unwrap();
+        let (landing, out) = (dir.path().join("in"), dir.path().join("out"));
+        std::fs::create_dir_all(&landing).unwrap();
+        std::fs::create_dir_all(&out).unwrap();
+        let server = crate::browser::server_section(&dir.path().join("data"))
+            .replace("[server]\n", "[server]\nconsole_max_counters = 2\n");
+        let cfg = dir.path().join("tollgate.toml");
+        std::fs::write(&cfg, gateway_toml(&landing, &out, "", &server)).unwrap();
+        let server = Server::start(&["--config", cfg.to_str().unwrap()]);
+        for p in ["C", "A", "B"] {
+            let id = format!("Orders:{p}");
+            let headers = [
+                ADMIN,
+                ("metering-id", id.as_str()),
+                ("quota-limit", "10"),
+                ("quota-interval", "1"),
+                ("quota-timeunit", "day"),
+            ];
+            let m = server.request("GET", "/v1/quota", &headers, b"");
+            assert_eq!(m.status, 200, "{}", m.text());
+        }
+        let Some(b) = browser().await else { return };
+        let c = b.c();
+        login(c, &server.url, "vera-token").await;
+        wait_js(
+            c,
+            "the partial notice and the first two ids",
+            r#"const n = document.getElementById('partial');
+            const ids = [...document.querySelectorAll('#overview tbody tr')].map(r => r.dataset.id);
+            return !n.hidden && n.textContent.includes('more than 2 live counters')
+                && ids.join() === 'Orders:A,Orders:B';"#,
+        )
+        .await;
+        screenshot(c, "overview-partial").await;
+        b.close().await;
     });
 }
