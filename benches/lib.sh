@@ -15,6 +15,8 @@
 #   install_throttlecrab               # the peer's binary into target/peers (PEER_BIN), once
 #   start_throttlecrab                 # its HTTP server on a free port; URL[throttlecrab], PID_OF[throttlecrab]
 #   machine_line                       # "# 2 cores, 8 GiB, Linux …, load average …"
+#   live_counters URL                  # the server's tollgate_live_counters gauge
+#   feed_ids URL FROM TO               # ids FROM..TO-1 once each to /v1/quota (benches/memory.lua)
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -147,3 +149,27 @@ AWK_STATS='
     return (n % 2) ? b[(n + 1) / 2] : (b[n / 2] + b[n / 2 + 1]) / 2
   }
 '
+
+live_counters() { # url
+  curl -fsS "$1/metrics" | awk '/^tollgate_live_counters / { print $2 }'
+}
+
+# Sends ids FROM..TO-1 once each through benches/memory.lua (THREADS, default 2, CONNECTIONS,
+# default 16, calendar windows of WINDOW_MIN minutes, default 2); stops wrk once the server's
+# gauge says TO counters are held, and prints wrk's RESULT line.
+feed_ids() { # url from to
+  local threads="${THREADS:-2}"
+  TOLLGATE_BENCH_IDS="$3" TOLLGATE_BENCH_FIRST="$2" TOLLGATE_BENCH_THREADS="$threads" \
+    TOLLGATE_BENCH_WINDOW_MIN="${WINDOW_MIN:-2}" \
+    wrk -t"$threads" -c"${CONNECTIONS:-16}" -d3600s -s benches/memory.lua "$1" >"$WORK/wrk.out" &
+  local wrk=$!
+  track "$wrk" wrk
+  until [ "$(live_counters "$1")" = "$3" ]; do
+    kill -0 "$wrk" 2>/dev/null || { echo "wrk ended early:" >&2; cat "$WORK/wrk.out" >&2; exit 1; }
+    sleep 0.5
+  done
+  kill -INT "$wrk"
+  wait "$wrk" || true
+  untrack "$wrk"
+  grep '^RESULT' "$WORK/wrk.out"
+}

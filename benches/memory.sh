@@ -33,23 +33,6 @@ need curl "apt-get install -y curl"
 if [ -n "${TOLLGATE_BIN:-}" ]; then BIN="$TOLLGATE_BIN"; else build_tollgate; fi
 
 rss() { awk '/^VmRSS:/ { print $2 * 1024 }' "/proc/$1/status"; }
-live() { curl -fsS "$1/metrics" | awk '/^tollgate_live_counters / { print $2 }'; }
-# Sends ids FROM..TO-1 once each; stops wrk once the gauge says TO counters are held.
-feed() { # url from to
-  TOLLGATE_BENCH_IDS="$3" TOLLGATE_BENCH_FIRST="$2" TOLLGATE_BENCH_THREADS="$THREADS" \
-    TOLLGATE_BENCH_WINDOW_MIN="$WINDOW_MIN" \
-    wrk -t"$THREADS" -c"$CONNECTIONS" -d3600s -s benches/memory.lua "$1" >"$WORK/wrk.out" &
-  local wrk=$!
-  track "$wrk" wrk
-  until [ "$(live "$1")" = "$3" ]; do
-    kill -0 "$wrk" 2>/dev/null || { echo "wrk ended early:" >&2; cat "$WORK/wrk.out" >&2; exit 1; }
-    sleep 0.5
-  done
-  kill -INT "$wrk"
-  wait "$wrk" || true
-  untrack "$wrk"
-  grep '^RESULT' "$WORK/wrk.out"
-}
 
 machine_line
 echo "# $N ids of 23 B (ShipmentStatus:C0000000), $WINDOW_MIN-minute calendar windows, usage history off"
@@ -63,15 +46,15 @@ for store in "${STORES[@]}"; do
   while [ $(($(date +%s) % window_s)) -ne 0 ]; do sleep 0.2; done
   window_end=$(($(date +%s) + window_s))
   before="$(rss "$pid")"
-  feed "$u" 0 $((N / 2))
+  feed_ids "$u" 0 $((N / 2))
   half="$(rss "$pid")"
-  feed "$u" $((N / 2)) "$N"
+  feed_ids "$u" $((N / 2)) "$N"
   full="$(rss "$pid")"
-  held="$(live "$u")"
+  held="$(live_counters "$u")"
   [ "$(date +%s)" -lt "$window_end" ] || { echo "the feed outlasted the window: raise WINDOW_MIN" >&2; exit 1; }
   while [ "$(date +%s)" -lt $((window_end + SETTLE)) ]; do curl -fsS "$u/healthz" >/dev/null; sleep 1; done
   after="$(rss "$pid")"
-  left="$(live "$u")"
+  left="$(live_counters "$u")"
   awk -v s="$store" -v n="$N" -v b="$before" -v h="$half" -v f="$full" -v a="$after" \
       -v held="$held" -v left="$left" -v settle="$SETTLE" 'BEGIN {
     printf "RESULT store=%s live_counters=%s rss_before_mib=%.1f rss_live_mib=%.1f per_counter_b=%.1f second_half_b=%.1f\n",

@@ -23,21 +23,10 @@ printf '[server]\nusage_history = false\n' >"$WORK/t.toml"
 [ -z "${MAX_COUNTERS:-}" ] || printf 'console_max_counters = %s\n' "$MAX_COUNTERS" >>"$WORK/t.toml"
 start_tollgate s --store memory --config "$WORK/t.toml"
 u="${URL[s]}" pid="${PID_OF[s]}"
-live() { curl -fsS "$u/metrics" | awk '/^tollgate_live_counters / { print $2 }'; }
 kb() { awk -v k="$1:" '$1 == k { print $2 }' "/proc/$pid/status"; }
 
 machine_line
-TOLLGATE_BENCH_IDS="$N" TOLLGATE_BENCH_THREADS=2 TOLLGATE_BENCH_WINDOW_MIN=120 \
-  wrk -t2 -c16 -d3600s -s benches/memory.lua "$u" >"$WORK/wrk.out" &
-wrk=$!
-track "$wrk" wrk
-until [ "$(live)" = "$N" ]; do
-  kill -0 "$wrk" 2>/dev/null || { echo "wrk ended early:" >&2; cat "$WORK/wrk.out" >&2; exit 1; }
-  sleep 0.5
-done
-kill -INT "$wrk"
-wait "$wrk" || true
-untrack "$wrk"
+WINDOW_MIN=120 feed_ids "$u" 0 "$N" >/dev/null
 echo "# $N live counters; RSS $(kb VmRSS) KB, peak $(kb VmHWM) KB"
 for _ in 1 2 3; do
   t=$(curl -fsS -o "$WORK/ov.json" -w '%{time_total}' "$u/ui/api/overview?per_page=100")
