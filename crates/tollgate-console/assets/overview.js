@@ -96,9 +96,10 @@ async function initOverview() {
     $("summary").textContent = `${num(data.total)} metering ids` +
       (data.total ? `, ${num(data.rows.length)} shown` : "") + `; updated ${clock(new Date())}`;
     $("partial").hidden = !data.partial;
+    const of = $("f-route").value ? ` of route ${$("f-route").value}` : "";
     $("partial").textContent = data.partial ? `The store holds more than ${num(data.partial)} ` +
-      `live counters: this page is made from the first ${num(data.partial)} by metering id. ` +
-      "All of them: GET /v1/counters (paged) or tollgate counters list." : "";
+      `live counters${of}: this page is made from the first ${num(data.partial)} by metering ` +
+      "id. All of them: GET /v1/counters (paged) or tollgate counters list." : "";
     $("pageinfo").textContent = `Page ${num(data.page)} of ${num(data.pages)}`;
     page = data.page;
     $("prev").disabled = data.page <= 1;

@@ -178,7 +178,7 @@ async fn overview_json(
         Problem::new(StatusCode::BAD_REQUEST, "invalid-query", "Invalid query")
             .detail(e.body_text())
     })?;
-    let read = counters(&c).await?;
+    let read = counters(&c, &q.id_prefix(&c.routes)).await?;
     let policies = c.decider.policies().current();
     let queue = c.queue.as_ref().map(QueueTally::snapshot).unwrap_or_default();
     let src =
@@ -188,14 +188,15 @@ async fn overview_json(
     Ok(Json(page).into_response())
 }
 
-/// The first [`Console::max_counters`] live counters by metering id, read one view at a time.
-async fn counters(c: &Console) -> Result<CounterRead, Problem> {
+/// The first [`Console::max_counters`] live counters by metering id among those starting with
+/// `prefix`, read one view at a time.
+async fn counters(c: &Console, prefix: &str) -> Result<CounterRead, Problem> {
     let unavailable = |detail: String| {
         Problem::new(StatusCode::SERVICE_UNAVAILABLE, "store-unavailable", "Store unavailable")
             .detail(detail)
     };
     let permit = c.reading.clone().acquire_owned().await.map_err(|e| unavailable(e.to_string()))?;
-    let listing = tollgate_quota::CounterListing { prefix: "", after: None, limit: c.max_counters };
+    let listing = tollgate_quota::CounterListing { prefix, after: None, limit: c.max_counters };
     let page =
         c.decider.store().counters(&listing).await.map_err(|e| unavailable(e.to_string()))?;
     Ok(CounterRead { counters: page.counters, partial: page.next.is_some(), _permit: permit })
@@ -204,7 +205,7 @@ async fn counters(c: &Console) -> Result<CounterRead, Problem> {
 /// `GET /ui/api/bursting`: the [`bursting`] view.
 async fn bursting_json(State(c): State<Console>, headers: HeaderMap) -> Result<Response, Problem> {
     c.access.allow(&headers, Permission::Read)?;
-    let read = counters(&c).await?;
+    let read = counters(&c, "").await?;
     let policies = c.decider.policies().current();
     let queue = c.queue.as_ref().map(QueueTally::snapshot).unwrap_or_default();
     let src =

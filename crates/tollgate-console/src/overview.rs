@@ -172,6 +172,26 @@ pub struct OverviewQuery {
     pub state: Option<RowState>,
 }
 
+impl OverviewQuery {
+    /// A prefix every metering id of the route filtered on starts with (empty without a route
+    /// filter), so the counters read for the page are those that may be listed: an id of
+    /// `routes`' route of that name starts with its template's text before `{partner}`, and an
+    /// id of no route has its route before the first `:`.
+    pub fn id_prefix(&self, routes: &[RouteLimit]) -> String {
+        let Some(route) = self.route.as_deref().filter(|r| !r.is_empty()) else {
+            return String::new();
+        };
+        let mut prefix = format!("{route}:");
+        for r in routes.iter().filter(|r| r.name == route) {
+            let before = Template::of(r).before;
+            let common = prefix.bytes().zip(before.bytes()).take_while(|(a, b)| a == b).count();
+            // Both are whole strings up to `common`, which ends on a char boundary of each.
+            prefix = prefix.get(..common).unwrap_or_default().to_owned();
+        }
+        prefix
+    }
+}
+
 /// One page of rows, and what the filters left in total.
 #[derive(Debug, Clone, Serialize)]
 pub struct OverviewPage {

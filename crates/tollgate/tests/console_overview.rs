@@ -1,7 +1,7 @@
 //! The console's overview through the real `tollgate serve` with `[server]
 //! console_max_counters`: a store holding more live counters than that makes a page from the
-//! first of them by metering id and says it is partial; refreshes racing new counters all
-//! answer, each from at most that many.
+//! first of them by metering id and says it is partial; a route filter reads that route's ids
+//! only; refreshes racing new counters all answer, each from at most that many.
 
 mod common;
 
@@ -24,7 +24,11 @@ fn count(s: &Server, id: &str) {
 }
 
 fn overview(s: &Server) -> Value {
-    let m = s.request("GET", "/ui/api/overview?per_page=500", &[], b"");
+    overview_of(s, "")
+}
+
+fn overview_of(s: &Server, query: &str) -> Value {
+    let m = s.request("GET", &format!("/ui/api/overview?per_page=500{query}"), &[], b"");
     assert_eq!(m.status, 200, "{}", m.text());
     m.json()
 }
@@ -82,6 +86,12 @@ fn beyond_console_max_counters_the_overview_is_made_from_the_first_and_says_so()
         }
         writer.join().unwrap();
     });
+    // A route filter reads that route's ids: the cap counts among them.
+    let page = overview_of(&s, "&route=Race");
+    assert_eq!(ids(&page), ["Race:000", "Race:001", "Race:002", "Race:003", "Race:004"]);
+    assert_eq!(page["partial"], 5, "{page}");
+    let page = overview_of(&s, "&route=Invoice");
+    assert_eq!((ids(&page), &page["partial"]), (vec!["Invoice:Z".to_owned()], &Value::Null));
     let bursting = s.request("GET", "/ui/api/bursting", &[], b"");
     assert_eq!(bursting.status, 200, "{}", bursting.text());
 }

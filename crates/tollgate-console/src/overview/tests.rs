@@ -108,3 +108,58 @@ fn rows_filter_sort_and_page() {
     let q = OverviewQuery { page: Some(99), ..Default::default() };
     assert_eq!(overview(src(&[], &PolicySet::default(), &[]), Timestamp::now(), &q).page, 1);
 }
+
+/// The prefix read for a route filter keeps every id the filter keeps: the template's text
+/// before `{partner}` and, for ids of no route, the route before the first `:`.
+#[test]
+fn a_route_filter_reads_the_ids_its_rows_may_have() {
+    let q = |route: &str| OverviewQuery {
+        page: None,
+        per_page: Some(MAX_PER_PAGE),
+        sort: SortKey::Id,
+        desc: false,
+        partner: None,
+        route: Some(route.to_owned()),
+        state: None,
+    };
+    let custom = RouteLimit { metering_id: "{route}-in:{partner}:x".into(), ..route() };
+    let tagged = RouteLimit { metering_id: "tenant/{route}/{partner}".into(), ..route() };
+    assert_eq!(q("").id_prefix(&[route()]), "");
+    assert_eq!(q("ShipmentStatus").id_prefix(&[route()]), "ShipmentStatus:");
+    assert_eq!(q("ShipmentStatus").id_prefix(std::slice::from_ref(&custom)), "ShipmentStatus");
+    assert_eq!(q("ShipmentStatus").id_prefix(std::slice::from_ref(&tagged)), "");
+    assert_eq!(q("Invoice").id_prefix(&[route()]), "Invoice:");
+    // Whatever the templates, the rows of a route filter are the same from the prefix's ids.
+    let ids = [
+        "ShipmentStatus:A",
+        "ShipmentStatus-in:B:x",
+        "tenant/ShipmentStatus/C",
+        "ShipmentStatusX:D",
+        "Invoice:E",
+        "plain",
+    ];
+    let counters: Vec<CounterInfo> = ids.iter().map(|id| counter(id, 1)).collect();
+    let none = PolicySet::default();
+    let now = Timestamp::now();
+    let mut listed = 0;
+    for routes in [vec![route()], vec![custom], vec![tagged], vec![]] {
+        for name in ["ShipmentStatus", "ShipmentStatusX", "Invoice", "tenant"] {
+            let query = q(name);
+            let prefix = query.id_prefix(&routes);
+            let read: Vec<CounterInfo> = counters
+                .iter()
+                .filter(|c| c.identifier.as_str().starts_with(&prefix))
+                .cloned()
+                .collect();
+            let rows = |cs: &[CounterInfo]| -> Vec<String> {
+                let page = overview(src(cs, &none, &routes), now, &query);
+                page.rows.into_iter().map(|r| r.metering_id).collect()
+            };
+            assert_eq!(rows(&read), rows(&counters), "route {name}, prefix {prefix:?}");
+            listed += rows(&counters).len();
+        }
+    }
+    // Under each set of routes: "ShipmentStatus:A", "ShipmentStatusX:D" and "Invoice:E" (of
+    // no route, or of the default template), and the custom and tagged templates' own ids.
+    assert_eq!(listed, 14);
+}

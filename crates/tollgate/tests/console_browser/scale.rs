@@ -206,6 +206,20 @@ fn an_overview_of_more_counters_than_it_reads_says_so() {
         )
         .await;
         screenshot(c, "overview-partial").await;
+        // Filtered by route, the notice names it.
+        js(
+            c,
+            "const r = document.getElementById('f-route'); r.value = 'Orders';
+            r.dispatchEvent(new Event('input', { bubbles: true })); return true",
+        )
+        .await;
+        wait_js(
+            c,
+            "the notice naming the route",
+            "return document.getElementById('partial').textContent
+                .includes('more than 2 live counters of route Orders')",
+        )
+        .await;
         b.close().await;
     });
 }
