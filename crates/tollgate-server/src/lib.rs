@@ -53,6 +53,7 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::get;
 
+pub use admin::counters::MAX_PAGE as MAX_COUNTER_PAGE;
 pub use app::App;
 pub use limits::ConnectionLimits;
 pub use policy::{Policies, PolicyWatcher, parse_policies};

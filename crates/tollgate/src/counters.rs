@@ -27,7 +27,9 @@ enum Action {
         /// Only ids starting with this.
         #[arg(long, default_value = "")]
         prefix: String,
-        /// Counters asked for per request (1 to 10,000; the server's default when absent).
+        /// Counters asked for per request (1 to 10,000). When absent: the most a page holds
+        /// for the table, since each page costs the server a pass over its counters; the
+        /// server's default with --json.
         #[arg(long)]
         limit: Option<u32>,
         /// Start after this position (a page's `next`).
@@ -60,7 +62,8 @@ async fn counters(args: CountersArgs) -> anyhow::Result<()> {
                     encode_segment(prefix),
                     encode_segment(&after)
                 );
-                if let Some(n) = limit {
+                let table_page = (!*json).then_some(tollgate_server::MAX_COUNTER_PAGE);
+                if let Some(n) = limit.map(|n| n as usize).or(table_page) {
                     path.push_str(&format!("&limit={n}"));
                 }
                 let body = call(&args.target, Method::GET, &path).await?;

@@ -24,7 +24,7 @@ use tollgate_http::user::Permission;
 /// Counters on a page when the query names no `limit`.
 pub(crate) const DEFAULT_PAGE: usize = 1_000;
 /// The most counters on a page: an answer stays within about 4 MB.
-pub(crate) const MAX_PAGE: usize = 10_000;
+pub const MAX_PAGE: usize = 10_000;
 /// Counters of one id recorded in a reset's audit record (its first shapes, in order).
 const RESET_RECORDED: usize = 100;
 
