@@ -231,6 +231,10 @@ fn counters_list_and_reset_with_token() {
     let ids: Vec<&str> = table.lines().filter_map(|l| l.split_whitespace().next()).collect();
     assert_eq!(ids, ["IDENTIFIER", "Cnt:a", "Cnt:b", "Other:c", "3"], "{table}");
     assert!(table.ends_with("3 counter(s)\n"), "{table}");
+    // Without --limit the table asks for the most a page holds, which the server takes.
+    let o = tollgate(&["counters", "list", "--url", &s.url, "--token", "t0ken"]);
+    assert_eq!(code(&o), 0, "{o:?}");
+    assert!(String::from_utf8_lossy(&o.stdout).ends_with("3 counter(s)\n"), "{o:?}");
     // One page as JSON, then the next from its `next`.
     let page = |after: &str| {
         let args = ["counters", "list", "--url", &s.url, "--token", "t0ken", "--json"];
