@@ -18,8 +18,12 @@
 //! - **Never in a decision's way.** A decision adds to an in-memory [`aggregate`] (one shard
 //!   lock, no allocation for a known id). A task writes the aggregate to the [`ledger`] every
 //!   [`FLUSH_INTERVAL`]: one redb write transaction, or one Redis pipeline. A write that fails
-//!   (a full disk, Redis down) is counted in `tollgate_usage_flush_errors_total` and its batch
-//!   retried with the next flush, within the aggregate's bounds.
+//!   (a full disk, Redis down) is counted in `tollgate_usage_flush_errors_total`.
+//! - **A batch is written once.** A batch the ledger refused is held as it was, its deltas
+//!   still counted against the aggregate's bound, and sent again first at each flush; nothing
+//!   newer is written before it. Batches are numbered in rising order, so a ledger whose write
+//!   can fail part way (Redis) adds a batch sent again only where it did not the first time
+//!   (see [`ledger::redis`]).
 //! - **Bounded.** At most `max_ids` ids are tracked (default [`DEFAULT_MAX_IDS`]); decisions and
 //!   withheld units of further ids are counted in `tollgate_usage_untracked_total` and not
 //!   kept. Each id keeps at most [`RETENTION_BUCKETS`] buckets; older ones are dropped.
@@ -29,7 +33,8 @@
 //!   `<data>/usage.redb`; Redis: hashes expiring 7 days after their day. A graceful stop
 //!   flushes; a crash loses at most the last flush interval.
 //! - **Reads are consistent with flushes.** A read holds the flush lock, so a delta is counted
-//!   once: either still pending in memory or already in the ledger.
+//!   once: pending in memory, held, or in the ledger. (A held batch that Redis took in part
+//!   shows that part twice until it is sent again; what is stored counts it once.)
 
 pub mod aggregate;
 pub mod http;
@@ -46,7 +51,7 @@ use tollgate_quota::store::OnCorrupt;
 use tollgate_quota::store::observer::{DecisionObserver, Withheld};
 use tollgate_quota::{AnyStore, Decision, MeteringId, Outcome};
 
-use aggregate::{Aggregate, Delta, Recorded};
+use aggregate::{Aggregate, Batch, Delta, Recorded};
 use ledger::Ledger;
 
 /// The length of a bucket, in seconds.
@@ -124,11 +129,28 @@ struct Inner {
     recorder: Arc<Recorder>,
     ledger: Ledger,
     /// Held by a flush from drain to write, and by a read (see the module invariants).
-    flush: tokio::sync::Mutex<()>,
+    flush: tokio::sync::Mutex<Flushes>,
     /// Ids untracked whose rows the ledger has yet to drop.
     gone: Mutex<Vec<MeteringId>>,
     pruned_at: AtomicI64,
     failing: AtomicBool,
+}
+
+/// The flusher's own state, under the flush lock.
+#[derive(Default)]
+struct Flushes {
+    /// The number the next batch gets.
+    next: u64,
+    /// A batch the ledger refused, to be sent again as it was.
+    held: Option<Held>,
+}
+
+/// A batch the ledger refused, with what it was sent with.
+struct Held {
+    number: u64,
+    batch: Batch,
+    cutoff: i64,
+    gone: Vec<MeteringId>,
 }
 
 impl std::fmt::Debug for UsageHistory {
@@ -190,7 +212,7 @@ impl UsageHistory {
             inner: Arc::new(Inner {
                 recorder: Arc::new(Recorder { aggregate, open: AtomicBool::new(true) }),
                 ledger,
-                flush: tokio::sync::Mutex::new(()),
+                flush: tokio::sync::Mutex::new(Flushes { next: 1, held: None }),
                 gone: Mutex::new(gone),
                 pruned_at: AtomicI64::new(Timestamp::now().as_second()),
                 failing: AtomicBool::new(false),
@@ -246,11 +268,19 @@ impl UsageHistory {
         self.inner.recorder.record(id, withheld(bucket_of(now), kind, weight));
     }
 
-    /// Writes what is pending to the ledger (see the module invariants); on failure the batch
-    /// stays pending for the next flush.
+    /// Writes what is pending to the ledger (see the module invariants): first a batch held
+    /// from a failed flush, then what the aggregate holds. On failure the batch is held.
     pub async fn flush(&self) -> Result<(), UsageError> {
         let inner = &self.inner;
-        let _held = inner.flush.lock().await;
+        let mut flushes = inner.flush.lock().await;
+        if let Some(held) = flushes.held.take() {
+            let sent = inner.ledger.write(&held.batch, held.number, held.cutoff, &held.gone).await;
+            if let Err(e) = sent {
+                flushes.held = Some(held);
+                return Err(self.failed(e));
+            }
+            inner.recorder.aggregate.release(held.batch.deltas.len());
+        }
         let now = Timestamp::now();
         let cutoff = retention_start(now);
         let mut gone =
@@ -263,28 +293,38 @@ impl UsageHistory {
         let batch = inner.recorder.aggregate.drain(cutoff);
         metrics::gauge!(TRACKED_IDS).set(inner.recorder.aggregate.tracked() as f64);
         if batch.is_empty() && gone.is_empty() {
+            self.written();
             return Ok(());
         }
-        match inner.ledger.write(&batch, cutoff, &gone).await {
+        let number = flushes.next;
+        flushes.next += 1;
+        match inner.ledger.write(&batch, number, cutoff, &gone).await {
             Ok(()) => {
-                if inner.failing.swap(false, Ordering::Relaxed) {
-                    tracing::info!("the usage history is written again");
-                }
+                self.written();
                 Ok(())
             }
             Err(e) => {
-                metrics::counter!(FLUSH_ERRORS).increment(1);
-                if !inner.failing.swap(true, Ordering::Relaxed) {
-                    tracing::warn!(error = %e, "the usage history cannot be written; kept in memory (bounded) and retried every second");
-                }
-                let dropped = inner.recorder.aggregate.restore(batch);
-                if dropped > 0 {
-                    metrics::counter!(DROPPED).increment(dropped as u64);
-                }
-                inner.gone.lock().unwrap_or_else(PoisonError::into_inner).extend(gone);
-                Err(UsageError::Unavailable(e))
+                inner.recorder.aggregate.hold(batch.deltas.len());
+                flushes.held = Some(Held { number, batch, cutoff, gone });
+                Err(self.failed(e))
             }
         }
+    }
+
+    /// Notes a flush the ledger took.
+    fn written(&self) {
+        if self.inner.failing.swap(false, Ordering::Relaxed) {
+            tracing::info!("the usage history is written again");
+        }
+    }
+
+    /// Notes a flush the ledger refused.
+    fn failed(&self, e: String) -> UsageError {
+        metrics::counter!(FLUSH_ERRORS).increment(1);
+        if !self.inner.failing.swap(true, Ordering::Relaxed) {
+            tracing::warn!(error = %e, "the usage history cannot be written; kept in memory (bounded) and retried every second");
+        }
+        UsageError::Unavailable(e)
     }
 
     /// Flushes, then writes a copy of the history into the backup directory `dir`: the file's
@@ -318,7 +358,7 @@ impl UsageHistory {
         if from >= to {
             return Ok(Vec::new());
         }
-        let _held = self.inner.flush.lock().await;
+        let flushes = self.inner.flush.lock().await;
         let mut rows: std::collections::BTreeMap<i64, Delta> = self
             .inner
             .ledger
@@ -328,7 +368,10 @@ impl UsageHistory {
             .into_iter()
             .map(|d| (d.bucket, d))
             .collect();
-        for d in self.inner.recorder.aggregate.pending(&id, from, to) {
+        let held = flushes.held.iter().flat_map(|h| &h.batch.deltas);
+        let held =
+            held.filter(|(i, d)| *i == id && (from..to).contains(&d.bucket)).map(|(_, d)| *d);
+        for d in held.chain(self.inner.recorder.aggregate.pending(&id, from, to)) {
             rows.entry(d.bucket).or_insert_with(|| Delta::empty(d.bucket)).add(&d);
         }
         Ok(rows
@@ -405,72 +448,4 @@ fn withheld(bucket: i64, kind: Withheld, weight: u64) -> Delta {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn at(s: &str) -> Timestamp {
-        s.parse().unwrap()
-    }
-
-    #[tokio::test]
-    async fn series_merges_flushed_and_pending_units_per_bucket() {
-        let h = UsageHistory::in_memory(10);
-        let id = MeteringId::new("S:A").unwrap();
-        h.record(&id, at("2026-12-01T15:55:10Z"), 10, 0);
-        h.flush().await.unwrap();
-        h.record(&id, at("2026-12-01T15:59:59Z"), 2, 3);
-        h.record(&id, at("2026-12-01T16:00:00Z"), 0, 7);
-        h.record_withheld(&id, at("2026-12-01T16:01:00Z"), Withheld::Held, 40);
-        h.flush().await.unwrap();
-        h.record_withheld(&id, at("2026-12-01T16:02:00Z"), Withheld::Held, 9);
-        h.record_withheld(&id, at("2026-12-01T16:05:00Z"), Withheld::Duplicate, 5);
-        let all = h.series("S:A", at("2026-12-01T15:00:00Z"), at("2026-12-01T17:00:00Z")).await;
-        let all = all.unwrap();
-        let bucket = |start, admitted, refused, held, duplicate| UsageBucket {
-            start: at(start),
-            admitted,
-            refused,
-            held,
-            duplicate,
-        };
-        assert_eq!(
-            all,
-            [
-                bucket("2026-12-01T15:55:00Z", 12, 3, 0, 0),
-                bucket("2026-12-01T16:00:00Z", 0, 7, 49, 0),
-                bucket("2026-12-01T16:05:00Z", 0, 0, 0, 5),
-            ]
-        );
-        // `to` is exclusive, `from` rounds down to its bucket.
-        let one = h.series("S:A", at("2026-12-01T15:57:00Z"), at("2026-12-01T16:00:00Z")).await;
-        assert_eq!(one.unwrap().len(), 1);
-        assert!(
-            h.series("S:B", at("2026-12-01T15:00:00Z"), at("2026-12-01T17:00:00Z"))
-                .await
-                .unwrap()
-                .is_empty()
-        );
-    }
-
-    #[tokio::test]
-    async fn the_store_observer_records_decisions_and_withheld_units() {
-        use tollgate_quota::store::{MemoryStore, Store};
-        let store = AnyStore::Memory(MemoryStore::new());
-        let h = UsageHistory::in_memory(10);
-        assert!(h.attach(&store));
-        let id = MeteringId::new("S:A").unwrap();
-        let spec = tollgate_quota::QuotaSpec::new(5, 1, tollgate_quota::TimeUnit::Day).unwrap();
-        assert!(store.check(&id, &spec, 4).await.unwrap().allowed());
-        assert!(!store.check(&id, &spec, 4).await.unwrap().allowed());
-        store.withheld(&id, Withheld::Held, 4);
-        store.withheld(&id, Withheld::Held, 6);
-        store.withheld(&id, Withheld::Duplicate, 3);
-        let now = Timestamp::now();
-        let week = jiff::SignedDuration::from_hours(7 * 24);
-        let all = h.series("S:A", now - week, now + week).await.unwrap();
-        let sum = all.iter().fold((0, 0, 0, 0), |s, b| {
-            (s.0 + b.admitted, s.1 + b.refused, s.2 + b.held, s.3 + b.duplicate)
-        });
-        assert_eq!(sum, (4, 4, 10, 3), "{all:?}");
-    }
-}
+mod tests;

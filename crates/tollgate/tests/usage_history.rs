@@ -2,7 +2,7 @@
 //! `/v1/quota`, gRPC and the gateway show up as admitted and refused units in 5-minute buckets;
 //! the gateway's held and duplicate interchanges as held and duplicate units, equal to what its
 //! queue holds (embedded and Redis);
-//! the history survives a graceful restart and a kill -9 (embedded) and a restart on Redis;
+//! the history survives a graceful restart and a kill -9 (embedded; Redis: `usage_redis.rs`);
 //! bad parameters are 400 naming them; `usage_history = false` turns it off (404); the `read`
 //! permission is enforced once users exist; and the id cap holds (counted in a metric).
 
@@ -12,78 +12,14 @@ use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{RedisServer, Server, Status214, free_port, gateway_toml, wait_until};
+use common::usage::{
+    config, decide_on, field_sum, get, quota, serve, today_key, totals, units, usage,
+};
+use common::{RedisServer, Server, Status214, gateway_toml, wait_until};
 use serde_json::Value;
-
-/// One `GET` with optional extra header lines; the status and the body.
-fn get(server: &Server, path: &str, headers: &str) -> (u16, String) {
-    let m = server.request("GET", path, &common::header_pairs(headers), b"");
-    (m.status, m.text())
-}
-
-/// One `/v1/quota` check of `weight` units against `limit` per day; the status.
-fn quota(server: &Server, id: &str, limit: u64, weight: u64) -> u16 {
-    let h = format!(
-        "metering-id: {id}\r\nquota-limit: {limit}\r\nquota-timeunit: day\r\nmessage-weight: {weight}\r\n"
-    );
-    get(server, "/v1/quota", &h).0
-}
-
-/// `GET /v1/usage?metering_id=ID` as JSON (must be 200).
-fn usage(server: &Server, id: &str, headers: &str) -> Value {
-    let (status, body) = get(server, &format!("/v1/usage?metering_id={id}"), headers);
-    assert_eq!(status, 200, "{body}");
-    serde_json::from_str(&body).unwrap()
-}
-
-/// Admitted, refused, held and duplicate units over every bucket, after checking the
-/// buckets' shape.
-fn units(answer: &Value) -> [u64; 4] {
-    assert_eq!(answer["bucket_seconds"], 300, "{answer}");
-    let buckets = answer["buckets"].as_array().unwrap();
-    let mut last = None;
-    let mut sum = [0; 4];
-    for b in buckets {
-        let start: jiff::Timestamp = b["start"].as_str().unwrap().parse().unwrap();
-        assert_eq!(start.as_second() % 300, 0, "aligned to 5 minutes: {answer}");
-        assert!(last < Some(start), "ascending: {answer}");
-        last = Some(start);
-        let fields = ["admitted", "refused", "held", "duplicate"];
-        let got = fields.map(|f| b[f].as_u64().unwrap_or_else(|| panic!("{f}: {answer}")));
-        assert!(got.iter().sum::<u64>() > 0, "only buckets with data: {answer}");
-        for (s, g) in sum.iter_mut().zip(got) {
-            *s += g;
-        }
-    }
-    sum
-}
-
-/// Admitted and refused units over every bucket (see [`units`]).
-fn totals(answer: &Value) -> (u64, u64) {
-    let [admitted, refused, ..] = units(answer);
-    (admitted, refused)
-}
-
-fn config(dir: &Path, text: &str) -> String {
-    let f = dir.join(format!("c{}.toml", free_port()));
-    std::fs::write(&f, text).unwrap();
-    f.to_str().unwrap().to_owned()
-}
-
-fn serve(store: &str, data: &Path, config: &str) -> Server {
-    Server::start(&["--store", store, "--data", data.to_str().unwrap(), "--config", config])
-}
 
 const SHADOW: &str =
     "[[policy]]\nmatch = \"Shadow:*\"\nlimit = 4\nunit = \"day\"\nmode = \"shadow\"\n";
-
-/// 5 + 5 admitted of 12; 5 over quota, 20 heavier than the limit: 10 admitted, 25 refused.
-fn decide_on(server: &Server, id: &str) {
-    assert_eq!(quota(server, id, 12, 5), 200);
-    assert_eq!(quota(server, id, 12, 5), 200);
-    assert_eq!(quota(server, id, 12, 5), 429);
-    assert_eq!(quota(server, id, 12, 20), 429);
-}
 
 #[test]
 fn decisions_count_in_units_and_survive_a_restart_and_a_kill() {
@@ -267,15 +203,8 @@ fn redis_keeps_held_and_duplicate_units_in_their_own_fields() {
     let server = serve(&redis.url(), &dir.path().join("data"), &cfg);
     let (id, [_, held, duplicate]) = hold_and_resend(&server);
     // Once flushed, the day's hash has `<bucket>h` and `<bucket>d` fields summing to them.
-    let day = jiff::Timestamp::now().as_second().div_euclid(86_400);
-    let key = format!("tollgate:usage:{{{id}}}:{day}");
-    let sum = |kind: &str| -> u64 {
-        let script = "local s = 0 local t = redis.call('HGETALL', KEYS[1]) for i = 1, #t, 2 do \
-                      if string.sub(t[i], -1) == ARGV[1] then s = s + tonumber(t[i + 1]) end \
-                      end return s";
-        let reply = redis.command(&format!("EVAL \"{script}\" 1 {key} {kind}")).unwrap();
-        reply.trim_start_matches(':').parse().unwrap_or_else(|_| panic!("{reply}"))
-    };
+    let key = today_key(&id);
+    let sum = |kind: &str| field_sum(&redis, &key, kind);
     wait_until("the held and duplicate fields flushed", Duration::from_secs(10), || {
         (sum("h"), sum("d")) == (held, duplicate)
     });
@@ -284,62 +213,6 @@ fn redis_keeps_held_and_duplicate_units_in_their_own_fields() {
     let server = serve(&redis.url(), &dir.path().join("other"), &cfg);
     let [_, _, h, d] = units(&usage(&server, &id, ""));
     assert_eq!((h, d), (held, duplicate));
-}
-
-#[test]
-fn redis_keeps_the_history_across_a_restart_with_a_ttl() {
-    let dir = tempfile::tempdir().unwrap();
-    let Some(redis) = RedisServer::start() else { return };
-    let url = redis.url();
-    // A generous store timeout: a slow call must not be answered from local memory.
-    let cfg = config(dir.path(), "[store]\ntimeout_ms = 2000\n");
-    let id = format!("Usage:R{}", free_port());
-    let server = serve(&url, &dir.path().join("a"), &cfg);
-    decide_on(&server, &id);
-    assert_eq!(totals(&usage(&server, &id, "")), (10, 25));
-    assert!(server.sigterm().success());
-
-    // Another instance (another data directory) reads what the first one wrote.
-    let server = serve(&url, &dir.path().join("b"), &cfg);
-    assert_eq!(totals(&usage(&server, &id, "")), (10, 25));
-    let day = jiff::Timestamp::now().as_second().div_euclid(86_400);
-    let key = format!("tollgate:usage:{{{id}}}:{day}");
-    let ttl: i64 =
-        redis.command(&format!("TTL {key}")).unwrap().trim_start_matches(':').parse().unwrap();
-    assert!((7 * 86_400..=8 * 86_400).contains(&ttl), "TTL of {key}: {ttl}");
-    // kill -9 after several flush intervals: nothing is lost.
-    assert_eq!(quota(&server, &id, 100, 7), 200);
-    std::thread::sleep(Duration::from_millis(4_000));
-    server.sigkill();
-    let server = serve(&url, &dir.path().join("a"), &cfg);
-    assert_eq!(totals(&usage(&server, &id, "")), (17, 25));
-}
-
-/// Fields of the usage hashes that Tollgate did not write (by hand, say; one ends in a
-/// multi-byte character) are skipped, and a `to` in the year 9999 reads no further than a day
-/// past now: the answer comes, with the units, instead of millions of days' reads.
-#[test]
-fn redis_reads_skip_foreign_fields_and_stop_a_day_past_now() {
-    let dir = tempfile::tempdir().unwrap();
-    let Some(redis) = RedisServer::start() else { return };
-    let cfg = config(dir.path(), "[store]\ntimeout_ms = 2000\n");
-    let id = format!("Usage:F{}", free_port());
-    let server = serve(&redis.url(), &dir.path().join("a"), &cfg);
-    decide_on(&server, &id);
-    assert_eq!(totals(&usage(&server, &id, "")), (10, 25));
-    let day = jiff::Timestamp::now().as_second().div_euclid(86_400);
-    let key = format!("tollgate:usage:{{{id}}}:{day}");
-    for field in ["1\u{e9}", "x", "a"] {
-        redis.command(&format!("HSET {key} {field} 3")).unwrap();
-    }
-    assert_eq!(totals(&usage(&server, &id, "")), (10, 25));
-    let hour_ago = jiff::Timestamp::now() - jiff::SignedDuration::from_hours(1);
-    let far = format!("/v1/usage?metering_id={id}&from={hour_ago}&to=9999-12-31T23:59:59Z");
-    let (status, body) = get(&server, &far, "");
-    assert_eq!(status, 200, "{body}");
-    let answer: Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(totals(&answer), (10, 25));
-    assert!(answer["to"].as_str().unwrap().starts_with("9999-12-"), "the `to` asked: {answer}");
 }
 
 #[test]

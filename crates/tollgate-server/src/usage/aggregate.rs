@@ -13,6 +13,8 @@
 //!   had no units (decided or withheld) for the whole retention.
 //! - **At most `max_pending` pending deltas** (across ids), so a store that stays down keeps
 //!   memory bounded: a delta that would need a new one beyond it is dropped (and counted).
+//!   The deltas of a batch the store refused count too, while the history holds that batch
+//!   to send again ([`Aggregate::hold`], [`Aggregate::release`]).
 //!   Deltas older than the retention are dropped when the aggregate is pruned.
 //! - **An id is trimmed once per retention start.** Each id remembers the retention start its
 //!   stored rows were last trimmed to; a drain lists the id for trimming only when the start
@@ -331,17 +333,17 @@ impl Aggregate {
         out
     }
 
-    /// Puts back a batch the store did not take, to be retried with the next flush: its deltas
-    /// pending again, its ids to be trimmed again. Returns how many deltas were dropped (their
-    /// id is no longer tracked and no slot is free, or the pending aggregate is full).
-    pub fn restore(&self, batch: Batch) -> usize {
-        for id in &batch.trim {
-            let hash = self.hash(id);
-            if let Some(t) = self.shard(hash).find_mut(hash, |t| t.id == *id) {
-                t.trimmed = i32::MIN;
-            }
-        }
-        batch.deltas.into_iter().filter(|(id, d)| self.record(id, *d) != Recorded::Kept).count()
+    /// Counts `n` deltas of a batch the store did not take against the pending cap again:
+    /// the history keeps that batch to send it again as it is (see [`crate::usage`]).
+    pub fn hold(&self, n: usize) {
+        self.pending.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Stops counting `n` held deltas: the store took their batch.
+    pub fn release(&self, n: usize) {
+        let _ = self
+            .pending
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |p| Some(p.saturating_sub(n)));
     }
 
     /// The pending deltas of `id` with a bucket in `from..to`.
@@ -400,12 +402,27 @@ mod tests {
         assert_eq!(batch.deltas, [(id("A:1"), d(5, 5, 4)), (id("A:1"), d(6, 1, 0))]);
         assert_eq!(batch.trim, [id("A:1")]);
         assert!(a.drain(0).is_empty());
-        assert_eq!(a.restore(batch), 0);
-        assert_eq!(a.pending(&id("A:1"), 0, 10).len(), 2);
+        assert!(a.pending(&id("A:1"), 0, 10).is_empty());
     }
 
     #[test]
-    fn an_id_is_listed_for_trimming_once_per_retention_start_and_again_after_a_failed_write() {
+    fn a_held_batch_counts_against_the_cap_until_released() {
+        let a = Aggregate::new(10, 2);
+        a.record(&id("A:1"), d(5, 1, 0));
+        a.record(&id("A:2"), d(5, 1, 0));
+        assert_eq!(a.record(&id("A:3"), d(5, 1, 0)), Recorded::Dropped, "the cap is 2");
+        let batch = a.drain(0);
+        a.hold(batch.deltas.len());
+        assert_eq!(a.record(&id("A:1"), d(6, 1, 0)), Recorded::Dropped, "the held two count");
+        a.release(1);
+        assert_eq!(a.record(&id("A:1"), d(6, 1, 0)), Recorded::Kept);
+        assert_eq!(a.record(&id("A:2"), d(6, 1, 0)), Recorded::Dropped);
+        a.release(5);
+        assert_eq!(a.record(&id("A:2"), d(6, 1, 0)), Recorded::Kept, "never below zero");
+    }
+
+    #[test]
+    fn an_id_is_listed_for_trimming_once_per_retention_start() {
         let a = Aggregate::new(10, 100);
         a.record(&id("A:1"), d(5, 1, 0));
         a.preload(id("A:2"), 4);
@@ -414,12 +431,7 @@ mod tests {
         a.record(&id("A:2"), d(5, 1, 0));
         assert_eq!(a.drain(3).trim, [id("A:2")], "A:1 was trimmed to 3 already");
         a.record(&id("A:1"), d(6, 1, 0));
-        let failed = a.drain(4);
-        assert_eq!(failed.trim, [id("A:1")], "the retention start moved");
-        assert_eq!(a.restore(failed), 0);
-        let again = a.drain(4);
-        assert_eq!(again.deltas, [(id("A:1"), d(6, 1, 0))]);
-        assert_eq!(again.trim, [id("A:1")], "a batch the store refused is trimmed again");
+        assert_eq!(a.drain(4).trim, [id("A:1")], "the retention start moved");
         a.record(&id("A:1"), d(6, 1, 0));
         assert!(a.drain(4).trim.is_empty());
     }

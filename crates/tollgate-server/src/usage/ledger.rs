@@ -24,10 +24,14 @@ pub enum Ledger {
 impl Ledger {
     /// Adds `batch`'s deltas, drops the buckets older than `cutoff` of the ids it lists for
     /// trimming, and every bucket of the ids in `gone`. All or nothing where the ledger allows
-    /// it (the file); the caller retries a failed batch. (Redis drops old buckets by TTL.)
+    /// it (the file); where it does not (Redis), batch `number` adds its units once however
+    /// often it is sent. The caller sends a failed batch again as it was, numbers batches in
+    /// rising order, and sends none before the last one is taken. (Redis drops old buckets by
+    /// TTL.)
     pub async fn write(
         &self,
         batch: &Batch,
+        number: u64,
         cutoff: i64,
         gone: &[MeteringId],
     ) -> Result<(), String> {
@@ -37,7 +41,7 @@ impl Ledger {
                 Ok(())
             }
             Self::File(l) => l.write(batch.clone(), cutoff, gone.to_vec()).await,
-            Self::Redis(l) => l.write(&batch.deltas).await,
+            Self::Redis(l) => l.write(&batch.deltas, number).await,
         }
     }
 

@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod rls;
+pub mod usage;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, ExitStatus, Stdio};

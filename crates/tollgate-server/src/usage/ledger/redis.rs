@@ -1,13 +1,25 @@
 //! The ledger of a Redis store: one hash per id and UTC day,
 //! `<prefix>usage:{<id>}:<day>` (hash-tagged by the id, so an id's days share a Cluster slot),
 //! with fields `<bucket>a` (admitted), `<bucket>r` (refused), `<bucket>h` (held) and
-//! `<bucket>d` (duplicate), each incremented by `HINCRBY` and written only when not zero.
+//! `<bucket>d` (duplicate), each incremented and written only when not zero, and one field
+//! `w:<writer>` per process that has written the hash.
 //!
 //! Invariants:
-//! - **No round trip per decision**: a flush is one pipeline (split every
-//!   [`MAX_PIPELINE`] commands) on a connection of its own, so it never queues with decisions.
-//!   On a Redis Cluster a pipeline must stay on one slot, so a flush sends one small pipeline
-//!   per id and day, [`CLUSTER_IN_FLIGHT`] at a time.
+//! - **A batch counts once.** Each id and day of a batch is one `EVALSHA` of `write.lua`, which
+//!   adds the increments only when the writer's field holds a lower batch number than this
+//!   batch's, then stores the number, atomically. The history sends a failed batch again as it
+//!   was, never merged with newer units, and numbers its batches in rising order (see
+//!   [`crate::usage`]), so a batch sent twice — its reply lost after Redis ran it, its pipeline
+//!   failed part way — adds its units once. The writer is a random number drawn at start-up:
+//!   a restarted process is a new writer.
+//! - **A key that cannot take the batch does not block the rest.** An id and day whose key
+//!   Redis refuses with `WRONGTYPE` (a key of another type, written by hand) loses its units,
+//!   counted in `tollgate_usage_dropped_total` and logged with the key; other refusals (out of
+//!   memory, a replica, a timeout) fail the flush, and the batch is sent again.
+//! - **No round trip per decision**: a flush is one pipeline (split every [`MAX_PIPELINE`]
+//!   keys, led by a `SCRIPT LOAD` so a restarted Redis knows the script) on a connection of
+//!   its own, so it never queues with decisions. On a Redis Cluster a pipeline must stay on
+//!   one slot, so a flush sends one script call per id and day, [`CLUSTER_IN_FLIGHT`] at a time.
 //! - **Bounded by expiry**: each day's hash expires 7 days after the day ends (`EXPIREAT`, set
 //!   with every write), so Redis holds at most 8 days per id; reads keep only the range asked.
 //! - **Shared**: every instance on the same Redis adds to the same hashes, so the history is
@@ -17,25 +29,26 @@
 use std::time::Duration;
 
 use futures_util::future::join_all;
+use redis::{RedisResult, Value};
 use tollgate_quota::MeteringId;
 use tollgate_quota::store::RedisStore;
 use tollgate_quota::store::redis::Conn;
 use tollgate_quota::store::redis::tagged_key;
 
 use crate::usage::aggregate::Delta;
-use crate::usage::{BUCKET_SECONDS, RETENTION_BUCKETS};
+use crate::usage::{BUCKET_SECONDS, DROPPED, RETENTION_BUCKETS};
 
 /// Buckets in a day.
 const DAY_BUCKETS: i64 = 86_400 / BUCKET_SECONDS;
 
-/// The most commands sent in one pipeline.
+/// The most keys (script calls) sent in one pipeline.
 pub const MAX_PIPELINE: usize = 10_000;
 
-/// The most commands one delta adds to a pipeline: four `HINCRBY` and one `EXPIREAT`.
-const COMMANDS_PER_DELTA: usize = 5;
-
-/// The per-key pipelines a flush keeps in flight at once on a Redis Cluster.
+/// The per-key script calls a flush keeps in flight at once on a Redis Cluster.
 pub const CLUSTER_IN_FLIGHT: usize = 64;
+
+/// Adds one batch's units to one hash, once (see the module docs).
+const WRITE_LUA: &str = include_str!("write.lua");
 
 /// See the module docs.
 pub struct RedisLedger {
@@ -43,6 +56,19 @@ pub struct RedisLedger {
     /// The store's key prefix.
     prefix: String,
     timeout: Duration,
+    /// This process's field in each hash it writes: `w:<random number>`.
+    writer: String,
+    script: redis::Script,
+}
+
+/// One id's units for one day of a batch: one script call.
+struct DayWrite {
+    key: String,
+    expire_at: i64,
+    /// `<bucket><kind>` fields and what to add to them.
+    fields: Vec<(String, u64)>,
+    /// The batch's deltas it carries (what is dropped if Redis refuses the key).
+    deltas: usize,
 }
 
 impl RedisLedger {
@@ -53,6 +79,8 @@ impl RedisLedger {
             conn,
             prefix: store.key_prefix().to_owned(),
             timeout: store.timeout().max(Duration::from_secs(1)),
+            writer: format!("w:{}", rand::random::<u64>()),
+            script: redis::Script::new(WRITE_LUA),
         })
     }
 
@@ -60,46 +88,97 @@ impl RedisLedger {
         tagged_key(&self.prefix, "usage", id.as_str(), &day.to_string())
     }
 
-    /// See [`super::Ledger::write`]. Buckets older than the retention are left to expiry.
-    pub async fn write(&self, batch: &[(MeteringId, Delta)]) -> Result<(), String> {
+    /// See [`super::Ledger::write`]: batch `number` (rising) adds its units once, however
+    /// often it is sent. Buckets older than the retention are left to expiry.
+    pub async fn write(&self, batch: &[(MeteringId, Delta)], number: u64) -> Result<(), String> {
+        let writes = self.day_writes(batch);
         if self.conn.is_cluster() {
-            for chunk in batch.chunks(CLUSTER_IN_FLIGHT) {
-                let sent = join_all(chunk.iter().map(|(id, d)| {
-                    let mut pipe = redis::pipe();
-                    self.add(&mut pipe, id, d);
+            for chunk in writes.chunks(CLUSTER_IN_FLIGHT) {
+                let sent = join_all(chunk.iter().map(|w| {
+                    let mut call = self.script.key(&w.key);
+                    call.arg(self.argv(w, number));
                     let mut conn = self.conn.clone();
-                    async move { pipe.query_async::<()>(&mut conn).await }
+                    async move { call.invoke_async::<Value>(&mut conn).await }
                 }));
-                for result in self.bounded(sent).await? {
-                    result.map_err(|e| format!("redis: {e}"))?;
-                }
+                self.settle(chunk, self.bounded(sent).await?)?;
             }
             return Ok(());
         }
         let mut conn = self.conn.clone();
-        for chunk in batch.chunks(MAX_PIPELINE / COMMANDS_PER_DELTA) {
+        for chunk in writes.chunks(MAX_PIPELINE) {
             let mut pipe = redis::pipe();
-            for (id, d) in chunk {
-                self.add(&mut pipe, id, d);
+            pipe.cmd("SCRIPT").arg("LOAD").arg(WRITE_LUA).ignore();
+            for w in chunk {
+                let argv = self.argv(w, number);
+                pipe.cmd("EVALSHA").arg(self.script.get_hash()).arg(1).arg(&w.key).arg(argv);
             }
-            self.bounded(pipe.query_async::<()>(&mut conn))
+            let replies = self
+                .bounded(pipe.ignore_errors().query_async::<Vec<RedisResult<Value>>>(&mut conn))
                 .await?
                 .map_err(|e| format!("redis: {e}"))?;
+            self.settle(chunk, replies)?;
         }
         Ok(())
     }
 
-    /// Adds one delta's increments and its day's expiry to `pipe`.
-    fn add(&self, pipe: &mut redis::Pipeline, id: &MeteringId, d: &Delta) {
-        let day = d.bucket.div_euclid(DAY_BUCKETS);
-        let key = self.key(id, day);
-        for (kind, n) in [('a', d.admitted), ('r', d.refused), ('h', d.held), ('d', d.duplicate)] {
-            if n > 0 {
-                pipe.cmd("HINCRBY").arg(&key).arg(format!("{}{kind}", d.bucket)).arg(n).ignore();
+    /// The batch's deltas grouped by id and day, one script call each: a second call for the
+    /// same key and batch would add nothing (see the module docs).
+    fn day_writes(&self, batch: &[(MeteringId, Delta)]) -> Vec<DayWrite> {
+        let day = |d: &Delta| d.bucket.div_euclid(DAY_BUCKETS);
+        let mut order: Vec<&(MeteringId, Delta)> = batch.iter().collect();
+        order.sort_by(|(a, x), (b, y)| (a, day(x)).cmp(&(b, day(y))));
+        let mut writes: Vec<DayWrite> = Vec::new();
+        let mut last: Option<(&MeteringId, i64)> = None;
+        for (id, d) in order {
+            if last != Some((id, day(d))) {
+                last = Some((id, day(d)));
+                writes.push(DayWrite {
+                    key: self.key(id, day(d)),
+                    expire_at: (day(d) + 1) * 86_400 + RETENTION_BUCKETS * BUCKET_SECONDS,
+                    fields: Vec::new(),
+                    deltas: 0,
+                });
+            }
+            let Some(w) = writes.last_mut() else { continue };
+            w.deltas += 1;
+            for (kind, n) in
+                [('a', d.admitted), ('r', d.refused), ('h', d.held), ('d', d.duplicate)]
+            {
+                if n > 0 {
+                    w.fields.push((format!("{}{kind}", d.bucket), n));
+                }
             }
         }
-        let expire_at = (day + 1) * 86_400 + RETENTION_BUCKETS * BUCKET_SECONDS;
-        pipe.cmd("EXPIREAT").arg(&key).arg(expire_at).ignore();
+        writes
+    }
+
+    /// `write.lua`'s arguments for `w` in batch `number`.
+    fn argv(&self, w: &DayWrite, number: u64) -> Vec<String> {
+        let mut argv = vec![self.writer.clone(), number.to_string(), w.expire_at.to_string()];
+        for (field, n) in &w.fields {
+            argv.push(field.clone());
+            argv.push(n.to_string());
+        }
+        argv
+    }
+
+    /// Reads the replies to `writes`: a key Redis refuses as of another type loses its units
+    /// (counted and logged); any other refusal fails the flush, to be sent again.
+    fn settle(&self, writes: &[DayWrite], replies: Vec<RedisResult<Value>>) -> Result<(), String> {
+        if replies.len() != writes.len() {
+            return Err(format!("redis: {} replies to {} writes", replies.len(), writes.len()));
+        }
+        let mut failed = None;
+        for (w, reply) in writes.iter().zip(replies) {
+            let Err(e) = reply else { continue };
+            if e.code() == Some("WRONGTYPE") || e.to_string().contains("WRONGTYPE") {
+                metrics::counter!(DROPPED).increment(w.deltas as u64);
+                tracing::warn!(key = %w.key, error = %e, "a usage key holds another type; its units are dropped");
+            } else if failed.is_none() {
+                failed = Some(format!("redis: {e}"));
+            }
+        }
+        failed.map_or(Ok(()), Err)
     }
 
     /// `work` within the ledger's timeout.
