@@ -5,21 +5,22 @@
 //! `w:<writer>` per process that has written the hash.
 //!
 //! Invariants:
-//! - **A batch counts once.** Each id and day of a batch is one `EVALSHA` of `write.lua`, which
-//!   adds the increments only when the writer's field holds a lower batch number than this
-//!   batch's, then stores the number, atomically. The history sends a failed batch again as it
-//!   was, never merged with newer units, and numbers its batches in rising order (see
-//!   [`crate::usage`]), so a batch sent twice — its reply lost after Redis ran it, its pipeline
-//!   failed part way — adds its units once. The writer is a random number drawn at start-up:
-//!   a restarted process is a new writer.
-//! - **A key that cannot take the batch does not block the rest.** An id and day whose key
-//!   Redis refuses with `WRONGTYPE` (a key of another type, written by hand) loses its units,
-//!   counted in `tollgate_usage_dropped_total` and logged with the key; other refusals (out of
-//!   memory, a replica, a timeout) fail the flush, and the batch is sent again.
-//! - **No round trip per decision**: a flush is one pipeline (split every [`MAX_PIPELINE`]
-//!   keys, led by a `SCRIPT LOAD` so a restarted Redis knows the script) on a connection of
-//!   its own, so it never queues with decisions. On a Redis Cluster a pipeline must stay on
-//!   one slot, so a flush sends one script call per id and day, [`CLUSTER_IN_FLIGHT`] at a time.
+//! - **A batch counts once.** `write.lua` adds a batch's units to an id's day only when the
+//!   writer's field there holds a lower batch number than this batch's, then stores the
+//!   number; a script runs atomically. The history sends a failed batch again as it was, never
+//!   merged with newer units, and numbers its batches in rising order (see [`crate::usage`]),
+//!   so a batch sent twice — its reply lost after Redis ran it, its pipeline failed part way —
+//!   adds its units once. The writer is a random number drawn at start-up: a restarted process
+//!   is a new writer.
+//! - **A key that cannot take the batch does not block the rest.** A key of another type
+//!   (written by hand) is skipped by the script and loses that id's units for the day, counted
+//!   in `tollgate_usage_dropped_total` and logged with the key; a call Redis refuses (out of
+//!   memory, a replica, a timeout) fails the flush, and the batch is sent again.
+//! - **No round trip per decision**: a flush is one pipeline of script calls of up to
+//!   [`KEYS_PER_CALL`] keys each (split every [`MAX_PIPELINE`] calls, each pipeline led by a
+//!   `SCRIPT LOAD` so a restarted Redis knows the script) on a connection of its own, so it
+//!   never queues with decisions. On a Redis Cluster keys of one call must share a slot, so a
+//!   flush makes one call per id and day, [`CLUSTER_IN_FLIGHT`] at a time.
 //! - **Bounded by expiry**: each day's hash expires 7 days after the day ends (`EXPIREAT`, set
 //!   with every write), so Redis holds at most 8 days per id; reads keep only the range asked.
 //! - **Shared**: every instance on the same Redis adds to the same hashes, so the history is
@@ -29,7 +30,7 @@
 use std::time::Duration;
 
 use futures_util::future::join_all;
-use redis::{RedisResult, Value};
+use redis::RedisResult;
 use tollgate_quota::MeteringId;
 use tollgate_quota::store::RedisStore;
 use tollgate_quota::store::redis::Conn;
@@ -41,8 +42,12 @@ use crate::usage::{BUCKET_SECONDS, DROPPED, RETENTION_BUCKETS};
 /// Buckets in a day.
 const DAY_BUCKETS: i64 = 86_400 / BUCKET_SECONDS;
 
-/// The most keys (script calls) sent in one pipeline.
-pub const MAX_PIPELINE: usize = 10_000;
+/// The most script calls sent in one pipeline.
+pub const MAX_PIPELINE: usize = 1_000;
+
+/// The most keys one script call writes (on one Redis; one on a Cluster): a call blocks Redis
+/// for its duration, about 1.5 µs a key.
+pub const KEYS_PER_CALL: usize = 128;
 
 /// The per-key script calls a flush keeps in flight at once on a Redis Cluster.
 pub const CLUSTER_IN_FLIGHT: usize = 64;
@@ -61,7 +66,7 @@ pub struct RedisLedger {
     script: redis::Script,
 }
 
-/// One id's units for one day of a batch: one script call.
+/// One id's units for one day of a batch: one key of a script call.
 struct DayWrite {
     key: String,
     expire_at: i64,
@@ -96,32 +101,36 @@ impl RedisLedger {
             for chunk in writes.chunks(CLUSTER_IN_FLIGHT) {
                 let sent = join_all(chunk.iter().map(|w| {
                     let mut call = self.script.key(&w.key);
-                    call.arg(self.argv(w, number));
+                    call.arg(self.argv(std::slice::from_ref(w), number));
                     let mut conn = self.conn.clone();
-                    async move { call.invoke_async::<Value>(&mut conn).await }
+                    async move { call.invoke_async::<Vec<usize>>(&mut conn).await }
                 }));
-                self.settle(chunk, self.bounded(sent).await?)?;
+                let calls = chunk.chunks(1);
+                self.settle(calls, self.bounded(sent).await?)?;
             }
             return Ok(());
         }
         let mut conn = self.conn.clone();
-        for chunk in writes.chunks(MAX_PIPELINE) {
+        for chunk in writes.chunks(MAX_PIPELINE * KEYS_PER_CALL) {
             let mut pipe = redis::pipe();
             pipe.cmd("SCRIPT").arg("LOAD").arg(WRITE_LUA).ignore();
-            for w in chunk {
-                let argv = self.argv(w, number);
-                pipe.cmd("EVALSHA").arg(self.script.get_hash()).arg(1).arg(&w.key).arg(argv);
+            for call in chunk.chunks(KEYS_PER_CALL) {
+                pipe.cmd("EVALSHA").arg(self.script.get_hash()).arg(call.len());
+                pipe.arg(call.iter().map(|w| w.key.as_str()).collect::<Vec<_>>());
+                pipe.arg(self.argv(call, number));
             }
             let replies = self
-                .bounded(pipe.ignore_errors().query_async::<Vec<RedisResult<Value>>>(&mut conn))
+                .bounded(
+                    pipe.ignore_errors().query_async::<Vec<RedisResult<Vec<usize>>>>(&mut conn),
+                )
                 .await?
                 .map_err(|e| format!("redis: {e}"))?;
-            self.settle(chunk, replies)?;
+            self.settle(chunk.chunks(KEYS_PER_CALL), replies)?;
         }
         Ok(())
     }
 
-    /// The batch's deltas grouped by id and day, one script call each: a second call for the
+    /// The batch's deltas grouped by id and day, one key each: a second write of the
     /// same key and batch would add nothing (see the module docs).
     fn day_writes(&self, batch: &[(MeteringId, Delta)]) -> Vec<DayWrite> {
         let day = |d: &Delta| d.bucket.div_euclid(DAY_BUCKETS);
@@ -152,30 +161,42 @@ impl RedisLedger {
         writes
     }
 
-    /// `write.lua`'s arguments for `w` in batch `number`.
-    fn argv(&self, w: &DayWrite, number: u64) -> Vec<String> {
-        let mut argv = vec![self.writer.clone(), number.to_string(), w.expire_at.to_string()];
-        for (field, n) in &w.fields {
-            argv.push(field.clone());
-            argv.push(n.to_string());
+    /// `write.lua`'s arguments for the keys of `call` in batch `number`.
+    fn argv(&self, call: &[DayWrite], number: u64) -> Vec<String> {
+        let mut argv = vec![self.writer.clone(), number.to_string()];
+        for w in call {
+            argv.push(w.expire_at.to_string());
+            argv.push(w.fields.len().to_string());
+            for (field, n) in &w.fields {
+                argv.push(field.clone());
+                argv.push(n.to_string());
+            }
         }
         argv
     }
 
-    /// Reads the replies to `writes`: a key Redis refuses as of another type loses its units
-    /// (counted and logged); any other refusal fails the flush, to be sent again.
-    fn settle(&self, writes: &[DayWrite], replies: Vec<RedisResult<Value>>) -> Result<(), String> {
-        if replies.len() != writes.len() {
-            return Err(format!("redis: {} replies to {} writes", replies.len(), writes.len()));
+    /// Reads the replies to `calls`: the keys Redis found of another type lose their units
+    /// (counted and logged); a call Redis refused fails the flush, to be sent again.
+    fn settle<'a>(
+        &self,
+        calls: impl ExactSizeIterator<Item = &'a [DayWrite]>,
+        replies: Vec<RedisResult<Vec<usize>>>,
+    ) -> Result<(), String> {
+        if replies.len() != calls.len() {
+            return Err(format!("redis: {} replies to {} calls", replies.len(), calls.len()));
         }
         let mut failed = None;
-        for (w, reply) in writes.iter().zip(replies) {
-            let Err(e) = reply else { continue };
-            if e.code() == Some("WRONGTYPE") || e.to_string().contains("WRONGTYPE") {
-                metrics::counter!(DROPPED).increment(w.deltas as u64);
-                tracing::warn!(key = %w.key, error = %e, "a usage key holds another type; its units are dropped");
-            } else if failed.is_none() {
-                failed = Some(format!("redis: {e}"));
+        for (call, reply) in calls.zip(replies) {
+            match reply {
+                Ok(refused) => {
+                    for w in refused.iter().filter_map(|&k| call.get(k.checked_sub(1)?)) {
+                        metrics::counter!(DROPPED).increment(w.deltas as u64);
+                        tracing::warn!(key = %w.key, "a usage key holds another type; its units are dropped");
+                    }
+                }
+                Err(e) => {
+                    failed.get_or_insert_with(|| format!("redis: {e}"));
+                }
             }
         }
         failed.map_or(Ok(()), Err)

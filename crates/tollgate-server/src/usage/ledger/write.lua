@@ -1,15 +1,29 @@
--- Adds one batch's units to one id's hash for one UTC day, once.
--- KEYS[1]: the hash. ARGV[1]: this writer's field, ARGV[2]: the batch's number (rising per
--- writer), ARGV[3]: when the hash expires (Unix seconds), then field / increment pairs.
--- The writer's field holds the number of the last batch it added here, so a batch sent again
--- (its first reply lost, or its pipeline failed part way) adds nothing the second time.
-local done = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0') or 0
-if done >= tonumber(ARGV[2]) then
-  return 0
+-- Adds one batch's units to ids' hashes for one UTC day each, once per hash.
+-- KEYS: the hashes. ARGV[1]: this writer's field, ARGV[2]: the batch's number (rising per
+-- writer), then for each key in turn: when its hash expires (Unix seconds), how many field /
+-- increment pairs follow, and the pairs.
+-- The writer's field holds the number of the last batch it added to that hash, so a batch
+-- sent again (its first reply lost, or its pipeline failed part way) adds nothing the second
+-- time. Returns the positions (from 1) of the keys that hold another type: they are skipped.
+local writer, number = ARGV[1], tonumber(ARGV[2])
+local refused = {}
+local at = 3
+for k = 1, #KEYS do
+  local expire_at, pairs = ARGV[at], tonumber(ARGV[at + 1])
+  local first = at + 2
+  at = first + 2 * pairs
+  local done = redis.pcall('HGET', KEYS[k], writer)
+  if type(done) == 'table' and done.err then
+    refused[#refused + 1] = k
+  elseif (tonumber(done) or 0) < number then
+    for i = first, at - 1, 2 do
+      redis.call('HINCRBY', KEYS[k], ARGV[i], ARGV[i + 1])
+    end
+    redis.call('HSET', KEYS[k], writer, ARGV[2])
+    -- Every writer sets the same expiry for a day's hash: the first write of each is enough.
+    if not done then
+      redis.call('EXPIREAT', KEYS[k], expire_at)
+    end
+  end
 end
-for i = 4, #ARGV, 2 do
-  redis.call('HINCRBY', KEYS[1], ARGV[i], ARGV[i + 1])
-end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-redis.call('EXPIREAT', KEYS[1], ARGV[3])
-return 1
+return refused
