@@ -362,8 +362,15 @@ impl Cells {
 
     /// Offers the live counters at `now_us` to `out`.
     pub(super) fn list(&self, now_us: i64, out: &mut Selection<'_, CounterInfo>) {
-        for n in 0..self.data.slots.len() {
-            let Some((id, key, counter)) = self.data.counter(n, now_us) else { continue };
+        let data = &self.data;
+        for (n, slot) in data.slots.iter().enumerate() {
+            // Turned away on the id's bytes first: making the id and the counter costs more.
+            let wanted =
+                data.shape(slot).is_some_and(|s| out.wants_bytes(data.id(slot), &s.key.shape()));
+            if !wanted {
+                continue;
+            }
+            let Some((id, key, counter)) = data.counter(n, now_us) else { continue };
             let shape = key.shape();
             if counter.mark_us > now_us
                 && out.wants(&id, &shape)

@@ -94,10 +94,10 @@ impl<'a> CounterListing<'a> {
         Self { prefix, after: None, limit: usize::MAX }
     }
 
-    /// Whether `id` and `shape` belong on this listing, page aside.
-    fn admits(&self, id: &MeteringId, shape: &CounterShape) -> bool {
-        id.as_str().starts_with(self.prefix)
-            && self.after.as_ref().is_none_or(|a| (id, shape) > (&a.identifier, &a.shape))
+    /// Whether the id of bytes `id` and `shape` belong on this listing, page aside.
+    fn admits(&self, id: &[u8], shape: &CounterShape) -> bool {
+        id.starts_with(self.prefix.as_bytes())
+            && self.after.as_ref().is_none_or(|a| (id, shape) > (a.identifier.as_bytes(), &a.shape))
     }
 }
 
@@ -126,12 +126,17 @@ impl<'l, V> Selection<'l, V> {
     /// Whether a value at `id` and `shape` would be kept: cheap, so a store builds values
     /// only for positions that may be listed.
     pub(crate) fn wants(&self, id: &MeteringId, shape: &CounterShape) -> bool {
+        self.wants_bytes(id.as_bytes(), shape)
+    }
+
+    /// [`Selection::wants`] for an id's bytes, before a store makes a [`MeteringId`] of them:
+    /// most counters of a large store are turned away here (ids are ordered by their bytes).
+    pub(crate) fn wants_bytes(&self, id: &[u8], shape: &CounterShape) -> bool {
         self.listing.admits(id, shape)
             && (self.kept.len() <= self.listing.limit
-                || self
-                    .kept
-                    .last_key_value()
-                    .is_some_and(|(last, _)| (id, shape) <= (&last.identifier, &last.shape)))
+                || self.kept.last_key_value().is_some_and(|(last, _)| {
+                    (id, shape) <= (last.identifier.as_bytes(), &last.shape)
+                }))
     }
 
     /// Keeps `value` at `id` and `shape` when [`Selection::wants`] it.
