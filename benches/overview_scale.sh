@@ -5,7 +5,8 @@
 #   benches/overview_scale.sh [N]     # default N = 1000000 counters, memory store
 #
 # Environment: TOLLGATE_BIN (run that build instead of building the release binary),
-# MAX_COUNTERS (sets `[server] console_max_counters`; unset, the default). Needs wrk and curl.
+# MAX_COUNTERS (sets `[server] console_max_counters`; unset, the default), LIST=1 (also the
+# wall time of `tollgate counters list` writing the whole table to a file). Needs wrk and curl.
 #
 # The release `tollgate serve` (memory store, usage history off) gets every one of N ids once
 # through /v1/quota (benches/memory.lua, a 2-hour calendar window), then GET
@@ -46,3 +47,8 @@ one=$!
 sleep 0.05
 echo "/healthz during an overview: $(curl -fsS -o /dev/null -w '%{time_total}' "$u/healthz") s"
 wait "$one"
+if [ "${LIST:-}" = 1 ]; then
+  start=$(date +%s%N)
+  "$BIN" counters list --url "$u" >"$WORK/list.txt"
+  echo "counters list: $(( ($(date +%s%N) - start) / 1000000 )) ms, $(wc -l <"$WORK/list.txt") lines"
+fi

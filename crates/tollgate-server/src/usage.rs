@@ -137,9 +137,8 @@ struct Inner {
 }
 
 /// The flusher's own state, under the flush lock.
-#[derive(Default)]
 struct Flushes {
-    /// The number the next batch gets.
+    /// The number the next batch gets; from 1, as a ledger takes 0 for "none yet".
     next: u64,
     /// A batch the ledger refused, to be sent again as it was.
     held: Option<Held>,
