@@ -19,9 +19,9 @@
 //!   lock, no allocation for a known id). A task writes the aggregate to the [`ledger`] every
 //!   [`FLUSH_INTERVAL`]: one redb write transaction, or one Redis pipeline. A write that fails
 //!   (a full disk, Redis down) is counted in `tollgate_usage_flush_errors_total`.
-//! - **A batch is written once.** A batch the ledger refused is held as it was, its deltas
-//!   still counted against the aggregate's bound, and sent again first at each flush; nothing
-//!   newer is written before it. Batches are numbered in rising order, so a ledger whose write
+//! - **A batch is written once.** A batch is held from its drain until the ledger takes it,
+//!   its deltas counted against the aggregate's bound all along; one the ledger refused is
+//!   sent again, as it was, first at each flush, and nothing newer is written before it. Batches are numbered in rising order, so a ledger whose write
 //!   can fail part way (Redis) adds a batch sent again only where it did not the first time
 //!   (see [`ledger::redis`]).
 //! - **Bounded.** At most `max_ids` ids are tracked (default [`DEFAULT_MAX_IDS`]); decisions and
@@ -271,42 +271,47 @@ impl UsageHistory {
     /// from a failed flush, then what the aggregate holds. On failure the batch is held.
     pub async fn flush(&self) -> Result<(), UsageError> {
         let inner = &self.inner;
+        let aggregate = &inner.recorder.aggregate;
         let mut flushes = inner.flush.lock().await;
-        if let Some(held) = flushes.held.take() {
-            let sent = inner.ledger.write(&held.batch, held.number, held.cutoff, &held.gone).await;
-            if let Err(e) = sent {
-                flushes.held = Some(held);
-                return Err(self.failed(e));
-            }
-            inner.recorder.aggregate.release(held.batch.deltas.len());
-        }
         let now = Timestamp::now();
         let cutoff = retention_start(now);
+        // Pruned even while writes fail, so ids idle for the retention give their slots back.
         let mut gone =
             std::mem::take(&mut *inner.gone.lock().unwrap_or_else(PoisonError::into_inner));
         let last_prune = inner.pruned_at.load(Ordering::Relaxed);
         if now.as_second() - last_prune >= PRUNE_EVERY_SECS {
             inner.pruned_at.store(now.as_second(), Ordering::Relaxed);
-            gone.extend(inner.recorder.aggregate.prune(cutoff));
+            gone.extend(aggregate.prune(cutoff));
         }
-        let batch = inner.recorder.aggregate.drain(cutoff);
-        metrics::gauge!(TRACKED_IDS).set(inner.recorder.aggregate.tracked() as f64);
+        if let Some(held) = &flushes.held {
+            let sent = inner.ledger.write(&held.batch, held.number, held.cutoff, &held.gone).await;
+            if let Err(e) = sent {
+                inner.gone.lock().unwrap_or_else(PoisonError::into_inner).extend(gone);
+                return Err(self.failed(e));
+            }
+            aggregate.release(held.batch.deltas.len());
+            flushes.held = None;
+        }
+        let batch = aggregate.drain(cutoff);
+        metrics::gauge!(TRACKED_IDS).set(aggregate.tracked() as f64);
         if batch.is_empty() && gone.is_empty() {
             self.written();
             return Ok(());
         }
+        // Held from the drain on: its deltas keep counting against the aggregate's bound while
+        // the write is under way, and a flush that is dropped half way loses nothing.
         let number = flushes.next;
         flushes.next += 1;
-        match inner.ledger.write(&batch, number, cutoff, &gone).await {
+        aggregate.hold(batch.deltas.len());
+        let held = flushes.held.insert(Held { number, batch, cutoff, gone });
+        match inner.ledger.write(&held.batch, number, cutoff, &held.gone).await {
             Ok(()) => {
+                aggregate.release(held.batch.deltas.len());
+                flushes.held = None;
                 self.written();
                 Ok(())
             }
-            Err(e) => {
-                inner.recorder.aggregate.hold(batch.deltas.len());
-                flushes.held = Some(Held { number, batch, cutoff, gone });
-                Err(self.failed(e))
-            }
+            Err(e) => Err(self.failed(e)),
         }
     }
 

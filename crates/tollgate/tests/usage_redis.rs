@@ -165,3 +165,46 @@ fn a_cluster_keeps_each_ids_units_on_its_masters() {
         assert_eq!(totals(&usage(&server, id, "")), (10, 25), "{id}");
     }
 }
+
+/// A refused weight of 2^64 - 1 is past what a Redis hash field holds (2^63 - 1): it is
+/// written as that much, the next increment of that field is dropped and counted, once, and
+/// the other ids of the same flushes are written.
+#[test]
+fn a_count_past_what_redis_holds_loses_only_that_increment() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(redis) = RedisServer::start() else { return };
+    let cfg = config(dir.path(), "[store]\ntimeout_ms = 2000\n");
+    let (huge, good) = (format!("Usage:H{}", free_port()), format!("Usage:G{}", free_port()));
+    let server = serve(&redis.url(), &dir.path().join("a"), &cfg);
+    let scrape = || server.get("/metrics");
+    // The whole test in one 5-minute bucket: the dropped increment needs the field before it.
+    let into_bucket = jiff::Timestamp::now().as_second().rem_euclid(300);
+    if into_bucket > 270 {
+        std::thread::sleep(Duration::from_secs((301 - into_bucket) as u64));
+    }
+    let (huge_key, good_key) = (today_key(&huge), today_key(&good));
+    // Heavier than the limit: refused, and counted as refused units.
+    assert_eq!(quota(&server, &huge, 12, u64::MAX), 429);
+    decide_on(&server, &good);
+    wait_until("the first flush", Duration::from_secs(10), || {
+        field_sum(&redis, &good_key, "a") == 10
+    });
+    // Past 2^63 - 1: written as that much.
+    let huge_units = || totals(&usage(&server, &huge, ""));
+    assert_eq!(huge_units(), (0, i64::MAX as u64));
+    // Any more passes what the field holds: dropped, the next flushes go on.
+    assert_eq!(quota(&server, &huge, 12, 13), 429);
+    assert_eq!(quota(&server, &good, 100, 7), 200);
+    wait_until("the next flush", Duration::from_secs(10), || {
+        field_sum(&redis, &good_key, "a") == 17
+    });
+    wait_until("the increment dropped", Duration::from_secs(10), || {
+        metric(&scrape(), "tollgate_usage_dropped_total").unwrap_or(0.0) >= 1.0
+    });
+    std::thread::sleep(Duration::from_millis(2_500));
+    assert_eq!((field_sum(&redis, &good_key, "a"), field_sum(&redis, &good_key, "r")), (17, 25));
+    assert_eq!(huge_units(), (0, i64::MAX as u64));
+    assert_eq!(redis.command(&format!("EXISTS {huge_key}")).as_deref(), Some(":1"));
+    assert_eq!(metric(&scrape(), "tollgate_usage_dropped_total"), Some(1.0));
+    assert_eq!(metric(&scrape(), "tollgate_usage_flush_errors_total").unwrap_or(0.0), 0.0);
+}

@@ -13,8 +13,8 @@
 //!   had no units (decided or withheld) for the whole retention.
 //! - **At most `max_pending` pending deltas** (across ids), so a store that stays down keeps
 //!   memory bounded: a delta that would need a new one beyond it is dropped (and counted).
-//!   The deltas of a batch the store refused count too, while the history holds that batch
-//!   to send again ([`Aggregate::hold`], [`Aggregate::release`]).
+//!   The deltas of a drained batch count too, until the store takes it (the history holds
+//!   it meanwhile, to send again if refused: [`Aggregate::hold`], [`Aggregate::release`]).
 //!   Deltas older than the retention are dropped when the aggregate is pruned.
 //! - **An id is trimmed once per retention start.** Each id remembers the retention start its
 //!   stored rows were last trimmed to; a drain lists the id for trimming only when the start
@@ -333,8 +333,8 @@ impl Aggregate {
         out
     }
 
-    /// Counts `n` deltas of a batch the store did not take against the pending cap again:
-    /// the history keeps that batch to send it again as it is (see [`crate::usage`]).
+    /// Counts `n` deltas of a drained batch against the pending cap until [`Aggregate::release`]:
+    /// the history holds that batch until the store takes it (see [`crate::usage`]).
     pub fn hold(&self, n: usize) {
         self.pending.fetch_add(n, Ordering::Relaxed);
     }

@@ -13,9 +13,12 @@
 //!   adds its units once. The writer is a random number drawn at start-up: a restarted process
 //!   is a new writer.
 //! - **A key that cannot take the batch does not block the rest.** A key of another type
-//!   (written by hand) is skipped by the script and loses that id's units for the day, counted
-//!   in `tollgate_usage_dropped_total` and logged with the key; a call Redis refuses (out of
-//!   memory, a replica, a timeout) fails the flush, and the batch is sent again.
+//!   (written by hand) loses that id's units for the day, and a count that would pass
+//!   2^63 - 1 loses its increment; the script goes on with the other keys and names the key,
+//!   whose units are counted in `tollgate_usage_dropped_total` and logged. The batch's number
+//!   is stored before its units, so such a key is not added to again when the batch is sent
+//!   again. A call Redis refuses as a whole (out of memory, a replica, a timeout) fails the
+//!   flush, and the batch is sent again.
 //! - **No round trip per decision**: a flush is one pipeline of script calls of up to
 //!   [`KEYS_PER_CALL`] keys each (split every [`MAX_PIPELINE`] calls, each pipeline led by a
 //!   `SCRIPT LOAD` so a restarted Redis knows the script) on a connection of its own, so it
@@ -154,7 +157,8 @@ impl RedisLedger {
                 [('a', d.admitted), ('r', d.refused), ('h', d.held), ('d', d.duplicate)]
             {
                 if n > 0 {
-                    w.fields.push((format!("{}{kind}", d.bucket), n));
+                    // Redis counts in i64: a larger sum (weights near 2^64) is refused.
+                    w.fields.push((format!("{}{kind}", d.bucket), n.min(i64::MAX as u64)));
                 }
             }
         }
@@ -175,8 +179,8 @@ impl RedisLedger {
         argv
     }
 
-    /// Reads the replies to `calls`: the keys Redis found of another type lose their units
-    /// (counted and logged); a call Redis refused fails the flush, to be sent again.
+    /// Reads the replies to `calls`: the keys that refused their units lose them (counted and
+    /// logged); a call Redis refused fails the flush, to be sent again.
     fn settle<'a>(
         &self,
         calls: impl ExactSizeIterator<Item = &'a [DayWrite]>,
@@ -191,7 +195,7 @@ impl RedisLedger {
                 Ok(refused) => {
                     for w in refused.iter().filter_map(|&k| call.get(k.checked_sub(1)?)) {
                         metrics::counter!(DROPPED).increment(w.deltas as u64);
-                        tracing::warn!(key = %w.key, "a usage key holds another type; its units are dropped");
+                        tracing::warn!(key = %w.key, "a usage key refused its units (another type, or a count out of range); they are dropped");
                     }
                 }
                 Err(e) => {
