@@ -21,9 +21,10 @@
 //!   (a full disk, Redis down) is counted in `tollgate_usage_flush_errors_total`.
 //! - **A batch is written once.** A batch is held from its drain until the ledger takes it,
 //!   its deltas counted against the aggregate's bound all along; one the ledger refused is
-//!   sent again, as it was, first at each flush, and nothing newer is written before it. Batches are numbered in rising order, so a ledger whose write
-//!   can fail part way (Redis) adds a batch sent again only where it did not the first time
-//!   (see [`ledger::redis`]).
+//!   sent again, as it was, first at each flush, and nothing newer is written before it. A
+//!   flush runs to its end in a task of its own, whoever stopped waiting for it. Batches are
+//!   numbered in rising order, so a ledger whose write can fail part way (Redis) adds a batch
+//!   sent again only where it did not the first time (see [`ledger::redis`]).
 //! - **Bounded.** At most `max_ids` ids are tracked (default [`DEFAULT_MAX_IDS`]); decisions and
 //!   withheld units of further ids are counted in `tollgate_usage_untracked_total` and not
 //!   kept. Each id keeps at most [`RETENTION_BUCKETS`] buckets; older ones are dropped.
@@ -268,41 +269,49 @@ impl UsageHistory {
     }
 
     /// Writes what is pending to the ledger (see the module invariants): first a batch held
-    /// from a failed flush, then what the aggregate holds. On failure the batch is held.
+    /// since a failed flush, then what the aggregate holds, held until the ledger takes it.
+    ///
+    /// The work runs in a task of its own: a caller that stops waiting (a backup request
+    /// whose client went away) does not stop a write half way, which the file ledger would
+    /// otherwise commit and then be sent again.
     pub async fn flush(&self) -> Result<(), UsageError> {
+        let this = self.clone();
+        tokio::spawn(async move { this.flush_now().await })
+            .await
+            .map_err(|e| UsageError::Unavailable(format!("usage flush task: {e}")))?
+    }
+
+    async fn flush_now(&self) -> Result<(), UsageError> {
         let inner = &self.inner;
         let aggregate = &inner.recorder.aggregate;
         let mut flushes = inner.flush.lock().await;
         let now = Timestamp::now();
         let cutoff = retention_start(now);
         // Pruned even while writes fail, so ids idle for the retention give their slots back.
-        let mut gone =
-            std::mem::take(&mut *inner.gone.lock().unwrap_or_else(PoisonError::into_inner));
         let last_prune = inner.pruned_at.load(Ordering::Relaxed);
         if now.as_second() - last_prune >= PRUNE_EVERY_SECS {
             inner.pruned_at.store(now.as_second(), Ordering::Relaxed);
-            gone.extend(aggregate.prune(cutoff));
+            let pruned = aggregate.prune(cutoff);
+            inner.gone.lock().unwrap_or_else(PoisonError::into_inner).extend(pruned);
         }
+        metrics::gauge!(TRACKED_IDS).set(aggregate.tracked() as f64);
         if let Some(held) = &flushes.held {
             let sent = inner.ledger.write(&held.batch, held.number, held.cutoff, &held.gone).await;
             if let Err(e) = sent {
-                inner.gone.lock().unwrap_or_else(PoisonError::into_inner).extend(gone);
                 return Err(self.failed(e));
             }
             aggregate.release(held.batch.deltas.len());
             flushes.held = None;
         }
+        let gone = std::mem::take(&mut *inner.gone.lock().unwrap_or_else(PoisonError::into_inner));
+        // The drained deltas keep counting against the aggregate's bound until released.
         let batch = aggregate.drain(cutoff);
-        metrics::gauge!(TRACKED_IDS).set(aggregate.tracked() as f64);
         if batch.is_empty() && gone.is_empty() {
             self.written();
             return Ok(());
         }
-        // Held from the drain on: its deltas keep counting against the aggregate's bound while
-        // the write is under way, and a flush that is dropped half way loses nothing.
         let number = flushes.next;
         flushes.next += 1;
-        aggregate.hold(batch.deltas.len());
         let held = flushes.held.insert(Held { number, batch, cutoff, gone });
         match inner.ledger.write(&held.batch, number, cutoff, &held.gone).await {
             Ok(()) => {

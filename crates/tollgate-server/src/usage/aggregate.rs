@@ -14,7 +14,7 @@
 //! - **At most `max_pending` pending deltas** (across ids), so a store that stays down keeps
 //!   memory bounded: a delta that would need a new one beyond it is dropped (and counted).
 //!   The deltas of a drained batch count too, until the store takes it (the history holds
-//!   it meanwhile, to send again if refused: [`Aggregate::hold`], [`Aggregate::release`]).
+//!   it meanwhile, to send again if refused: [`Aggregate::release`]).
 //!   Deltas older than the retention are dropped when the aggregate is pruned.
 //! - **An id is trimmed once per retention start.** Each id remembers the retention start its
 //!   stored rows were last trimmed to; a drain lists the id for trimming only when the start
@@ -313,6 +313,8 @@ impl Aggregate {
 
     /// Takes every pending delta out (capacity kept), to be written to the store, with the
     /// ids among them not yet trimmed to `cutoff` (the retention start), marked as trimmed.
+    /// They still count against the pending cap until [`Aggregate::release`]: the history
+    /// holds the batch until the store takes it (see [`crate::usage`]).
     pub fn drain(&self, cutoff: i64) -> Batch {
         let mut out = Batch::default();
         for shard in &*self.shards {
@@ -328,22 +330,13 @@ impl Aggregate {
                 }
             }
         }
-        let taken = out.deltas.len();
-        self.pending.fetch_sub(taken.min(self.pending.load(Ordering::Relaxed)), Ordering::Relaxed);
         out
     }
 
-    /// Counts `n` deltas of a drained batch against the pending cap until [`Aggregate::release`]:
-    /// the history holds that batch until the store takes it (see [`crate::usage`]).
-    pub fn hold(&self, n: usize) {
-        self.pending.fetch_add(n, Ordering::Relaxed);
-    }
-
-    /// Stops counting `n` held deltas: the store took their batch.
+    /// Stops counting `n` drained deltas against the pending cap: the store took their batch.
     pub fn release(&self, n: usize) {
-        let _ = self
-            .pending
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |p| Some(p.saturating_sub(n)));
+        let less = |p: usize| Some(p.saturating_sub(n));
+        let _ = self.pending.fetch_update(Ordering::Relaxed, Ordering::Relaxed, less);
     }
 
     /// The pending deltas of `id` with a bucket in `from..to`.
@@ -406,14 +399,13 @@ mod tests {
     }
 
     #[test]
-    fn a_held_batch_counts_against_the_cap_until_released() {
+    fn a_drained_batch_counts_against_the_cap_until_released() {
         let a = Aggregate::new(10, 2);
         a.record(&id("A:1"), d(5, 1, 0));
         a.record(&id("A:2"), d(5, 1, 0));
         assert_eq!(a.record(&id("A:3"), d(5, 1, 0)), Recorded::Dropped, "the cap is 2");
-        let batch = a.drain(0);
-        a.hold(batch.deltas.len());
-        assert_eq!(a.record(&id("A:1"), d(6, 1, 0)), Recorded::Dropped, "the held two count");
+        assert_eq!(a.drain(0).deltas.len(), 2);
+        assert_eq!(a.record(&id("A:1"), d(6, 1, 0)), Recorded::Dropped, "the drained two count");
         a.release(1);
         assert_eq!(a.record(&id("A:1"), d(6, 1, 0)), Recorded::Kept);
         assert_eq!(a.record(&id("A:2"), d(6, 1, 0)), Recorded::Dropped);

@@ -15,7 +15,7 @@
 //! - **A key that cannot take the batch does not block the rest.** A key of another type
 //!   (written by hand) loses that id's units for the day, and a count that would pass
 //!   2^63 - 1 loses its increment; the script goes on with the other keys and names the key,
-//!   whose units are counted in `tollgate_usage_dropped_total` and logged. The batch's number
+//!   and each field refused counts one in `tollgate_usage_dropped_total` (the key is logged). The batch's number
 //!   is stored before its units, so such a key is not added to again when the batch is sent
 //!   again. A call Redis refuses as a whole (out of memory, a replica, a timeout) fails the
 //!   flush, and the batch is sent again.
@@ -75,8 +75,6 @@ struct DayWrite {
     expire_at: i64,
     /// `<bucket><kind>` fields and what to add to them.
     fields: Vec<(String, u64)>,
-    /// The batch's deltas it carries (what is dropped if Redis refuses the key).
-    deltas: usize,
 }
 
 impl RedisLedger {
@@ -148,16 +146,18 @@ impl RedisLedger {
                     key: self.key(id, day(d)),
                     expire_at: (day(d) + 1) * 86_400 + RETENTION_BUCKETS * BUCKET_SECONDS,
                     fields: Vec::new(),
-                    deltas: 0,
                 });
             }
             let Some(w) = writes.last_mut() else { continue };
-            w.deltas += 1;
             for (kind, n) in
                 [('a', d.admitted), ('r', d.refused), ('h', d.held), ('d', d.duplicate)]
             {
                 if n > 0 {
-                    // Redis counts in i64: a larger sum (weights near 2^64) is refused.
+                    // Redis counts in i64: a larger sum (weights near 2^64) is cut to the most
+                    // it holds, and counted as one entry dropped.
+                    if n > i64::MAX as u64 {
+                        metrics::counter!(DROPPED).increment(1);
+                    }
                     w.fields.push((format!("{}{kind}", d.bucket), n.min(i64::MAX as u64)));
                 }
             }
@@ -193,9 +193,12 @@ impl RedisLedger {
         for (call, reply) in calls.zip(replies) {
             match reply {
                 Ok(refused) => {
-                    for w in refused.iter().filter_map(|&k| call.get(k.checked_sub(1)?)) {
-                        metrics::counter!(DROPPED).increment(w.deltas as u64);
-                        tracing::warn!(key = %w.key, "a usage key refused its units (another type, or a count out of range); they are dropped");
+                    // One position per refused field, a key's side by side.
+                    metrics::counter!(DROPPED).increment(refused.len() as u64);
+                    let mut keys: Vec<usize> = refused;
+                    keys.dedup();
+                    for w in keys.iter().filter_map(|&k| call.get(k.checked_sub(1)?)) {
+                        tracing::warn!(key = %w.key, "a usage key refused units (another type, or a count out of range); they are dropped");
                     }
                 }
                 Err(e) => {

@@ -6,8 +6,8 @@
 -- sent again (its first reply lost, or its pipeline failed part way) adds nothing the second
 -- time. It is written, with the expiry, before the units: a key whose units Redis then
 -- refuses (a count past 2^63 - 1) keeps what it took and is not added to again.
--- Returns the positions (from 1) of the keys that refused some or all of their units: a key
--- of another type, or a count out of range.
+-- Returns, for each field whose units were refused, its key's position (from 1): every field
+-- of a key of another type, or one count out of range.
 local writer, number = ARGV[1], tonumber(ARGV[2])
 local refused = {}
 local at = 3
@@ -17,22 +17,20 @@ for k = 1, #KEYS do
   at = first + 2 * pairs
   local done = redis.pcall('HGET', KEYS[k], writer)
   if type(done) == 'table' and done.err then
-    refused[#refused + 1] = k
+    for _ = first, at - 1, 2 do
+      refused[#refused + 1] = k
+    end
   elseif (tonumber(done) or 0) < number then
     redis.call('HSET', KEYS[k], writer, ARGV[2])
     -- Every writer sets the same expiry for a day's hash: the first write of each is enough.
     if not done then
       redis.call('EXPIREAT', KEYS[k], expire_at)
     end
-    local failed = false
     for i = first, at - 1, 2 do
       local r = redis.pcall('HINCRBY', KEYS[k], ARGV[i], ARGV[i + 1])
       if type(r) == 'table' and r.err then
-        failed = true
+        refused[#refused + 1] = k
       end
-    end
-    if failed then
-      refused[#refused + 1] = k
     end
   end
 end
