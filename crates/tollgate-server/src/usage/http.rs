@@ -205,9 +205,12 @@ mod tests {
         assert_eq!(up_to(at("2026-12-01T16:00:00Z")), at("2026-12-01T16:00:00Z"));
         let history = crate::usage::UsageHistory::in_memory(10);
         let id = MeteringId::new("S:FIRST").unwrap();
-        let now = at("2026-12-01T16:00:00.3Z");
+        // A bucket two hours ago: inside the retention whenever the test runs.
+        let start = crate::usage::bucket_start(crate::usage::bucket_of(Timestamp::now()) - 24);
+        let now = start + jiff::SignedDuration::from_millis(300);
         history.record(&id, now, 4, 0);
-        let buckets = history.series("S:FIRST", at("2026-12-01T15:00:00Z"), up_to(now)).await;
-        assert_eq!(buckets.unwrap().len(), 1, "the bucket of 16:00 holds the check");
+        let hour_before = start - jiff::SignedDuration::from_hours(1);
+        let buckets = history.series("S:FIRST", hour_before, up_to(now)).await;
+        assert_eq!(buckets.unwrap().len(), 1, "the bucket that began 0.3 s before holds the check");
     }
 }
