@@ -12,13 +12,20 @@ use common::usage::{config, decide_on, field_sum, get, quota, serve, today_key, 
 use common::{RedisCluster, RedisServer, Server, free_port, metric, wait_until};
 use serde_json::Value;
 
+/// A temp dir, a real `redis-server` and a config file with the store's timeout at `ms`;
+/// `None` when redis-server is missing (`RedisServer::start` says so, and fails under CI).
+fn redis_and_config(ms: u64) -> Option<(tempfile::TempDir, RedisServer, String)> {
+    let dir = tempfile::tempdir().unwrap();
+    let redis = RedisServer::start()?;
+    let cfg = config(dir.path(), &format!("[store]\ntimeout_ms = {ms}\n"));
+    Some((dir, redis, cfg))
+}
+
 #[test]
 fn redis_keeps_the_history_across_a_restart_with_a_ttl() {
-    let dir = tempfile::tempdir().unwrap();
-    let Some(redis) = RedisServer::start() else { return };
-    let url = redis.url();
     // A generous store timeout: a slow call must not be answered from local memory.
-    let cfg = config(dir.path(), "[store]\ntimeout_ms = 2000\n");
+    let Some((dir, redis, cfg)) = redis_and_config(2000) else { return };
+    let url = redis.url();
     let id = format!("Usage:R{}", free_port());
     let server = serve(&url, &dir.path().join("a"), &cfg);
     decide_on(&server, &id);
@@ -45,9 +52,7 @@ fn redis_keeps_the_history_across_a_restart_with_a_ttl() {
 /// past now: the answer comes, with the units, instead of millions of days' reads.
 #[test]
 fn redis_reads_skip_foreign_fields_and_stop_a_day_past_now() {
-    let dir = tempfile::tempdir().unwrap();
-    let Some(redis) = RedisServer::start() else { return };
-    let cfg = config(dir.path(), "[store]\ntimeout_ms = 2000\n");
+    let Some((dir, redis, cfg)) = redis_and_config(2000) else { return };
     let id = format!("Usage:F{}", free_port());
     let server = serve(&redis.url(), &dir.path().join("a"), &cfg);
     decide_on(&server, &id);
@@ -71,10 +76,8 @@ fn redis_reads_skip_foreign_fields_and_stop_a_day_past_now() {
 /// once. Before batches were numbered, each copy counted (four times in one run).
 #[test]
 fn a_flush_redis_runs_after_the_flusher_gave_up_counts_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let Some(redis) = RedisServer::start() else { return };
     // The ledger waits max(timeout, 1 s) for a flush's reply.
-    let cfg = config(dir.path(), "[store]\ntimeout_ms = 1000\n");
+    let Some((dir, redis, cfg)) = redis_and_config(1000) else { return };
     let id = format!("Usage:L{}", free_port());
     let server = serve(&redis.url(), &dir.path().join("a"), &cfg);
     let errors = || metric(&server.get("/metrics"), "tollgate_usage_flush_errors_total");
@@ -101,9 +104,7 @@ fn a_flush_redis_runs_after_the_flusher_gave_up_counts_once() {
 /// the other ids of the same batches are written once each, and flushes go on.
 #[test]
 fn a_key_of_another_type_loses_only_its_units() {
-    let dir = tempfile::tempdir().unwrap();
-    let Some(redis) = RedisServer::start() else { return };
-    let cfg = config(dir.path(), "[store]\ntimeout_ms = 2000\n");
+    let Some((dir, redis, cfg)) = redis_and_config(2000) else { return };
     let (bad, good) = (format!("Usage:X{}", free_port()), format!("Usage:G{}", free_port()));
     assert_eq!(
         redis.command(&format!("SET {} not-a-hash", today_key(&bad))).as_deref(),
@@ -173,9 +174,7 @@ fn a_cluster_keeps_each_ids_units_on_its_masters() {
 /// dropped and counted, once, and the other ids of the same flushes are written.
 #[test]
 fn a_count_past_what_redis_holds_loses_only_that_increment() {
-    let dir = tempfile::tempdir().unwrap();
-    let Some(redis) = RedisServer::start() else { return };
-    let cfg = config(dir.path(), "[store]\ntimeout_ms = 2000\n");
+    let Some((dir, redis, cfg)) = redis_and_config(2000) else { return };
     let (huge, good) = (format!("Usage:H{}", free_port()), format!("Usage:G{}", free_port()));
     let server = serve(&redis.url(), &dir.path().join("a"), &cfg);
     let scrape = || server.get("/metrics");
