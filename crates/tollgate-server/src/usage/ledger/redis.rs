@@ -15,17 +15,18 @@
 //! - **A key that cannot take the batch does not block the rest.** A key of another type
 //!   (written by hand) loses that id's units for the day, and a count that would pass
 //!   2^63 - 1 loses its increment; the script goes on with the other keys and names the key,
-//!   and each field refused counts one in `tollgate_usage_dropped_total` (the key is logged). The batch's number
-//!   is stored before its units, so such a key is not added to again when the batch is sent
-//!   again. A call Redis refuses as a whole (out of memory, a replica, a timeout) fails the
-//!   flush, and the batch is sent again.
+//!   and each field refused counts one in `tollgate_usage_dropped_total` (the key is logged).
+//!   The batch's number is stored before its units, so such a key is not added to again when
+//!   the batch is sent again. A call Redis refuses as a whole (out of memory, a replica, a
+//!   timeout) fails the flush, and the batch is sent again.
 //! - **No round trip per decision**: a flush is one pipeline of script calls of up to
 //!   [`KEYS_PER_CALL`] keys each (split every [`MAX_PIPELINE`] calls, each pipeline led by a
 //!   `SCRIPT LOAD` so a restarted Redis knows the script) on a connection of its own, so it
 //!   never queues with decisions. On a Redis Cluster keys of one call must share a slot, so a
 //!   flush makes one call per id and day, [`CLUSTER_IN_FLIGHT`] at a time.
 //! - **Bounded by expiry**: each day's hash expires 7 days after the day ends (`EXPIREAT`, set
-//!   with every write), so Redis holds at most 8 days per id; reads keep only the range asked.
+//!   with each writer's first write to it, in the same script call as the units), so Redis
+//!   holds at most 8 days per id; reads keep only the range asked.
 //! - **Shared**: every instance on the same Redis adds to the same hashes, so the history is
 //!   the sum over instances (what each has flushed).
 //! - **Bounded waits**: every call is bounded by the store's timeout (at least 1 s).
