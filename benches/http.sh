@@ -49,18 +49,7 @@ fi
 build_tollgate
 
 REDIS_PORT=""
-if [ "$MODE" = redis ]; then
-  REDIS_PORT="$(free_port)"
-  mkdir -p "$WORK/redis"
-  redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no \
-    --dir "$WORK/redis" >"$WORK/redis.log" 2>&1 &
-  track "$!" redis-server
-  for _ in $(seq 1 200); do
-    [ "$(redis-cli -p "$REDIS_PORT" ping 2>/dev/null)" = PONG ] && break
-    sleep 0.05
-  done
-  [ "$(redis-cli -p "$REDIS_PORT" ping 2>/dev/null)" = PONG ] || { echo "redis-server did not start:" >&2; cat "$WORK/redis.log" >&2; exit 1; }
-fi
+[ "$MODE" != redis ] || start_redis
 
 start_server() { # store
   local store="$1" arg="$1"

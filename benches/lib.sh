@@ -15,6 +15,7 @@
 #   install_throttlecrab               # the peer's binary into target/peers (PEER_BIN), once
 #   start_throttlecrab                 # its HTTP server on a free port; URL[throttlecrab], PID_OF[throttlecrab]
 #   machine_line                       # "# 2 cores, 8 GiB, Linux …, load average …"
+#   start_redis                        # redis-server on a free port, files in WORK; REDIS_PORT
 #   live_counters URL                  # the server's tollgate_live_counters gauge
 #   feed_ids URL FROM TO               # ids FROM..TO-1 once each to /v1/quota (benches/memory.lua)
 
@@ -172,4 +173,21 @@ feed_ids() { # url from to
   wait "$wrk" || true
   untrack "$wrk"
   grep '^RESULT' "$WORK/wrk.out"
+}
+
+# Starts redis-server on a free loopback port (no persistence, files in WORK/redis, log in
+# WORK/redis.log), stopped at exit; waits for its PONG and sets REDIS_PORT.
+start_redis() {
+  REDIS_PORT="$(free_port)"
+  mkdir -p "$WORK/redis"
+  redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no \
+    --dir "$WORK/redis" >"$WORK/redis.log" 2>&1 &
+  track "$!" redis-server
+  for _ in $(seq 1 200); do
+    [ "$(redis-cli -p "$REDIS_PORT" ping 2>/dev/null)" = PONG ] && return 0
+    sleep 0.05
+  done
+  echo "redis-server did not start:" >&2
+  cat "$WORK/redis.log" >&2
+  exit 1
 }

@@ -26,15 +26,8 @@ need redis-cli "apt-get install -y redis-server"
 [ -n "${BEFORE_BIN:-}" ] || { echo "BEFORE_BIN=<a tollgate binary> is required" >&2; exit 2; }
 if [ -n "${TOLLGATE_BIN:-}" ]; then BIN="$TOLLGATE_BIN"; else build_tollgate; fi
 
-PORT="$(free_port)"
-mkdir -p "$WORK/redis"
-redis-server --port "$PORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$WORK/redis" \
-  >"$WORK/redis.log" 2>&1 &
-track "$!" redis-server
-for _ in $(seq 1 200); do
-  [ "$(redis-cli -p "$PORT" ping 2>/dev/null)" = PONG ] && break
-  sleep 0.05
-done
+start_redis
+PORT="$REDIS_PORT"
 printf '[store]\ntimeout_ms = 50\n' >"$WORK/config.toml"
 
 redis_cpu() { # seconds of CPU redis-server has used
