@@ -39,6 +39,7 @@ use tollgate_server::usage::UsageHistory;
 
 use crate::admin::{self, AdminTarget, encode_segment};
 use crate::config::embedded_file;
+use crate::output::outln;
 
 /// The file every backup directory has from its start until it is complete.
 pub const PARTIAL_MARKER: &str = "backup.partial";
@@ -71,7 +72,7 @@ async fn backup(args: BackupArgs) -> anyhow::Result<()> {
     let text = args.target.send_within(Method::POST, &path, BACKUP_TIMEOUT).await?;
     let body: Value = serde_json::from_str(&text)
         .map_err(|e| anyhow::anyhow!("unexpected answer ({e}): {text}"))?;
-    println!("{}", serde_json::to_string_pretty(&body).unwrap_or(text));
+    outln!("{}", serde_json::to_string_pretty(&body).unwrap_or(text));
     Ok(())
 }
 

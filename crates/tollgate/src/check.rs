@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 
+use crate::output::outln;
+
 /// Arguments of `tollgate check`.
 #[derive(Debug, clap::Args)]
 pub struct CheckArgs {
@@ -126,7 +128,7 @@ async fn check(args: &CheckArgs) -> anyhow::Result<u8> {
         _ => ERROR,
     };
     if code == ALLOWED || code == EXCEEDED {
-        println!("{pretty}");
+        outln!("{pretty}");
     } else {
         eprintln!("{status}");
         eprintln!("{pretty}");

@@ -10,6 +10,7 @@ use reqwest::Method;
 use serde_json::Value;
 
 use crate::admin::{self, AdminTarget, encode_segment};
+use crate::output::outln;
 
 /// Arguments of `tollgate counters`.
 #[derive(Debug, clap::Args)]
@@ -68,7 +69,7 @@ async fn counters(args: CountersArgs) -> anyhow::Result<()> {
                 }
                 let body = call(&args.target, Method::GET, &path).await?;
                 if *json {
-                    println!("{}", serde_json::to_string_pretty(&body).unwrap_or_default());
+                    outln!("{}", serde_json::to_string_pretty(&body).unwrap_or_default());
                     return Ok(());
                 }
                 total += print_rows(&body, first);
@@ -78,12 +79,12 @@ async fn counters(args: CountersArgs) -> anyhow::Result<()> {
                     None => break,
                 }
             }
-            println!("{total} counter(s)");
+            outln!("{total} counter(s)");
         }
         Action::Reset { id } => {
             let path = format!("/v1/counters/{}", encode_segment(id));
             let body = call(&args.target, Method::DELETE, &path).await?;
-            println!("{id}: {} counter(s) reset", body["removed"].as_u64().unwrap_or(0));
+            outln!("{id}: {} counter(s) reset", body["removed"].as_u64().unwrap_or(0));
         }
     }
     Ok(())
@@ -99,10 +100,7 @@ fn print_rows(body: &Value, heading: bool) -> usize {
     let empty = Vec::new();
     let rows = body["counters"].as_array().unwrap_or(&empty);
     if heading {
-        println!(
-            "{:<40} {:>10} {:>8} {:<12} WINDOW END",
-            "IDENTIFIER", "USED", "EXCEEDED", "WINDOW"
-        );
+        outln!("{:<40} {:>10} {:>8} {:<12} WINDOW END", "IDENTIFIER", "USED", "EXCEEDED", "WINDOW");
     }
     for c in rows {
         let window = format!(
@@ -111,7 +109,7 @@ fn print_rows(body: &Value, heading: bool) -> usize {
             c["unit"].as_str().unwrap_or("?").chars().next().unwrap_or('?'),
             c["window"].as_str().unwrap_or("?")
         );
-        println!(
+        outln!(
             "{:<40} {:>10} {:>8} {:<12} {}",
             c["identifier"].as_str().unwrap_or(""),
             c["used"].as_u64().unwrap_or(0),

@@ -11,6 +11,8 @@ use serde_json::{Value, json};
 use tollgate_edi::{AckFormat, acknowledge, gaps};
 use tollgate_edi::{EnvelopeError, Interchange, ParsedFile, PartyId};
 
+use crate::output::outln;
+
 /// Arguments of `tollgate edi`.
 #[derive(Debug, clap::Args)]
 pub struct EdiArgs {
@@ -314,7 +316,7 @@ fn split(file: &Path, out: &Path, control_number: u64) -> u8 {
             eprintln!("tollgate edi: cannot write {}: {e}", path.display());
             return 2;
         }
-        println!("{}", path.display());
+        outln!("{}", path.display());
     }
     if parsed.has_errors() { 1 } else { 0 }
 }

@@ -19,6 +19,7 @@ mod logging;
 mod notifications;
 mod notify;
 mod openapi;
+mod output;
 mod queue;
 mod rls;
 mod serve;

@@ -11,6 +11,7 @@ use reqwest::Method;
 use serde_json::Value;
 
 use crate::admin::{self, AdminTarget, encode_segment};
+use crate::output::outln;
 
 /// Arguments of `tollgate queue`.
 #[derive(Debug, clap::Args)]
@@ -55,7 +56,7 @@ pub fn run(args: QueueArgs) -> ExitCode {
     admin::run("queue", async move {
         let out = call(&args).await?;
         if !out.is_empty() {
-            println!("{out}");
+            outln!("{out}");
         }
         Ok(())
     })

@@ -111,7 +111,7 @@ pub async fn start(
     let rules = file.rls_rules()?;
     let (listener, limiter) = bind(addr, decider, rules, clients).await?;
     let bound = listener.local_addr().context("grpc listener address")?;
-    println!("grpc listening on {bound}");
+    crate::output::announce(format_args!("grpc listening on {bound}"));
     let task = match tls {
         Some(tls) => {
             let incoming = tls_incoming(listener, tls, limits);

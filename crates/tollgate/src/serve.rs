@@ -261,9 +261,7 @@ async fn serve(args: ServeArgs, file: ConfigFile, tls: Option<TlsAcceptor>) -> a
     let shutdown = stopped(stop_rx);
     tracing::info!(%addr, store = store.kind(), "tollgate serving");
     let scheme = if tls.is_some() { "https" } else { "http" };
-    println!("listening on {scheme}://{addr}");
-    use std::io::Write;
-    let _ = std::io::stdout().flush();
+    crate::output::announce(format_args!("listening on {scheme}://{addr}"));
     crate::notify::ready();
 
     let shutdown = async {

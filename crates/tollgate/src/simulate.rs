@@ -10,6 +10,8 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use tollgate_sim::{Scenario, Simulation, Sweep, gateway_table};
 
+use crate::output::out;
+
 /// `tollgate simulate`.
 #[derive(Debug, Args)]
 pub struct SimulateArgs {
@@ -109,7 +111,7 @@ fn simulate(args: &SimulateArgs) -> Result<(), String> {
     }
     tollgate_sim::write_report(&sim, &args.out)
         .map_err(|e| format!("{}: {e}", args.out.display()))?;
-    print!("{}", summary(&sim));
+    out!("{}", summary(&sim));
     eprintln!("report: {}", args.out.join("report.html").display());
     Ok(())
 }
@@ -184,7 +186,7 @@ pub fn advise(args: AdviseArgs) -> ExitCode {
         },
     ) {
         Ok(toml) => {
-            print!("{toml}");
+            out!("{toml}");
             eprintln!("report: {}", args.out.join("report.html").display());
             ExitCode::SUCCESS
         }

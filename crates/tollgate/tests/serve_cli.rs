@@ -272,6 +272,43 @@ fn admin_without_token_is_refused_on_a_non_loopback_listener() {
     assert_eq!(code(&o), 0);
 }
 
+/// Output that nobody reads (`| head`) ends the command quietly with 0; output that cannot be
+/// written (a full disk) ends it with 1 and says so. Neither panics (exit 101 before).
+#[test]
+fn a_closed_or_full_standard_output_ends_the_command_without_a_panic() {
+    let s = Server::start(&["--store", "memory"]);
+    for id in ["Out:a", "Out:b", "Out:c"] {
+        let o = tollgate(&["check", "--url", &s.url, "--id", id, "--limit", "1", "--unit", "day"]);
+        assert_eq!(code(&o), 0);
+    }
+    let list = ["counters", "list", "--url", &s.url, "--limit", "1"];
+    let run = |stdout: std::process::Stdio| {
+        Command::new(BIN)
+            .args(list)
+            .env_remove("TOLLGATE_ADMIN_TOKEN")
+            .stdout(stdout)
+            .output()
+            .unwrap()
+    };
+    // The reader is gone before the first line: every write meets a closed pipe.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let o = run(writer.into());
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(code(&o), 0, "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+    let o = run(full.into());
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(code(&o), 1, "{stderr}");
+    assert!(stderr.contains("cannot write to standard output"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    // The same table still reaches a reader that reads it.
+    let o = run(std::process::Stdio::piped());
+    assert!(String::from_utf8_lossy(&o.stdout).ends_with("3 counter(s)\n"), "{o:?}");
+}
+
 #[test]
 fn sigterm_shuts_down_gracefully() {
     let s = Server::start(&["--store", "memory"]);
