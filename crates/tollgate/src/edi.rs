@@ -3,7 +3,6 @@
 //! Exit codes: 0 clean, 1 when an envelope error was found (the report is still printed),
 //! 2 for usage errors, unreadable files and files without any interchange.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -11,7 +10,7 @@ use serde_json::{Value, json};
 use tollgate_edi::{AckFormat, acknowledge, gaps};
 use tollgate_edi::{EnvelopeError, Interchange, ParsedFile, PartyId};
 
-use crate::output::outln;
+use crate::output::{self, outln};
 
 /// Arguments of `tollgate edi`.
 #[derive(Debug, clap::Args)]
@@ -96,7 +95,6 @@ fn no_interchange(file: &Path, parsed: &ParsedFile) -> bool {
 
 fn inspect(files: &[PathBuf], as_json: bool) -> u8 {
     let mut worst = 0u8;
-    let stdout = std::io::stdout();
     for file in files {
         let (_, parsed) = match load(file) {
             Ok(v) => v,
@@ -105,12 +103,12 @@ fn inspect(files: &[PathBuf], as_json: bool) -> u8 {
                 continue;
             }
         };
-        let mut out = stdout.lock();
-        let written = if as_json {
-            writeln!(out, "{}", file_json(file, &parsed))
+        let report = if as_json {
+            format!("{}\n", file_json(file, &parsed))
         } else {
-            write!(out, "{}", file_table(file, &parsed))
+            file_table(file, &parsed)
         };
+        let written = output::bytes(report.as_bytes());
         if let Err(e) = written {
             eprintln!("tollgate edi: cannot write the report: {e}");
             return 2;
@@ -267,7 +265,7 @@ fn ack(file: &Path, format: AckFormat, control_number: u64) -> u8 {
             }
         }
     }
-    if let Err(e) = std::io::stdout().lock().write_all(&out) {
+    if let Err(e) = output::bytes(&out) {
         eprintln!("tollgate edi: cannot write the acknowledgement: {e}");
         return 2;
     }

@@ -4,16 +4,22 @@
 //! ends it with exit 1 and says so. `println!` panics on both.
 
 use std::fmt;
-use std::io::{self, Write};
+use std::io::{self, StdoutLock, Write};
 
 /// Writes `text` and a newline to standard output, or ends the process as the module says.
 pub fn line(text: fmt::Arguments<'_>) {
-    write(text, b"\n");
+    or_end(write(|out| out.write_fmt(text).and_then(|()| out.write_all(b"\n"))));
 }
 
 /// Writes `text` as it is (no newline added) to standard output, or ends the process.
 pub fn text(text: fmt::Arguments<'_>) {
-    write(text, b"");
+    or_end(write(|out| out.write_fmt(text)));
+}
+
+/// Writes `bytes` to standard output; a reader gone away ends the process with 0, and any
+/// other error is the caller's to report (`edi` has an exit-code scheme of its own).
+pub fn bytes(bytes: &[u8]) -> io::Result<()> {
+    write(|out| out.write_all(bytes))
 }
 
 /// Writes one status line for a running service (`serve`'s "listening on"): a service whose
@@ -23,14 +29,19 @@ pub fn announce(text: fmt::Arguments<'_>) {
     let _ = out.write_fmt(text).and_then(|()| out.write_all(b"\n")).and_then(|()| out.flush());
 }
 
-fn write(text: fmt::Arguments<'_>, end: &[u8]) {
+/// Runs `put` on the locked standard output and flushes it; exits 0 on a broken pipe.
+fn write(put: impl FnOnce(&mut StdoutLock<'static>) -> io::Result<()>) -> io::Result<()> {
     let mut out = io::stdout().lock();
-    let written = out.write_fmt(text).and_then(|()| out.write_all(end)).and_then(|()| out.flush());
+    let written = put(&mut out).and_then(|()| out.flush());
+    drop(out);
+    match written {
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => std::process::exit(0),
+        other => other,
+    }
+}
+
+fn or_end(written: io::Result<()>) {
     if let Err(e) = written {
-        drop(out);
-        if e.kind() == io::ErrorKind::BrokenPipe {
-            std::process::exit(0);
-        }
         let _ = writeln!(io::stderr(), "error: cannot write to standard output: {e}");
         std::process::exit(1);
     }

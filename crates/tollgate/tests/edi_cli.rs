@@ -285,3 +285,27 @@ fn split_pieces_of_a_short_header_are_read_by_inspect_with_no_new_error() {
         assert!(text.contains(&format!("UNZ+1+{cn}'")), "{text}");
     }
 }
+
+/// A reader that goes away (`| head`) ends `inspect` and `ack` with their own code for the file
+/// (0 here, it is clean), not a "cannot write" exit 2; a full disk is still exit 2, named.
+#[test]
+fn a_closed_or_full_standard_output_keeps_the_exit_code_scheme() {
+    let clean = fixture("x12/810-850-two-groups.edi");
+    let run = |args: &[&str], stdout: std::process::Stdio| {
+        Command::new(env!("CARGO_BIN_EXE_tollgate")).args(args).stdout(stdout).output().unwrap()
+    };
+    for args in [["edi", "inspect", path(&clean)], ["edi", "ack", path(&clean)]] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = run(&args, writer.into());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+        assert!(stderr.is_empty(), "{args:?}: {stderr}");
+
+        let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+        let out = run(&args, full.into());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains("cannot write the"), "{args:?}: {stderr}");
+    }
+}
