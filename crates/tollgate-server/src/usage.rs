@@ -34,8 +34,8 @@
 //!   `<data>/usage.redb`; Redis: hashes expiring 7 days after their day. A graceful stop
 //!   flushes; a crash loses at most the last flush interval.
 //! - **Reads are consistent with flushes.** A read holds the flush lock, so a delta is counted
-//!   once: pending in memory, held, or in the ledger. (A held batch that Redis took in part
-//!   shows that part twice until it is sent again; what is stored counts it once.)
+//!   once: pending in memory, held, or in the ledger. A held batch that Redis took in part
+//!   adds only the days whose hash does not yet hold its number ([`ledger::Stored::holds`]).
 
 pub mod aggregate;
 pub mod http;
@@ -372,18 +372,16 @@ impl UsageHistory {
             return Ok(Vec::new());
         }
         let flushes = self.inner.flush.lock().await;
-        let mut rows: std::collections::BTreeMap<i64, Delta> = self
-            .inner
-            .ledger
-            .read(&id, from, to)
-            .await
-            .map_err(UsageError::Unavailable)?
-            .into_iter()
-            .map(|d| (d.bucket, d))
-            .collect();
-        let held = flushes.held.iter().flat_map(|h| &h.batch.deltas);
-        let held =
-            held.filter(|(i, d)| *i == id && (from..to).contains(&d.bucket)).map(|(_, d)| *d);
+        let stored =
+            self.inner.ledger.read(&id, from, to).await.map_err(UsageError::Unavailable)?;
+        let mut rows: std::collections::BTreeMap<i64, Delta> =
+            stored.buckets.iter().map(|d| (d.bucket, *d)).collect();
+        let held = flushes.held.iter().flat_map(|h| h.batch.deltas.iter().map(|d| (h.number, d)));
+        let held = held
+            .filter(|(number, (i, d))| {
+                *i == id && (from..to).contains(&d.bucket) && !stored.holds(d.bucket, *number)
+            })
+            .map(|(_, (_, d))| *d);
         for d in held.chain(self.inner.recorder.aggregate.pending(&id, from, to)) {
             rows.entry(d.bucket).or_insert_with(|| Delta::empty(d.bucket)).add(&d);
         }

@@ -45,11 +45,12 @@ impl Ledger {
         }
     }
 
-    /// The buckets of `id` in `from..to` (bucket indexes), ascending.
-    pub async fn read(&self, id: &MeteringId, from: i64, to: i64) -> Result<Vec<Delta>, String> {
+    /// What the ledger holds of `id` in `from..to` (bucket indexes).
+    pub async fn read(&self, id: &MeteringId, from: i64, to: i64) -> Result<Stored, String> {
+        let whole = |buckets| Stored { buckets, taken: Vec::new() };
         match self {
-            Self::Memory(l) => Ok(l.read(id, from, to)),
-            Self::File(l) => l.read(id.clone(), from, to).await,
+            Self::Memory(l) => Ok(whole(l.read(id, from, to))),
+            Self::File(l) => l.read(id.clone(), from, to).await.map(whole),
             Self::Redis(l) => l.read(id, from, to).await,
         }
     }
@@ -61,5 +62,23 @@ impl Ledger {
             Self::File(l) => l.backup_to(dir).await.map(|()| Some(file::FILE_NAME)),
             Self::Memory(_) | Self::Redis(_) => Ok(None),
         }
+    }
+}
+
+/// What a ledger holds of one id in a range.
+#[derive(Debug)]
+pub struct Stored {
+    /// The id's buckets, ascending.
+    pub buckets: Vec<Delta>,
+    /// Bucket ranges (one per day on Redis) and the last batch this process wrote to each: a
+    /// batch Redis took in part is held and sent again, and a read must not add the part Redis
+    /// took twice. Empty where a batch is taken whole or not at all (memory, the file).
+    pub taken: Vec<(std::ops::Range<i64>, u64)>,
+}
+
+impl Stored {
+    /// Whether the ledger already holds batch `number`'s units of `bucket`.
+    pub fn holds(&self, bucket: i64, number: u64) -> bool {
+        self.taken.iter().any(|(range, last)| range.contains(&bucket) && *last >= number)
     }
 }

@@ -41,6 +41,7 @@ use tollgate_quota::store::redis::Conn;
 use tollgate_quota::store::redis::tagged_key;
 
 use crate::usage::aggregate::Delta;
+use crate::usage::ledger::Stored;
 use crate::usage::{BUCKET_SECONDS, DROPPED, RETENTION_BUCKETS};
 
 /// Buckets in a day.
@@ -217,10 +218,12 @@ impl RedisLedger {
             .map_err(|_| format!("redis: no answer within {:?}", self.timeout))
     }
 
-    /// See [`super::Ledger::read`]: one `HGETALL` per day of the range, in one pipeline.
-    pub async fn read(&self, id: &MeteringId, from: i64, to: i64) -> Result<Vec<Delta>, String> {
+    /// See [`super::Ledger::read`]: one `HGETALL` per day of the range, in one pipeline; this
+    /// writer's field in each day says which batch it wrote there last.
+    pub async fn read(&self, id: &MeteringId, from: i64, to: i64) -> Result<Stored, String> {
+        let mut stored = Stored { buckets: Vec::new(), taken: Vec::new() };
         if from >= to {
-            return Ok(Vec::new());
+            return Ok(stored);
         }
         let days: Vec<i64> =
             (from.div_euclid(DAY_BUCKETS)..=(to - 1).div_euclid(DAY_BUCKETS)).collect();
@@ -232,22 +235,29 @@ impl RedisLedger {
         let asked = pipe.query_async::<Vec<Vec<(String, u64)>>>(&mut conn);
         let hashes = self.bounded(asked).await?.map_err(|e| format!("redis: {e}"))?;
         let mut rows = std::collections::BTreeMap::<i64, Delta>::new();
-        for (field, n) in hashes.into_iter().flatten() {
-            // Fields are `<bucket><kind>`; anything else (written by hand, say) is skipped.
-            let Some((at, kind)) = field.char_indices().next_back() else { continue };
-            let Ok(bucket) = field[..at].parse::<i64>() else { continue };
-            if !(from..to).contains(&bucket) {
-                continue;
+        for (day, hash) in days.iter().zip(hashes) {
+            let day_buckets = day * DAY_BUCKETS..(day + 1) * DAY_BUCKETS;
+            if let Some((_, last)) = hash.iter().find(|(field, _)| *field == self.writer) {
+                stored.taken.push((day_buckets, *last));
             }
-            let row = rows.entry(bucket).or_insert_with(|| Delta::empty(bucket));
-            match kind {
-                'a' => row.admitted = n,
-                'r' => row.refused = n,
-                'h' => row.held = n,
-                'd' => row.duplicate = n,
-                _ => {}
+            for (field, n) in hash {
+                // Fields are `<bucket><kind>`; anything else (written by hand, say) is skipped.
+                let Some((at, kind)) = field.char_indices().next_back() else { continue };
+                let Ok(bucket) = field[..at].parse::<i64>() else { continue };
+                if !(from..to).contains(&bucket) {
+                    continue;
+                }
+                let row = rows.entry(bucket).or_insert_with(|| Delta::empty(bucket));
+                match kind {
+                    'a' => row.admitted = n,
+                    'r' => row.refused = n,
+                    'h' => row.held = n,
+                    'd' => row.duplicate = n,
+                    _ => {}
+                }
             }
         }
-        Ok(rows.into_values().collect())
+        stored.buckets = rows.into_values().collect();
+        Ok(stored)
     }
 }
