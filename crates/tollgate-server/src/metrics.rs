@@ -16,7 +16,7 @@
 //! | `tollgate_tls_reload_errors_total` | counter | changed certificate pairs refused |
 //! | `tollgate_usage_flush_errors_total` | counter | usage history writes that failed (retried; see [`crate::usage`]) |
 //! | `tollgate_usage_untracked_total` | counter | decisions for ids beyond `usage_max_ids`, not kept |
-//! | `tollgate_usage_dropped_total` | counter | usage deltas dropped while too many waited to be written |
+//! | `tollgate_usage_dropped_total` | counter | usage deltas dropped while too many waited to be written, and fields a Redis usage key refused (see [`crate::usage`]) |
 //! | `tollgate_usage_tracked_ids` | gauge | metering ids the usage history tracks |
 //!
 //! The recorder is installed once per process ([`install`] is idempotent), so several servers

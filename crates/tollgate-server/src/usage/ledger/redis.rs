@@ -15,7 +15,8 @@
 //! - **A key that cannot take the batch does not block the rest.** A key of another type
 //!   (written by hand) loses that id's units for the day, and a count that would pass
 //!   2^63 - 1 loses its increment; the script goes on with the other keys and names the key,
-//!   and each field refused counts one in `tollgate_usage_dropped_total` (the key is logged).
+//!   and each field refused counts one in `tollgate_usage_dropped_total` (the key is logged),
+//!   once per batch however often the batch is sent.
 //!   The batch's number is stored before its units, so such a key is not added to again when
 //!   the batch is sent again. A call Redis refuses as a whole (out of memory, a replica, a
 //!   timeout) fails the flush, and the batch is sent again.
@@ -69,6 +70,18 @@ pub struct RedisLedger {
     /// This process's field in each hash it writes: `w:<random number>`.
     writer: String,
     script: redis::Script,
+    /// The fields counted as dropped while sending the current batch: a batch sent again
+    /// (another key's call failed) finds the same key of another type, and counts it once.
+    dropped: std::sync::Mutex<Dropped>,
+}
+
+/// See [`RedisLedger::dropped`].
+#[derive(Default)]
+struct Dropped {
+    /// The batch the fields belong to.
+    number: u64,
+    /// `<key> <field>` of each field counted.
+    fields: std::collections::HashSet<String>,
 }
 
 /// One id's units for one day of a batch: one key of a script call.
@@ -89,6 +102,7 @@ impl RedisLedger {
             timeout: store.timeout().max(Duration::from_secs(1)),
             writer: format!("w:{}", rand::random::<u64>()),
             script: redis::Script::new(WRITE_LUA),
+            dropped: std::sync::Mutex::default(),
         })
     }
 
@@ -99,7 +113,7 @@ impl RedisLedger {
     /// See [`super::Ledger::write`]: batch `number` (rising) adds its units once, however
     /// often it is sent. Buckets older than the retention are left to expiry.
     pub async fn write(&self, batch: &[(MeteringId, Delta)], number: u64) -> Result<(), String> {
-        let writes = self.day_writes(batch);
+        let writes = self.day_writes(batch, number);
         if self.conn.is_cluster() {
             for chunk in writes.chunks(CLUSTER_IN_FLIGHT) {
                 let sent = join_all(chunk.iter().map(|w| {
@@ -109,7 +123,7 @@ impl RedisLedger {
                     async move { call.invoke_async::<Vec<usize>>(&mut conn).await }
                 }));
                 let calls = chunk.chunks(1);
-                self.settle(calls, self.bounded(sent).await?)?;
+                self.settle(calls, self.bounded(sent).await?, number)?;
             }
             return Ok(());
         }
@@ -128,14 +142,14 @@ impl RedisLedger {
                 )
                 .await?
                 .map_err(|e| format!("redis: {e}"))?;
-            self.settle(chunk.chunks(KEYS_PER_CALL), replies)?;
+            self.settle(chunk.chunks(KEYS_PER_CALL), replies, number)?;
         }
         Ok(())
     }
 
     /// The batch's deltas grouped by id and day, one key each: a second write of the
     /// same key and batch would add nothing (see the module docs).
-    fn day_writes(&self, batch: &[(MeteringId, Delta)]) -> Vec<DayWrite> {
+    fn day_writes(&self, batch: &[(MeteringId, Delta)], number: u64) -> Vec<DayWrite> {
         let day = |d: &Delta| d.bucket.div_euclid(DAY_BUCKETS);
         let mut order: Vec<&(MeteringId, Delta)> = batch.iter().collect();
         order.sort_by(|(a, x), (b, y)| (a, day(x)).cmp(&(b, day(y))));
@@ -157,10 +171,11 @@ impl RedisLedger {
                 if n > 0 {
                     // Redis counts in i64: a larger sum (weights near 2^64) is cut to the most
                     // it holds, and counted as one entry dropped.
+                    let field = format!("{}{kind}", d.bucket);
                     if n > i64::MAX as u64 {
-                        metrics::counter!(DROPPED).increment(1);
+                        self.count_dropped(number, format!("{} {field}", w.key));
                     }
-                    w.fields.push((format!("{}{kind}", d.bucket), n.min(i64::MAX as u64)));
+                    w.fields.push((field, n.min(i64::MAX as u64)));
                 }
             }
         }
@@ -187,6 +202,7 @@ impl RedisLedger {
         &self,
         calls: impl ExactSizeIterator<Item = &'a [DayWrite]>,
         replies: Vec<RedisResult<Vec<usize>>>,
+        number: u64,
     ) -> Result<(), String> {
         if replies.len() != calls.len() {
             return Err(format!("redis: {} replies to {} calls", replies.len(), calls.len()));
@@ -196,11 +212,13 @@ impl RedisLedger {
             match reply {
                 Ok(refused) => {
                     // One position per refused field, a key's side by side.
-                    metrics::counter!(DROPPED).increment(refused.len() as u64);
-                    let mut keys: Vec<usize> = refused;
-                    keys.dedup();
-                    for w in keys.iter().filter_map(|&k| call.get(k.checked_sub(1)?)) {
-                        tracing::warn!(key = %w.key, "a usage key refused units (another type, or a count out of range); they are dropped");
+                    let mut nth = 0;
+                    for (i, &k) in refused.iter().enumerate() {
+                        nth = if i > 0 && refused[i - 1] == k { nth + 1 } else { 0 };
+                        let Some(w) = k.checked_sub(1).and_then(|k| call.get(k)) else { continue };
+                        if self.count_dropped(number, format!("{} #{nth}", w.key)) && nth == 0 {
+                            tracing::warn!(key = %w.key, "a usage key refused units (another type, or a count out of range); they are dropped");
+                        }
                     }
                 }
                 Err(e) => {
@@ -209,6 +227,20 @@ impl RedisLedger {
             }
         }
         failed.map_or(Ok(()), Err)
+    }
+
+    /// Counts one dropped field in `tollgate_usage_dropped_total`, once per batch `number`;
+    /// whether it was counted now.
+    fn count_dropped(&self, number: u64, field: String) -> bool {
+        let mut dropped = self.dropped.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if dropped.number != number {
+            *dropped = Dropped { number, fields: Default::default() };
+        }
+        let new = dropped.fields.insert(field);
+        if new {
+            metrics::counter!(DROPPED).increment(1);
+        }
+        new
     }
 
     /// `work` within the ledger's timeout.
