@@ -65,6 +65,6 @@ impl GatewayClock {
     pub fn jittered(&self, retry_after: Duration) -> Duration {
         let max_jitter = (retry_after / 10).min(Duration::from_secs(5));
         let jitter_ms = self.jitter_ms(max_jitter.as_millis().max(1) as u64);
-        retry_after + Duration::from_millis(jitter_ms)
+        retry_after.saturating_add(Duration::from_millis(jitter_ms))
     }
 }

@@ -84,6 +84,11 @@ pub struct Meter {
 /// The first cool-down of the breaker in front of a remote quota service.
 const BREAKER_COOL_DOWN: Duration = Duration::from_secs(1);
 
+/// The longest `Retry-After` taken from a remote quota service: the end of the longest window
+/// (100 years of 366 days). A larger value (a broken or hostile service) is cut to it, so the
+/// hold's due time stays a real time.
+const MAX_RETRY_AFTER_SECS: u64 = tollgate_quota::MAX_WINDOW_YEARS as u64 * 366 * 86_400;
+
 impl Meter {
     /// Meters through the server's decision path: its store and the `[[policy]]` set in
     /// force, which may override the route's limit as it overrides a request's.
@@ -296,7 +301,7 @@ async fn remote_check(
             .get("retry-after")
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(Duration::from_secs);
+            .map(|secs| Duration::from_secs(secs.min(MAX_RETRY_AFTER_SECS)));
         let body = resp.text().await.unwrap_or_default();
         // The limit in force is the service's (its policies may override ours).
         let limit = serde_json::from_str::<serde_json::Value>(&body)

@@ -380,8 +380,8 @@ impl Pipeline {
     fn hold(&mut self, id: &str, retry_after: Duration, reason: String, batch: &mut Batch) {
         let Some(item) = self.live.get_mut(id) else { return };
         let wait = jittered(self.parts.spool.clock(), retry_after);
-        let at =
-            self.parts.spool.now_ms() + i64::try_from(wait.as_millis()).unwrap_or(i64::MAX / 2);
+        let wait_ms = i64::try_from(wait.as_millis()).unwrap_or(i64::MAX);
+        let at = self.parts.spool.now_ms().saturating_add(wait_ms);
         if item.state != State::Held {
             telemetry::count(Counter::Held, item, &self.parts.plan);
         } else {
