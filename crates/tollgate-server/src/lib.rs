@@ -31,7 +31,7 @@
 mod admin;
 mod app;
 mod audit;
-mod body_timeout;
+mod body_pace;
 mod config_file;
 mod headers;
 mod health;

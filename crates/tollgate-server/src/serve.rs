@@ -5,8 +5,9 @@
 //! Bounds ([`ConnectionLimits`]): at most `max_connections` connections are served at once
 //! (further clients wait in the accept queue); a request head must arrive within
 //! `header_timeout` (also the keep-alive idle time: hyper starts that clock when it waits for
-//! the next head), else the connection is closed; a body silent for `body_timeout` gets 408
-//! and the connection closed, and an answer the client takes nothing of for `body_timeout`
+//! the next head), else the connection is closed; a body silent for `body_timeout`, or slower
+//! than `body_min_rate` bytes per second on average once `body_timeout` has passed, gets 408
+//! and the connection closed ([`crate::body_pace`]), and an answer the client takes nothing of for `body_timeout`
 //! closes the connection ([`crate::send_timeout`]). Together they guarantee that a slot held
 //! by a client that sends nothing is freed within `header_timeout`, and one held by a client
 //! that reads nothing within `body_timeout` of the buffers filling, so a flood of such
@@ -51,7 +52,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 use crate::app::App;
-use crate::body_timeout::{StallFlag, StallTimeout};
+use crate::body_pace::{Cut, CutFlag, Pace, PacedBody};
 use crate::limits::ConnectionLimits;
 use crate::parse_error::ProblemIo;
 use crate::send_timeout::SendTimeout;
@@ -149,6 +150,7 @@ where
         }
         let app = app.clone();
         let body_timeout = limits.body_timeout;
+        let pace = Pace { stall: body_timeout, min_rate: limits.body_min_rate.get() };
         let builder = builder.clone();
         let watcher = graceful.watcher();
         let tls = tls.clone();
@@ -160,7 +162,7 @@ where
             let result = match tls {
                 None => {
                     let service = hyper::service::service_fn(move |req| {
-                        handle(app.clone(), req, body_timeout, (addr, proxies.clone()), None)
+                        handle(app.clone(), req, pace, (addr, proxies.clone()), None)
                     });
                     let io = TokioIo::new(ProblemIo::new(SendTimeout::new(stream, body_timeout)));
                     watcher.watch(builder.serve_connection(io, service)).await
@@ -181,13 +183,7 @@ where
                     };
                     let peer = TlsAcceptor::peer(&stream);
                     let service = hyper::service::service_fn(move |req| {
-                        handle(
-                            app.clone(),
-                            req,
-                            body_timeout,
-                            (addr, proxies.clone()),
-                            peer.clone(),
-                        )
+                        handle(app.clone(), req, pace, (addr, proxies.clone()), peer.clone())
                     });
                     let io = TokioIo::new(ProblemIo::new(SendTimeout::new(stream, body_timeout)));
                     watcher.watch(builder.serve_connection(io, service)).await
@@ -209,7 +205,7 @@ where
 async fn handle(
     app: App,
     mut req: Request<Incoming>,
-    body_timeout: Duration,
+    pace: Pace,
     (addr, proxies): (SocketAddr, TrustedProxies),
     peer: Option<PeerCertificate>,
 ) -> Result<Response<Body>, Infallible> {
@@ -249,22 +245,37 @@ async fn handle(
     let method = req.method().clone();
     let uri = req.uri().clone();
     // A request without a body (every `GET /v1/quota`) cannot stall: it skips the watch.
-    let stalled = (!req.body().is_end_stream()).then(StallFlag::default);
-    let req = match &stalled {
+    let paced = (!req.body().is_end_stream()).then(CutFlag::default);
+    let req = match &paced {
         Some(flag) => {
             let flag = flag.clone();
-            req.map(|b| Body::new(StallTimeout::new(b, body_timeout, flag)))
+            req.map(|b| Body::new(PacedBody::new(b, pace, flag)))
         }
         None => req.map(Body::new),
     };
     let response = app.answer(req).await;
-    if stalled.as_ref().is_some_and(StallFlag::fired) {
-        // Whatever the route made of its failed body, the cause was the client's silence.
-        return Ok(Problem::new(StatusCode::REQUEST_TIMEOUT, "body-timeout", "Request Timeout")
-            .detail(format!(
-                "no request body data arrived for {} ms; the connection is closed",
-                body_timeout.as_millis()
-            ))
+    if let Some(cut) = paced.as_ref().and_then(CutFlag::fired) {
+        // Whatever the route made of its failed body, the cause was the client's pace.
+        let (kind, detail) = match cut {
+            Cut::Stalled => (
+                "body-timeout",
+                format!(
+                    "no request body data arrived for {} ms; the connection is closed",
+                    pace.stall.as_millis()
+                ),
+            ),
+            Cut::TooSlow => (
+                "body-too-slow",
+                format!(
+                    "the request body arrived slower than {} bytes per second on average after \
+                     its first {} ms; the connection is closed",
+                    pace.min_rate,
+                    pace.stall.as_millis()
+                ),
+            ),
+        };
+        return Ok(Problem::new(StatusCode::REQUEST_TIMEOUT, kind, "Request Timeout")
+            .detail(detail)
             .with("path", uri.path())
             .header(CONNECTION, HeaderValue::from_static("close"))
             .into_response());

@@ -2,8 +2,9 @@
 //! short, test-sized limits. A slowloris head is closed after the header timeout, a stalled
 //! body gets 408 and a closed connection after the body timeout, an idle keep-alive
 //! connection is closed, a client that reads none of its answers loses its slot after the
-//! body timeout, the connection cap holds, and `/healthz` still answers within a bound while
-//! hundreds of half-open connections sit on the port.
+//! body timeout, a body trickled a byte before each silence would end gets 408 once it falls
+//! behind the least rate, the connection cap holds, and `/healthz` still answers within a
+//! bound while hundreds of half-open connections sit on the port.
 
 mod common;
 
@@ -94,6 +95,56 @@ async fn a_stalled_body_gets_408_and_the_connection_is_closed() {
     let r: serde_json::Value =
         s.http.get(s.url("/v1/policies")).send().await.unwrap().json().await.unwrap();
     assert_eq!(r["generation"], 1, "{r}");
+    s.stop().await;
+}
+
+/// A byte every 200 ms never leaves the 500 ms body timeout silent, but averages 5 bytes per
+/// second: cut with 408 once the first 500 ms have passed and it falls behind 100 per second.
+/// The same body at 2,000 bytes per second is taken. (Before the least rate, a trickle held
+/// its connection for as long as its length in 200 ms steps.)
+#[tokio::test]
+async fn a_trickled_body_is_cut_once_it_falls_behind_the_least_rate() {
+    let mut options = Options { limits: limits(64), ..Options::default() };
+    options.limits.body_min_rate = std::num::NonZeroU64::new(100).unwrap();
+    let s = Server::with(options).await;
+    let body = br#"{"policies":[{"match":"T:*","limit":5,"unit":"day"}]}"#;
+    let head = format!(
+        "PUT /v1/policies HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    let mut c = TcpStream::connect(s.addr).await.unwrap();
+    c.write_all(head.as_bytes()).await.unwrap();
+    let t0 = Instant::now();
+    let mut cut = None;
+    for byte in body {
+        if c.write_all(&[*byte]).await.is_err() {
+            break;
+        }
+        let mut buf = [0u8; 4096];
+        if let Ok(Ok(n)) = timeout(Duration::from_millis(200), c.read(&mut buf)).await {
+            cut = Some(String::from_utf8_lossy(&buf[..n]).into_owned());
+            break;
+        }
+    }
+    let text =
+        cut.unwrap_or_else(|| panic!("a body of {} bytes at 5 per second taken", body.len()));
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(text.contains("body-too-slow"), "{text}");
+    assert!(t0.elapsed() < Duration::from_secs(3), "cut only after {:?}", t0.elapsed());
+    let (_, waited) = read_to_close(&mut c).await;
+    assert!(waited < Duration::from_secs(3), "closed only after {waited:?}");
+
+    // 20 bytes every 10 ms: taken.
+    let mut c = TcpStream::connect(s.addr).await.unwrap();
+    c.write_all(head.as_bytes()).await.unwrap();
+    for chunk in body.chunks(20) {
+        c.write_all(chunk).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let mut buf = [0u8; 4096];
+    let n = timeout(Duration::from_secs(5), c.read(&mut buf)).await.unwrap().unwrap();
+    let text = String::from_utf8_lossy(&buf[..n]);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
     s.stop().await;
 }
 

@@ -71,6 +71,10 @@ pub struct ServerSection {
     /// to one day; default 30 000 ms).
     #[serde(rename = "body_timeout_ms", deserialize_with = "fields::body_timeout")]
     pub body_timeout: Option<Duration>,
+    /// `body_min_rate_bytes`: bytes per second a request body must average once
+    /// `body_timeout_ms` has passed since it began (1 to 4294967295; default 1024).
+    #[serde(rename = "body_min_rate_bytes", deserialize_with = "fields::body_min_rate")]
+    pub body_min_rate: Option<std::num::NonZeroU64>,
     /// Connections served at once (≥ 1; default 4096).
     #[serde(deserialize_with = "fields::max_connections")]
     pub max_connections: Option<NonZeroUsize>,
@@ -125,6 +129,7 @@ impl ServerSection {
         tollgate_server::ConnectionLimits {
             header_timeout: self.header_timeout.unwrap_or(d.header_timeout),
             body_timeout: self.body_timeout.unwrap_or(d.body_timeout),
+            body_min_rate: self.body_min_rate.unwrap_or(d.body_min_rate),
             max_connections: self.max_connections.unwrap_or(d.max_connections),
             trusted_proxies: tollgate_http::proxy::TrustedProxies::new(
                 self.trusted_proxies.clone(),
@@ -399,6 +404,7 @@ impl ConfigFile {
             ("admin_token", a.admin_token != b.admin_token),
             ("header_timeout_ms", a.header_timeout != b.header_timeout),
             ("body_timeout_ms", a.body_timeout != b.body_timeout),
+            ("body_min_rate_bytes", a.body_min_rate != b.body_min_rate),
             ("max_connections", a.max_connections != b.max_connections),
             ("grpc_max_connections", a.grpc_max_connections != b.grpc_max_connections),
             ("grpc_idle_timeout_ms", a.grpc_idle_timeout != b.grpc_idle_timeout),

@@ -21,6 +21,12 @@ pub fn header_timeout<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration
 pub fn body_timeout<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
     millis(d, "body_timeout_ms", DAY_MS).map(Some)
 }
+pub fn body_min_rate<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<std::num::NonZeroU64>, D::Error> {
+    let why = format!("must be between 1 and {} bytes per second", u32::MAX);
+    key::bounded(d, "body_min_rate_bytes", 1, u64::from(u32::MAX), &why).map(Some)
+}
 pub fn max_connections<'de, D: Deserializer<'de>>(d: D) -> Result<Option<NonZeroUsize>, D::Error> {
     key::at_least_one(d, "max_connections").map(Some)
 }

@@ -60,10 +60,12 @@ fn gateway_errors_name_the_key() {
 
 #[test]
 fn listener_limits_are_read_and_zero_is_refused() {
-    let src = "[server]\nheader_timeout_ms = 5000\nbody_timeout_ms = 7000\nmax_connections = 10\n";
+    let src = "[server]\nheader_timeout_ms = 5000\nbody_timeout_ms = 7000\nmax_connections = 10\n\
+               body_min_rate_bytes = 300\n";
     let l = ConfigFile::parse(Path::new("t.toml"), src).unwrap().server.limits();
     assert_eq!(l.header_timeout.as_millis(), 5000);
     assert_eq!(l.body_timeout.as_millis(), 7000);
+    assert_eq!(l.body_min_rate.get(), 300);
     assert_eq!(l.max_connections.get(), 10);
     let d = ConfigFile::default().server.limits();
     assert!(d.header_timeout.as_secs() <= 30);
@@ -73,6 +75,7 @@ fn listener_limits_are_read_and_zero_is_refused() {
         ("[server]\nbody_timeout_ms = 0\n", "2:19", "body_timeout_ms = 0: "),
         ("[server]\nbody_timeout_ms = 99999999999\n", "2:19", "body_timeout_ms = 99999999999"),
         ("[server]\nmax_connections = 0\n", "2:19", "max_connections = 0: "),
+        ("[server]\nbody_min_rate_bytes = 0\n", "2:23", "body_min_rate_bytes = 0: must be"),
         ("[server]\nlog_format = \"yaml\"\n", "2:14", "log_format = \"yaml\": expected"),
         ("[server]\nusage_history = \"no\"\n", "2:17", "usage_history = \"no\": expected true"),
         ("[server]\nusage_max_ids = 0\n", "2:17", "usage_max_ids = 0: must be between"),
