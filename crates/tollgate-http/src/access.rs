@@ -103,7 +103,7 @@ impl AccessGuard {
 
     /// Failed credentials per source address: console logins, bearer tokens, API keys and
     /// session cookies all count here.
-    pub fn failed_logins(&self) -> &FailedLogins {
+    pub fn failed_logins(&self) -> &Arc<FailedLogins> {
         &self.failed_logins
     }
 

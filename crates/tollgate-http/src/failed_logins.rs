@@ -51,6 +51,13 @@ pub struct Refused {
     pub full: bool,
 }
 
+impl Refused {
+    /// The wait in whole seconds, rounded up, so that a client waiting that long is let in.
+    pub fn retry_after_secs(&self) -> u64 {
+        self.wait.as_secs() + u64::from(self.wait.subsec_nanos() > 0)
+    }
+}
+
 /// One address's failures in its current window.
 #[derive(Debug, Clone, Copy)]
 struct Entry {
@@ -151,12 +158,25 @@ impl FailedLogins {
 
     /// The 429 answered to `ip` while it is refused.
     pub fn problem(&self, ip: IpAddr, refused: Refused) -> Problem {
-        let wait = refused.wait;
-        // Whole seconds, rounded up, so that a client waiting that long is let in.
-        let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+        let secs = refused.retry_after_secs();
+        Problem::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too-many-failed-logins",
+            "Too many failed logins",
+        )
+        .detail(self.detail(ip, refused))
+        .with("limit", self.max_failures)
+        .with("window_seconds", self.window.as_secs())
+        .with("retry_after", secs)
+        .header(RETRY_AFTER, HeaderValue::from(secs))
+    }
+
+    /// Why `ip` is refused, in words: the 429's detail, and the gRPC status message.
+    pub fn detail(&self, ip: IpAddr, refused: Refused) -> String {
+        let secs = refused.retry_after_secs();
         let limit = self.max_failures;
         let window = self.window.as_secs();
-        let detail = if refused.full {
+        if refused.full {
             format!(
                 "every address tracked for failed credentials is locked out after {limit} wrong \
                  ones; logins and credentialed requests from new addresses such as {ip} are \
@@ -168,17 +188,7 @@ impl FailedLogins {
                  came from {ip} within {window} s; logins and credentialed requests from this \
                  address are refused for {secs} s more"
             )
-        };
-        Problem::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "too-many-failed-logins",
-            "Too many failed logins",
-        )
-        .detail(detail)
-        .with("limit", limit)
-        .with("window_seconds", window)
-        .with("retry_after", secs)
-        .header(RETRY_AFTER, HeaderValue::from(secs))
+        }
     }
 
     /// Gives back the failure [`FailedLogins::attempt`] counted: `ip` sent a correct token.

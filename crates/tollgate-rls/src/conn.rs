@@ -18,6 +18,7 @@
 
 use std::future::Future;
 use std::io;
+use std::net::IpAddr;
 use std::num::NonZeroUsize;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -144,9 +145,17 @@ impl Drop for Call {
     }
 }
 
-/// What tonic puts into each request's extensions for a [`Guarded`] connection.
+/// What tonic puts into each request's extensions for a [`Guarded`] connection: its activity,
+/// and the peer's address when known.
 #[derive(Debug, Clone)]
-pub struct ConnActivity(Arc<Activity>);
+pub struct ConnActivity(Arc<Activity>, Option<IpAddr>);
+
+impl ConnActivity {
+    /// The address of the connection's peer.
+    pub fn peer(&self) -> Option<IpAddr> {
+        self.1
+    }
+}
 
 /// One accepted connection with its slot and its deadlines (see the module docs).
 #[derive(Debug)]
@@ -160,15 +169,17 @@ pub struct Guarded<IO> {
     idle: Duration,
     timer: Pin<Box<Sleep>>,
     armed: Instant,
+    peer: Option<IpAddr>,
 }
 
 impl<IO> Guarded<IO> {
-    /// `io`, accepted at `accepted_at`, holding `slot`.
+    /// `io` from `peer`, accepted at `accepted_at`, holding `slot`.
     pub fn new(
         io: IO,
         slot: OwnedSemaphorePermit,
         accepted_at: Instant,
         limits: &ConnLimits,
+        peer: Option<IpAddr>,
     ) -> Self {
         let handshake_deadline = accepted_at + limits.handshake;
         Self {
@@ -180,6 +191,7 @@ impl<IO> Guarded<IO> {
             idle: limits.idle,
             timer: Box::pin(tokio::time::sleep_until(handshake_deadline)),
             armed: handshake_deadline,
+            peer,
         }
     }
 
@@ -196,7 +208,7 @@ impl<IO: Connected> Connected for Guarded<IO> {
     type ConnectInfo = ConnActivity;
 
     fn connect_info(&self) -> Self::ConnectInfo {
-        ConnActivity(Arc::clone(&self.activity))
+        ConnActivity(Arc::clone(&self.activity), self.peer)
     }
 }
 
@@ -307,7 +319,8 @@ pub(crate) fn incoming(listener: TcpListener, limits: ConnLimits) -> Accepted<Gu
             if let Err(e) = tcp.set_nodelay(true) {
                 tracing::debug!(error = %e, "grpc: cannot set TCP_NODELAY");
             }
-            let conn = Guarded::new(tcp, slot, Instant::now(), &limits);
+            let peer = tcp.peer_addr().ok().map(|a| a.ip());
+            let conn = Guarded::new(tcp, slot, Instant::now(), &limits, peer);
             if tx.send(Ok(conn)).await.is_err() {
                 return;
             }

@@ -2,6 +2,7 @@
 //! and records as for `GET /v1/quota`: who may call (client keys), which metering ids a caller
 //! may use, and the decision metrics. This crate knows no HTTP; the binary implements it.
 
+use std::net::IpAddr;
 use std::time::Duration;
 
 use tollgate_policy::DecisionOutcome;
@@ -11,9 +12,15 @@ use tonic::metadata::MetadataMap;
 
 /// The checks and records around a call; see the module docs.
 pub trait Gate: Send + Sync + 'static {
-    /// The caller, from the call's metadata: `Ok(None)` when any caller may use any id,
-    /// `Ok(Some(n))` for the gate's client `n`, `UNAUTHENTICATED` otherwise. Runs first.
-    fn authenticate(&self, metadata: &MetadataMap) -> Result<Option<usize>, Status>;
+    /// The caller, from the call's metadata and the connection's `peer` address: `Ok(None)`
+    /// when any caller may use any id, `Ok(Some(n))` for the gate's client `n`,
+    /// `UNAUTHENTICATED` otherwise (or `RESOURCE_EXHAUSTED` for a peer sending wrong
+    /// credentials too often). Runs first.
+    fn authenticate(
+        &self,
+        metadata: &MetadataMap,
+        peer: Option<IpAddr>,
+    ) -> Result<Option<usize>, Status>;
     /// `PERMISSION_DENIED` when client `n` may not use `id`. Runs for every mapped id before
     /// any is counted.
     fn permit(&self, client: usize, id: &MeteringId) -> Result<(), Status>;
@@ -28,7 +35,7 @@ pub trait Gate: Send + Sync + 'static {
 pub struct Open;
 
 impl Gate for Open {
-    fn authenticate(&self, _: &MetadataMap) -> Result<Option<usize>, Status> {
+    fn authenticate(&self, _: &MetadataMap, _: Option<IpAddr>) -> Result<Option<usize>, Status> {
         Ok(None)
     }
     fn permit(&self, _: usize, _: &MeteringId) -> Result<(), Status> {

@@ -19,6 +19,7 @@
 //! limit (and `tollgate-degraded: store-unavailable`); `deny` and `local` (whose local
 //! fallback failed too) answer gRPC `UNAVAILABLE`.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use tollgate_policy::{DecideError, Decider, DecisionOutcome, PolicyMode, Transport};
@@ -27,6 +28,7 @@ use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status};
 
 use crate::answer::{Answer, Checked};
+use crate::conn::ConnActivity;
 use crate::gate::{Gate, Open};
 use crate::rls::rate_limit_service_server::RateLimitService;
 use crate::rls::{RateLimitRequest, RateLimitResponse};
@@ -53,13 +55,14 @@ impl RateLimiter {
         self
     }
 
-    /// Decides a call: its caller through the gate, then the request.
+    /// Decides a call from `peer`: its caller through the gate, then the request.
     pub async fn call(
         &self,
         metadata: &MetadataMap,
+        peer: Option<IpAddr>,
         req: &RateLimitRequest,
     ) -> Result<RateLimitResponse, Status> {
-        let client = self.gate.authenticate(metadata).inspect_err(|_| {
+        let client = self.gate.authenticate(metadata, peer).inspect_err(|_| {
             self.gate.record(DecisionOutcome::Unauthorized);
         })?;
         self.decide_for(client, req).await
@@ -168,6 +171,7 @@ impl RateLimitService for RateLimiter {
         &self,
         request: Request<RateLimitRequest>,
     ) -> Result<Response<RateLimitResponse>, Status> {
-        self.call(request.metadata(), request.get_ref()).await.map(Response::new)
+        let peer = request.extensions().get::<ConnActivity>().and_then(ConnActivity::peer);
+        self.call(request.metadata(), peer, request.get_ref()).await.map(Response::new)
     }
 }

@@ -133,7 +133,11 @@ fn listener_answers(op: &mut Operation, body: bool) {
     add(r, "414", "The request target is longer than 8 KiB (problem uri-too-long).");
     add(r, "431", "The header fields exceed 8 KiB (problem headers-too-large).");
     if body {
-        add(r, "408", "The body stalled for body_timeout_ms (problem body-timeout), or arrived slower than body_min_rate_bytes on average after it (problem body-too-slow).");
+        add(
+            r,
+            "408",
+            "The body stalled for body_timeout_ms (problem body-timeout), or arrived slower than body_min_rate_bytes on average after it (problem body-too-slow).",
+        );
         add(r, "413", "The body is larger than this route reads (problem body-too-large).");
     }
 }

@@ -8,7 +8,7 @@
 //! open-file limit, see `crate::fd_limit`), `header_timeout_ms` and `grpc_idle_timeout_ms`.
 
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
 use std::io;
@@ -21,6 +21,7 @@ use futures_util::Stream;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tollgate_http::client::{API_KEY_HEADER, ClientKeys};
+use tollgate_http::failed_logins::FailedLogins;
 use tollgate_http::tls::TlsAcceptor;
 use tollgate_policy::{Decider, DecisionOutcome, Transport};
 use tollgate_quota::MeteringId;
@@ -34,12 +35,21 @@ use crate::config::ConfigFile;
 /// The rule of `/v1/quota` for gRPC callers: once any `[[client]]` is configured, a call
 /// needs a client key, as `x-api-key` metadata (the HTTP header's name) or as
 /// `authorization: Bearer <key>`, and may use only the metering ids the client's `allow`
-/// globs cover. Decisions are counted in the same metrics as HTTP's, `transport="grpc"`.
-struct ClientGate(ClientKeys);
+/// globs cover. A wrong key counts against its peer's address in the same [`FailedLogins`]
+/// as HTTP's credentials, and a locked-out address is refused (`RESOURCE_EXHAUSTED`) on both
+/// faces. Decisions are counted in the same metrics as HTTP's, `transport="grpc"`.
+struct ClientGate {
+    keys: ClientKeys,
+    failures: Arc<FailedLogins>,
+}
 
 impl Gate for ClientGate {
-    fn authenticate(&self, metadata: &MetadataMap) -> Result<Option<usize>, Status> {
-        if !self.0.enabled() {
+    fn authenticate(
+        &self,
+        metadata: &MetadataMap,
+        peer: Option<IpAddr>,
+    ) -> Result<Option<usize>, Status> {
+        if !self.keys.enabled() {
             return Ok(None);
         }
         let presented = match metadata.get(API_KEY_HEADER) {
@@ -57,14 +67,22 @@ impl Gate for ClientGate {
                  authorization: Bearer <key>",
             ));
         };
-        match self.0.find_key(presented) {
+        // As over HTTP: a call from an unknown address counts under the unspecified one.
+        let ip = peer.unwrap_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED));
+        if let Some(refused) = self.failures.locked(ip) {
+            return Err(Status::resource_exhausted(self.failures.detail(ip, refused)));
+        }
+        match self.keys.find_key(presented) {
             Some(i) => Ok(Some(i)),
-            None => Err(Status::unauthenticated("the client key sent is not a configured key")),
+            None => {
+                self.failures.failed(ip);
+                Err(Status::unauthenticated("the client key sent is not a configured key"))
+            }
         }
     }
 
     fn permit(&self, client: usize, id: &MeteringId) -> Result<(), Status> {
-        match self.0.client(client) {
+        match self.keys.client(client) {
             Some(c) if c.permits(id) => Ok(()),
             Some(c) => Err(Status::permission_denied(format!(
                 "client {:?} may not use the metering id {id}",
@@ -96,7 +114,7 @@ impl Grpc {
 
 /// Starts Envoy's rate limit service when `[server] grpc_listen` is set (`None` otherwise):
 /// the `[[rls]]` rules deciding through `decider` (the one decision path of `/v1/quota`),
-/// `clients`' keys required, over TLS when `tls` is given, within `limits` (connections,
+/// `clients`' keys required (wrong ones counted in `failures`, HTTP's), over TLS when `tls` is given, within `limits` (connections,
 /// handshake and idle timeouts); prints `grpc listening on ADDR` once bound and serves until
 /// `stop` completes.
 pub async fn start(
@@ -104,12 +122,14 @@ pub async fn start(
     limits: ConnLimits,
     decider: Decider,
     clients: ClientKeys,
+    failures: Arc<FailedLogins>,
     tls: Option<&TlsAcceptor>,
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<Option<Grpc>> {
     let Some(addr) = file.server.grpc_listen else { return Ok(None) };
     let rules = file.rls_rules()?;
-    let (listener, limiter) = bind(addr, decider, rules, clients).await?;
+    let gate = ClientGate { keys: clients, failures };
+    let (listener, limiter) = bind(addr, decider, rules, gate).await?;
     let bound = listener.local_addr().context("grpc listener address")?;
     crate::output::announce(format_args!("grpc listening on {bound}"));
     let task = match tls {
@@ -124,15 +144,15 @@ pub async fn start(
 
 /// Binds `addr` for gRPC and builds the service; the caller serves it with
 /// [`tollgate_rls::serve`].
-pub async fn bind(
+async fn bind(
     addr: SocketAddr,
     decider: Decider,
     rules: RuleSet,
-    clients: ClientKeys,
+    gate: ClientGate,
 ) -> anyhow::Result<(TcpListener, RateLimiter)> {
     let listener =
         TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr} (grpc)"))?;
-    let limiter = RateLimiter::new(decider, rules).with_gate(Arc::new(ClientGate(clients)));
+    let limiter = RateLimiter::new(decider, rules).with_gate(Arc::new(gate));
     Ok((listener, limiter))
 }
 
@@ -201,11 +221,12 @@ pub fn tls_incoming(
             if let Err(e) = tcp.set_nodelay(true) {
                 tracing::debug!(error = %e, "grpc: cannot set TCP_NODELAY");
             }
+            let peer = tcp.peer_addr().ok().map(|a| a.ip());
             let (tls, tx) = (tls.clone(), tx.clone());
             tokio::spawn(async move {
                 match tokio::time::timeout(limits.handshake, tls.accept(tcp)).await {
                     Ok(Ok(stream)) => {
-                        let conn = Guarded::new(TlsConn(stream), slot, accepted, &limits);
+                        let conn = Guarded::new(TlsConn(stream), slot, accepted, &limits, peer);
                         let _ = tx.send(Ok(conn)).await;
                     }
                     Ok(Err(e)) => tracing::debug!(error = %e, "grpc TLS handshake failed"),

@@ -125,6 +125,7 @@ async fn serve(args: ServeArgs, file: ConfigFile, tls: Option<TlsAcceptor>) -> a
     let clients =
         ClientKeys::new(&file.client).map_err(|e| ConfigMistake(format!("[[client]]: {e}")))?;
     let clients_for_grpc = clients.clone();
+    let failures_for_grpc = Arc::clone(admin.failed_logins());
     let mut state = AppState::builder(Arc::clone(&store), policies, admin.clone())
         .clients(clients.clone())
         .on_store_unavailable(settings.store_section.store_unavailable);
@@ -253,6 +254,7 @@ async fn serve(args: ServeArgs, file: ConfigFile, tls: Option<TlsAcceptor>) -> a
         grpc_limits,
         state.decider().clone(),
         clients_for_grpc,
+        failures_for_grpc,
         tls.as_ref(),
         stopped(stop_rx.clone()),
     )

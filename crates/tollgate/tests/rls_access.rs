@@ -131,6 +131,41 @@ fn client_keys_are_required_over_grpc_as_over_http() {
     assert_eq!(decisions(&m, "forbidden", "http"), 1, "{m}");
 }
 
+/// Wrong client keys over gRPC count against the address as over HTTP: after ten, calls with
+/// a key from it are refused on both faces, the right key too, until the window ends.
+/// (Before, gRPC took guesses at full speed and never locked anyone out.)
+#[test]
+fn wrong_grpc_keys_lock_the_address_out_on_both_faces() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, grpc) = serve(dir.path(), "memory", CONFIG);
+    let quota = "/v1/quota";
+    let acme = "metering-id: Doc:ACME\r\nquota-limit: 2\r\nquota-timeunit: day\r\n\
+                x-api-key: acme-key-0123456789\r\n";
+    runtime().block_on(async {
+        let mut c = client(&grpc).await;
+        for n in 0..10 {
+            let e = c
+                .should_rate_limit(with(partner("ACME"), "x-api-key", &format!("guess-{n}")))
+                .await
+                .unwrap_err();
+            assert_eq!(e.code(), tonic::Code::Unauthenticated, "guess {n}: {e:?}");
+        }
+        let e = c
+            .should_rate_limit(with(partner("ACME"), "x-api-key", "acme-key-0123456789"))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::ResourceExhausted, "{e:?}");
+        assert!(e.message().contains("10 wrong credentials"), "{}", e.message());
+    });
+    let (status, answer) = http_get(&server.addr, quota, acme);
+    assert_eq!(status, 429, "{answer}");
+    assert!(answer.contains("too-many-failed-logins"), "{answer}");
+    // Nothing was counted for ACME by the refused calls.
+    let (status, counters) = http_get(&server.addr, "/v1/counters", "");
+    assert_eq!(status, 200, "{counters}");
+    assert!(!counters.contains("Doc:ACME"), "{counters}");
+}
+
 #[test]
 fn without_client_keys_grpc_needs_none_and_counts_by_outcome() {
     let dir = tempfile::tempdir().unwrap();
