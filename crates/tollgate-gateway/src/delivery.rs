@@ -55,6 +55,13 @@ pub(crate) fn backoff(attempts: u32) -> Duration {
     FIRST_BACKOFF.saturating_mul(1 << exp).min(MAX_BACKOFF)
 }
 
+/// One of a target's delivery slots, held for the whole of one attempt.
+#[derive(Debug)]
+pub struct Slot {
+    /// Given back when the attempt ends.
+    _permit: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
 /// What a delivery needs to know about the interchange.
 #[derive(Debug, Clone)]
 pub struct Parcel {
@@ -168,17 +175,23 @@ impl Deliverer {
         self
     }
 
-    /// Makes one attempt to hand `parcel` to `route`'s target, waiting for a concurrency slot
-    /// first.
-    pub async fn deliver(&self, route: &Route, parcel: &Parcel) -> Attempt {
-        let target = &route.target;
-        let _permit = match self.limits.get(target) {
+    /// Waits for one of `route`'s target's concurrency slots (`max_concurrency`). Taken
+    /// before a parcel's bytes are read, so a slow target holds at most that many parcels in
+    /// memory however many lanes wait for it.
+    pub async fn slot(&self, route: &Route) -> Result<Slot, Attempt> {
+        match self.limits.get(&route.target) {
             Some(sem) => match sem.clone().acquire_owned().await {
-                Ok(p) => Some(p),
-                Err(_) => return Attempt::Retry("delivery is shutting down".into()),
+                Ok(p) => Ok(Slot { _permit: Some(p) }),
+                Err(_) => Err(Attempt::Retry("delivery is shutting down".into())),
             },
-            None => None,
-        };
+            None => Ok(Slot { _permit: None }),
+        }
+    }
+
+    /// Makes one attempt to hand `parcel` to `route`'s target in `slot` (see [`Self::slot`]).
+    pub async fn deliver(&self, route: &Route, parcel: &Parcel, slot: Slot) -> Attempt {
+        let _slot = slot;
+        let target = &route.target;
         match target {
             Target::Dir(_) if self.simulated => Attempt::Done,
             Target::Dir(dir) => {
@@ -344,8 +357,8 @@ mod tests {
             document: "214".into(),
             bytes: b"ISA".to_vec(),
         };
-        assert_eq!(d.deliver(route, &p).await, Attempt::Done);
-        assert_eq!(d.deliver(route, &p).await, Attempt::Done);
+        assert_eq!(d.deliver(route, &p, d.slot(route).await.unwrap()).await, Attempt::Done);
+        assert_eq!(d.deliver(route, &p, d.slot(route).await.unwrap()).await, Attempt::Done);
         let names: Vec<_> =
             std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(names, vec![std::ffi::OsString::from("a-1.edi")]);

@@ -100,8 +100,13 @@ struct Planned {
 }
 
 impl Planned {
-    /// Reads the item's bytes from the spool and makes one delivery attempt.
+    /// Waits for a slot of the route's target, reads the item's bytes from the spool and
+    /// makes one delivery attempt.
     async fn attempt(self, parts: &Parts) -> (String, Attempt) {
+        let slot = match parts.deliverer.slot(&self.route).await {
+            Ok(slot) => slot,
+            Err(attempt) => return (self.id, attempt),
+        };
         let spool = parts.spool.clone();
         let (file, start, end) = (self.file, self.start, self.end);
         let inline = spool.is_ephemeral();
@@ -111,7 +116,7 @@ impl Planned {
             Ok(Ok(bytes)) => {
                 let parcel =
                     Parcel { id: self.id, partner: self.partner, document: self.document, bytes };
-                let attempt = parts.deliverer.deliver(&self.route, &parcel).await;
+                let attempt = parts.deliverer.deliver(&self.route, &parcel, slot).await;
                 return (parcel.id, attempt);
             }
             Ok(Err(e)) => Attempt::Retry(format!("reading the spool: {e}")),
