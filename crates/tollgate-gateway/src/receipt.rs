@@ -288,13 +288,15 @@ fn write_ack(
     let Some(bytes) = bytes.as_deref() else { return };
     let Ok(control) = parts.spool.next_control_number() else { return };
     let Some(ack) = envelope::acknowledge(bytes, ic, control) else { return };
+    let tmp = dir.join(format!(".{}.ack.tmp", item.id));
     let res = std::fs::create_dir_all(dir).and_then(|()| {
-        let tmp = dir.join(format!(".{}.ack.tmp", item.id));
         std::fs::write(&tmp, &ack)?;
         std::fs::File::open(&tmp)?.sync_all()?;
         std::fs::rename(&tmp, dir.join(format!("{}.ack", item.id)))
     });
     if let Err(e) = res {
+        // A part written before the failure (a full disk) is not left behind.
+        let _ = std::fs::remove_file(&tmp);
         tracing::error!(dir = %dir.display(), error = %e, "writing an acknowledgement failed");
     }
 }
