@@ -152,7 +152,13 @@ pub(crate) const TOO_LARGE_DIR: &str = "too-large";
 /// Moves the file at `path` into `<its dir>/too-large/` under a unique name, with a
 /// `<name>.reason` note beside it; returns the new path.
 pub(crate) fn move_aside(path: &Path, reason: &str) -> std::io::Result<PathBuf> {
-    let dir = path.parent().unwrap_or(Path::new(".")).join(TOO_LARGE_DIR);
+    move_aside_in(path.parent().unwrap_or(Path::new(".")), path, reason)
+}
+
+/// [`move_aside`] into `landing`'s `too-large/`, for a file kept elsewhere in it (a taken
+/// file in `.tollgate-taken/`).
+pub(crate) fn move_aside_in(landing: &Path, path: &Path, reason: &str) -> std::io::Result<PathBuf> {
+    let dir = landing.join(TOO_LARGE_DIR);
     std::fs::create_dir_all(&dir)?;
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     // Landing files carry the OS's timestamps, so their names use the OS clock too.

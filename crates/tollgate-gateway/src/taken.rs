@@ -89,8 +89,21 @@ pub(crate) fn sweep(dir: &Path, settle: Duration, grace: Duration, max_bytes: u6
                 continue;
             }
             if meta.len() - len > max_bytes {
-                // Kept where it is (never deleted while it differs from what was taken).
-                tracing::error!(path = %path.display(), bytes = meta.len() - len, "bytes appended to a taken landing file exceed max_file_bytes; left in place");
+                // Never deleted while it differs from what was taken: set aside once, as a
+                // landing file over the limit is, instead of logged at every sweep.
+                let reason = format!(
+                    "{} bytes were appended after its first {len} were taken, more than \
+                     max_file_bytes ({max_bytes}); the first {len} were spooled",
+                    meta.len() - len
+                );
+                match landing::move_aside_in(dir, &path, &reason) {
+                    Ok(to) => {
+                        tracing::error!(path = %to.display(), bytes = meta.len() - len, "bytes appended to a taken landing file exceed max_file_bytes; moved to too-large/")
+                    }
+                    Err(e) => {
+                        tracing::error!(path = %path.display(), error = %e, "bytes appended to a taken landing file exceed max_file_bytes, and it cannot be moved to too-large/; retrying")
+                    }
+                }
                 continue;
             }
             if let Err(e) = take_growth(dir, &path, len, name, age >= grace) {
@@ -162,5 +175,29 @@ mod tests {
         assert_eq!(parse_name("1-0-a-b-c"), Some((0, "a-b-c")));
         assert_eq!(parse_name("junk"), None);
         assert_eq!(parse_name("1-x-name"), None);
+    }
+
+    /// Growth past `max_file_bytes` goes to `too-large/` with its reason, once, where it was
+    /// left in place and logged at every sweep.
+    #[test]
+    fn growth_past_the_limit_is_set_aside_once() {
+        let landing = tempfile::tempdir().unwrap();
+        let taken = landing.path().join(TAKEN_DIR);
+        std::fs::create_dir_all(&taken).unwrap();
+        std::fs::write(taken.join("1700000000000-10-f.edi"), [b'x'; 60]).unwrap();
+        sweep(landing.path(), Duration::ZERO, Duration::ZERO, 20);
+        assert_eq!(std::fs::read_dir(&taken).unwrap().count(), 0);
+        let aside: Vec<String> = std::fs::read_dir(landing.path().join(landing::TOO_LARGE_DIR))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(aside.len(), 2, "{aside:?}");
+        let note = aside.iter().find(|n| n.ends_with(".reason")).unwrap();
+        let reason = std::fs::read_to_string(landing.path().join("too-large").join(note)).unwrap();
+        assert!(reason.contains("50 bytes were appended after its first 10"), "{reason}");
+        // Nothing left to sweep, nothing landed as a tail.
+        sweep(landing.path(), Duration::ZERO, Duration::ZERO, 20);
+        let landed = std::fs::read_dir(landing.path()).unwrap().count();
+        assert_eq!(landed, 2, "the taken and too-large folders only");
     }
 }
