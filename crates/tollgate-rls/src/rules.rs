@@ -119,11 +119,14 @@ pub struct RuleSet {
     by_domain: HashMap<String, Vec<Rule>>,
 }
 
-/// Why a descriptor that matched a rule gives no metering id.
+/// Why a descriptor that matched a rule gives no metering id. Its message shows at most the
+/// first [`BadId::SHOWN`] characters of the id: the message travels as the `grpc-message`
+/// header, and a descriptor value of many kilobytes would make it larger than a peer takes.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "the metering id {id:?} built by the template {template:?} must be 1 to {} bytes of \
-     visible ASCII",
+    "the metering id {} built by the template {template:?} must be 1 to {} bytes of visible \
+     ASCII",
+    self.shown(),
     MeteringId::MAX_LEN
 )]
 pub struct BadId {
@@ -131,6 +134,20 @@ pub struct BadId {
     pub id: String,
     /// The template.
     pub template: String,
+}
+
+impl BadId {
+    /// The most characters of the id the message shows.
+    pub const SHOWN: usize = 64;
+
+    /// The id as the message shows it: quoted whole, or its start and its length.
+    fn shown(&self) -> String {
+        if self.id.chars().count() <= Self::SHOWN {
+            return format!("{:?}", self.id);
+        }
+        let start: String = self.id.chars().take(Self::SHOWN).collect();
+        format!("{start:?}… ({} bytes)", self.id.len())
+    }
 }
 
 impl RuleSet {

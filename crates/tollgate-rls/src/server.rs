@@ -41,6 +41,9 @@ use crate::rls::rate_limit_service_server::RateLimitServiceServer;
 
 /// The longest a call may take before it is answered `CANCELLED`.
 pub(crate) const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// The largest `ShouldRateLimit` request taken (tonic's default is 4 MiB): Envoy's are well
+/// under a kilobyte, and a connection may carry [`MAX_STREAMS`] of them at once.
+pub(crate) const MAX_REQUEST_BYTES: usize = 64 * 1024;
 /// Concurrent calls per connection.
 pub(crate) const MAX_STREAMS: u32 = 1024;
 /// HTTP/2 ping period on a connection (dropped when a ping is not answered within it).
@@ -70,7 +73,9 @@ pub async fn serve_incoming<I, IO, IE>(
     let (reporter, health) = tonic_health::server::health_reporter();
     reporter.set_serving::<RateLimitServiceServer<RateLimiter>>().await;
     let routes = tonic::service::Routes::new(health)
-        .add_service(RateLimitServiceServer::new(limiter))
+        .add_service(
+            RateLimitServiceServer::new(limiter).max_decoding_message_size(MAX_REQUEST_BYTES),
+        )
         .prepare();
     let graceful = GracefulShutdown::new();
     let mut incoming = Box::pin(incoming);

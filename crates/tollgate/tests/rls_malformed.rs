@@ -131,3 +131,44 @@ fn a_request_and_answer_larger_than_the_first_buffer_are_read_whole() {
         assert!(answer.statuses.iter().all(|s| s.limit_remaining == 4), "{:?}", answer.statuses[0]);
     });
 }
+
+/// A request past 64 KiB is refused before it is decoded (tonic's own default took 4 MiB per
+/// call), one under it whose id is far too long gets a short message, and the connection goes
+/// on answering; neither counts.
+#[test]
+fn a_request_past_64_kib_or_with_a_huge_id_is_refused_and_counts_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, rt, channel) = connected(dir.path());
+    rt.block_on(async {
+        let descriptor = |value: String| RateLimitDescriptor {
+            entries: vec![Entry { key: "partner".into(), value }],
+            hits_addend: None,
+        };
+        let big = RateLimitRequest {
+            domain: "edi".into(),
+            descriptors: vec![descriptor("A".repeat(64 * 1024))],
+            hits_addend: 1,
+        };
+        let mut c = RateLimitServiceClient::new(channel);
+        let err = c.should_rate_limit(big).await.expect_err("refused");
+        assert_eq!(err.code(), Code::OutOfRange, "{err:?}");
+        // Under the cap, an id far past 256 bytes: INVALID_ARGUMENT, its message (a header)
+        // showing the id's start and length; it was a 60 KiB header the client reset before.
+        let long = RateLimitRequest {
+            domain: "edi".into(),
+            descriptors: vec![descriptor("A".repeat(60 * 1024))],
+            hits_addend: 1,
+        };
+        let err = c.should_rate_limit(long).await.expect_err("refused");
+        assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+        assert!(err.message().contains("(61448 bytes)"), "{}", err.message());
+        assert!(err.message().len() < 512, "{}", err.message());
+        let small = RateLimitRequest {
+            domain: "edi".into(),
+            descriptors: vec![descriptor("ACME".into())],
+            hits_addend: 1,
+        };
+        let answer = c.should_rate_limit(small).await.unwrap().into_inner();
+        assert_eq!(answer.statuses[0].limit_remaining, 4, "{answer:?}");
+    });
+}
