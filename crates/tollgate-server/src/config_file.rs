@@ -14,7 +14,11 @@
 //! - comments, order and formatting outside `[[policy]]` are kept (`toml_edit`), and so are
 //!   those of each `[[policy]]` table whose `match` is still there: its comments and the
 //!   comments beside its keys stay, only the values change. A new policy is written after the
-//!   file's tables; a removed one goes with its comments.
+//!   file's tables; a removed one goes with its comments;
+//! - the file is read again just before the rename: if someone changed it since it was read
+//!   (an operator's editor, a deployment tool), their version stays and the rewrite is
+//!   refused. (A change landing between that read and the rename, a few microseconds, is
+//!   still lost: no lock binds an editor.)
 
 use std::path::{Path, PathBuf};
 
@@ -52,9 +56,21 @@ pub(crate) fn rewrite_policies(
     };
     let text = with_policies(&target, &source, rules).map_err(RewriteError::Failed)?;
     vet(&source, &text).map_err(RewriteError::Refused)?;
-    write_atomically(&target, text.as_bytes(), meta.as_ref())
-        .map_err(|e| RewriteError::Failed(format!("{shown}: cannot write: {e}")))?;
-    Ok(text)
+    // Read again just before the rename: an edit made by hand (or by a deployment tool) since
+    // the first read is kept, and this rewrite refused, rather than the edit lost.
+    let unchanged = || match std::fs::read_to_string(&target) {
+        Ok(now) => now == source,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => meta.is_none(),
+        Err(_) => false,
+    };
+    match write_atomically(&target, text.as_bytes(), meta.as_ref(), unchanged) {
+        Ok(true) => Ok(text),
+        Ok(false) => Err(RewriteError::Refused(format!(
+            "{shown} changed while the policies were being written; nothing was written, and \
+             the file is as it was changed: send the change again"
+        ))),
+        Err(e) => Err(RewriteError::Failed(format!("{shown}: cannot write: {e}"))),
+    }
 }
 
 /// `source` with its `[[policy]]` tables replaced by `rules`, everything else untouched.
@@ -142,12 +158,15 @@ fn resolve(file: &Path) -> Result<PathBuf, String> {
     }
 }
 
-/// Writes `bytes` to `target` through a temporary sibling carrying `meta`'s mode and owner.
+/// Writes `bytes` to `target` through a temporary sibling carrying `meta`'s mode and owner;
+/// writes nothing and answers false when `unchanged`, asked just before the rename, says the
+/// target is no longer what was read.
 fn write_atomically(
     target: &Path,
     bytes: &[u8],
     meta: Option<&std::fs::Metadata>,
-) -> std::io::Result<()> {
+    unchanged: impl FnOnce() -> bool,
+) -> std::io::Result<bool> {
     use std::io::Write;
     let dir = match target.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
@@ -162,12 +181,15 @@ fn write_atomically(
         f.write_all(bytes)?;
         f.sync_all()?;
         drop(f);
+        if !unchanged() {
+            return Ok(false);
+        }
         std::fs::rename(&tmp, target)?;
         // The rename itself is durable only once the directory is.
         std::fs::File::open(&dir)?.sync_all()?;
-        Ok(())
+        Ok(true)
     })();
-    if result.is_err() {
+    if !matches!(result, Ok(true)) {
         let _ = std::fs::remove_file(&tmp);
     }
     result
@@ -220,4 +242,32 @@ fn keep_owner_and_mode(f: &std::fs::File, meta: &std::fs::Metadata) -> std::io::
 #[cfg(not(unix))]
 fn keep_owner_and_mode(f: &std::fs::File, meta: &std::fs::Metadata) -> std::io::Result<()> {
     f.set_permissions(meta.permissions())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A hand edit made while a rewrite is under way (here: while it is vetted) is kept, and
+    /// the rewrite refused; before, the rewrite renamed its copy over the edit.
+    #[test]
+    fn a_hand_edit_made_during_a_rewrite_is_kept_and_the_rewrite_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("t.toml");
+        std::fs::write(&file, "[[policy]]\nmatch = \"R:*\"\nlimit = 1\nunit = \"day\"\n").unwrap();
+        let edited = "# by hand\n[[policy]]\nmatch = \"R:*\"\nlimit = 2\nunit = \"day\"\n";
+        let rewritten = rewrite_policies(&file, &[], |_, _| {
+            std::fs::write(&file, edited).map_err(|e| e.to_string())
+        });
+        match rewritten {
+            Err(RewriteError::Refused(m)) => assert!(m.contains("changed while"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), edited);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "no temporary file left");
+        // Nobody else writing: the rewrite goes through.
+        let written = rewrite_policies(&file, &[], |_, _| Ok(())).unwrap();
+        assert!(!written.contains("[[policy]]"), "{written}");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), written);
+    }
 }
