@@ -96,6 +96,9 @@ pub struct GatewayConfig {
     /// Trading partners: sender ids to names.
     #[serde(default)]
     pub partner: Vec<PartnerConfig>,
+    /// What becomes of an interchange whose sender is in no `[[gateway.partner]]`.
+    #[serde(default)]
+    pub unknown_senders: UnknownSenders,
     /// Document routes: what is metered how, and where it goes.
     #[serde(default)]
     pub route: Vec<RouteConfig>,
@@ -123,6 +126,7 @@ impl Default for GatewayConfig {
             incomplete_grace_ms: defaults::incomplete_grace_ms(),
             quota: QuotaSection::default(),
             partner: Vec::new(),
+            unknown_senders: UnknownSenders::default(),
             route: Vec::new(),
             deliver_ca_file: None,
         }
@@ -189,6 +193,19 @@ pub enum OnQuotaUnavailable {
     Deliver,
     /// Hold until the service answers again.
     Hold,
+}
+
+/// What becomes of an interchange whose sender is in no `[[gateway.partner]]`
+/// (`[gateway] unknown_senders`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UnknownSenders {
+    /// Metered under its raw `QUAL:ID`, as a partner of its own.
+    #[default]
+    Meter,
+    /// Rejected with the reason: a sender id nobody configured (a partner's bug, or a sender
+    /// inventing ids to get a fresh quota each time) is never delivered unreviewed.
+    Reject,
 }
 
 /// `[[gateway.partner]]`.
@@ -405,6 +422,7 @@ impl GatewayConfig {
             deliver_ca_file,
             on_unavailable: self.quota.on_unavailable,
             partners,
+            unknown_senders: self.unknown_senders,
             routes,
             by_document,
         })

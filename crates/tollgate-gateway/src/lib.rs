@@ -73,6 +73,7 @@ use tollgate_policy::Decider;
 pub use clock::GatewayClock;
 pub use config::{
     ConfigError, Dedup, DeliveryConfig, GatewayConfig, OnQuotaUnavailable, Plan, QuotaMode, Target,
+    UnknownSenders,
 };
 pub use filter::QueueFilter;
 pub use item::{Item, State};

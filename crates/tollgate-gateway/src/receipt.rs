@@ -14,7 +14,7 @@ use std::collections::HashSet;
 use std::ops::Range;
 use std::sync::Arc;
 
-use crate::config::{Plan, Route};
+use crate::config::{Plan, Route, UnknownSenders};
 use crate::envelope::{self, Envelope, Scan};
 use crate::item::{Item, State};
 use crate::pipeline::Parts;
@@ -195,6 +195,15 @@ pub fn prepare(parts: &Parts, mut file: FileRecord, seen: &HashSet<String>) -> P
             if let Some(ic) = &env.rejected {
                 write_ack(parts, &item, &file, &mut bytes, ic);
             }
+        } else if plan.unknown_senders == UnknownSenders::Reject
+            && !plan.partners.contains_key(&env.sender)
+        {
+            item.state = State::Rejected;
+            item.metering_id = None;
+            item.reason = Some(format!(
+                "sender {} is in no [[gateway.partner]] ids (unknown_senders = \"reject\")",
+                env.sender
+            ));
         } else if seen.contains(&key)
             || mine.contains(&key)
             || parts.spool.seen_since(&key, since).ok().flatten().is_some()

@@ -152,6 +152,8 @@ pub struct Plan {
     pub on_unavailable: OnQuotaUnavailable,
     /// `QUAL:ID` → partner name.
     pub partners: HashMap<String, String>,
+    /// What becomes of an interchange whose sender is not in `partners`.
+    pub unknown_senders: super::UnknownSenders,
     /// Routes in config order.
     pub routes: Vec<Route>,
     /// Document type → index into `routes`.

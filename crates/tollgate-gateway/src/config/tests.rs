@@ -64,6 +64,16 @@ fn typed_keys_read_their_values() {
 }
 
 #[test]
+fn unknown_senders_is_meter_or_reject() {
+    assert_eq!(parse("").unwrap().unknown_senders, UnknownSenders::Meter);
+    let c = parse("unknown_senders = \"reject\"").unwrap();
+    assert_eq!(c.plan().unwrap().unknown_senders, UnknownSenders::Reject);
+    let e = refused("\nunknown_senders = \"drop\"");
+    assert!(e.starts_with("t.toml:2:19: ") && e.contains("drop"), "{e}");
+    assert!(e.contains("`meter`") && e.contains("`reject`"), "{e}");
+}
+
+#[test]
 fn unknown_keys_are_refused() {
     let e = refused("polll_ms = 3");
     assert!(e.starts_with("t.toml:1:1: ") && e.contains("polll_ms"), "{e}");
