@@ -3,13 +3,13 @@
 //! Without it, a client that announces a large body and then stops sending holds its
 //! connection, its handler and whatever the handler buffered, forever; and one that sends a
 //! byte just before each silence would end holds them as long. [`PacedBody`] errors when no
-//! chunk arrives within `stall`, or when, once `stall` has passed since the body began, it has
+//! chunk arrives within `stall`, or when, once `grace` has passed since the body began, it has
 //! arrived slower than `min_rate` bytes per second on average; either raises a flag the
 //! listener reads to answer 408 (whatever error the route made of the failed body).
 //!
-//! Invariant: after `r` bytes the next ones must come by `start + stall + r / min_rate`
+//! Invariant: after `r` bytes the next ones must come by `start + grace + r / min_rate`
 //! (and within `stall` of the last chunk), so a body of `n` bytes holds its connection for at
-//! most `stall + n / min_rate`, whoever sends it.
+//! most `grace + n / min_rate`, whoever sends it.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -25,9 +25,11 @@ use tokio::time::{Instant, Sleep};
 /// How fast a request body must come; see the module docs.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Pace {
-    /// The longest silence, and how long a body may take before `min_rate` applies.
+    /// The longest silence.
     pub stall: Duration,
-    /// Bytes per second, on average since the body began, once `stall` has passed.
+    /// How long a body may take before `min_rate` applies.
+    pub grace: Duration,
+    /// Bytes per second, on average since the body began, once `grace` has passed.
     pub min_rate: u64,
 }
 
@@ -89,7 +91,7 @@ impl PacedBody {
         let started = self.started.unwrap_or(now);
         let paced_ms = self.received.saturating_mul(1000) / self.pace.min_rate.max(1);
         let paced = started
-            .checked_add(self.pace.stall)
+            .checked_add(self.pace.grace)
             .and_then(|t| t.checked_add(Duration::from_millis(paced_ms)));
         match paced {
             Some(paced) if paced < silence => (paced, Cut::TooSlow),

@@ -40,6 +40,9 @@ pub struct ConnectionLimits {
     /// client that trickles a byte before each silence would end frees its slot within
     /// `body_timeout + length / body_min_rate`.
     pub body_min_rate: NonZeroU64,
+    /// How long a request body may take before `body_min_rate` applies: `body_timeout`, or the
+    /// gateway's upload grace when that is longer (see `tollgate serve`).
+    pub body_rate_grace: Duration,
     /// Connections served at once. Further clients wait in the kernel's accept queue until a
     /// slot frees up, which the timeouts above guarantee happens. At least one.
     pub max_connections: NonZeroUsize,
@@ -53,6 +56,7 @@ impl Default for ConnectionLimits {
             header_timeout: DEFAULT_HEADER_TIMEOUT,
             body_timeout: DEFAULT_BODY_TIMEOUT,
             body_min_rate: DEFAULT_BODY_MIN_RATE,
+            body_rate_grace: DEFAULT_BODY_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             trusted_proxies: TrustedProxies::default(),
         }

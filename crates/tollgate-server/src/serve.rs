@@ -150,7 +150,11 @@ where
         }
         let app = app.clone();
         let body_timeout = limits.body_timeout;
-        let pace = Pace { stall: body_timeout, min_rate: limits.body_min_rate.get() };
+        let pace = Pace {
+            stall: body_timeout,
+            grace: limits.body_rate_grace,
+            min_rate: limits.body_min_rate.get(),
+        };
         let builder = builder.clone();
         let watcher = graceful.watcher();
         let tls = tls.clone();
@@ -270,7 +274,7 @@ async fn handle(
                     "the request body arrived slower than {} bytes per second on average after \
                      its first {} ms; the connection is closed",
                     pace.min_rate,
-                    pace.stall.as_millis()
+                    pace.grace.as_millis()
                 ),
             ),
         };

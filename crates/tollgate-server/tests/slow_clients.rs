@@ -22,6 +22,7 @@ fn limits(max_connections: usize) -> ConnectionLimits {
     ConnectionLimits {
         header_timeout: Duration::from_millis(500),
         body_timeout: Duration::from_millis(500),
+        body_rate_grace: Duration::from_millis(500),
         max_connections: NonZeroUsize::new(max_connections).unwrap(),
         ..ConnectionLimits::default()
     }

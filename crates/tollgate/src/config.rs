@@ -130,6 +130,7 @@ impl ServerSection {
             header_timeout: self.header_timeout.unwrap_or(d.header_timeout),
             body_timeout: self.body_timeout.unwrap_or(d.body_timeout),
             body_min_rate: self.body_min_rate.unwrap_or(d.body_min_rate),
+            body_rate_grace: self.body_timeout.unwrap_or(d.body_timeout),
             max_connections: self.max_connections.unwrap_or(d.max_connections),
             trusted_proxies: tollgate_http::proxy::TrustedProxies::new(
                 self.trusted_proxies.clone(),

@@ -96,3 +96,43 @@ fn a_slow_client_loses_its_own_uploads_and_nobody_elses() {
         upload("slow-key").status == 202
     });
 }
+
+/// The listener's own least rate (`body_min_rate_bytes`, 1,024 by default, after
+/// `body_timeout_ms`) bends to a gateway whose upload rule is looser: an upload at 300 bytes per
+/// second, within `upload_min_rate_bytes = 100`, is taken although `body_timeout_ms` is 500.
+#[test]
+fn an_upload_the_upload_rule_allows_is_not_cut_by_the_listener() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("t.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[server]\ndata = \"{data}\"\nbody_timeout_ms = 500\n\n[gateway]\n\
+             upload_min_rate_bytes = 100\nupload_rate_grace_ms = 500\n\n\
+             [[gateway.route]]\nname = \"Status\"\ndocuments = [\"214\"]\nlimit = 1000\n\
+             unit = \"day\"\ndeliver = \"dir:{out}\"\n",
+            data = dir.path().join("data").display(),
+            out = dir.path().join("out").display(),
+        ),
+    )
+    .unwrap();
+    let s = Server::start(&["--config", file.to_str().unwrap()]);
+    let body = Status214::new("CARRIERA", 7).padded_to(1_000).build();
+    assert!(body.len() > 900, "{} bytes", body.len());
+    let mut c = TcpStream::connect(&s.addr).unwrap();
+    write!(
+        c,
+        "POST /v1/interchanges HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    for chunk in body.chunks(30) {
+        c.write_all(chunk).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut head = [0u8; 512];
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let n = c.read(&mut head).unwrap();
+    let head = String::from_utf8_lossy(&head[..n]);
+    assert!(head.starts_with("HTTP/1.1 202"), "{head}");
+}
