@@ -47,12 +47,12 @@ fn or_end(written: io::Result<()>) {
     }
 }
 
-/// `println!` for the one-shot commands, through [`line`].
+/// `println!` for the one-shot commands, through [`line()`].
 macro_rules! outln {
     ($($arg:tt)*) => { $crate::output::line(format_args!($($arg)*)) };
 }
 
-/// `print!` for the one-shot commands, through [`text`].
+/// `print!` for the one-shot commands, through [`text()`].
 macro_rules! out {
     ($($arg:tt)*) => { $crate::output::text(format_args!($($arg)*)) };
 }
