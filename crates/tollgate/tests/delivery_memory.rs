@@ -42,15 +42,7 @@ fn waiting_lanes_hold_no_interchange_in_memory() {
         .replace(&format!("dir:{}", out.display()), &format!("{}/edi", target.url()));
     let file = dir.path().join("gw.toml");
     std::fs::write(&file, cfg).unwrap();
-    let data = dir.path().join("data");
-    let gw = Server::start(&[
-        "--config",
-        file.to_str().unwrap(),
-        "--store",
-        "memory",
-        "--data",
-        data.to_str().unwrap(),
-    ]);
+    let gw = common::usage::serve("memory", &dir.path().join("data"), file.to_str().unwrap());
     let before = rss(gw.pid());
     for p in 0..PARTNERS {
         let bytes = Status214::new(&format!("CARRIER{p:02}"), 1).padded_to(BYTES).build();
