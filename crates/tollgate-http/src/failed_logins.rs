@@ -20,8 +20,9 @@
 //! Bounds: at most [`MAX_ADDRESSES`] addresses are tracked. An attempt from a new address when
 //! the table is full first drops the expired entries, then the address not locked out whose
 //! window ends first. An address under lockout is never dropped before its window ends, so new
-//! addresses cannot free it; when every tracked address is locked out, an attempt from a new
-//! address is refused ([`Refused::full`]) until the first lockout ends.
+//! addresses cannot free it; when every tracked address is locked out, a login from a new
+//! address is refused ([`Refused::full`]) until the first lockout ends, while an API call
+//! carrying credentials from it is let through ([`FailedLogins::locked`]).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -133,10 +134,16 @@ impl FailedLogins {
         let _ = self.attempt_at(ip, Instant::now());
     }
 
-    /// `Some` while `ip` is locked out (or is new and the table is full of locked-out
-    /// addresses), counting nothing.
+    /// `Some` while `ip` itself is locked out, counting nothing. Unlike a login
+    /// ([`FailedLogins::attempt`]), an API call from an address that never failed is not
+    /// refused when the table is full: addresses an attacker locked out must not stop a
+    /// pipeline's calls (its middleware would hold on the 429, Envoy fail open on gRPC). Its
+    /// wrong keys then go uncounted until an entry expires; keys are not guessable anyway.
     pub fn locked(&self, ip: IpAddr) -> Option<Refused> {
-        let now = Instant::now();
+        self.locked_at(ip, Instant::now())
+    }
+
+    fn locked_at(&self, ip: IpAddr, now: Instant) -> Option<Refused> {
         if self.ms(now) >= self.lockouts_end_ms.load(Ordering::Acquire) {
             return None;
         }
@@ -145,14 +152,7 @@ impl FailedLogins {
             Some(e) if e.ends > now && e.failures >= self.max_failures => {
                 Some(Refused { wait: e.ends - now, full: false })
             }
-            Some(_) => None,
-            None if map.len() < self.max_addresses => None,
-            None => {
-                let max = self.max_failures;
-                let open = map.values().any(|e| e.failures < max || e.ends <= now);
-                let ends = map.values().map(|e| e.ends).min().unwrap_or(now);
-                (!open).then(|| Refused { wait: ends.saturating_duration_since(now), full: true })
-            }
+            _ => None,
         }
     }
 
@@ -354,6 +354,9 @@ mod tests {
         }
         let e = t.attempt_at(ip("10.0.2.1"), start + Duration::from_secs(10)).unwrap_err();
         assert_eq!(e, Refused { wait: Duration::from_secs(50), full: true });
+        // An API call from it is not refused: only its own lockout would refuse it.
+        assert_eq!(t.locked_at(ip("10.0.2.1"), start + Duration::from_secs(10)), None);
+        assert!(t.locked_at(ip("10.0.1.1"), start + Duration::from_secs(10)).is_some());
         assert_eq!(t.attempt_at(ip("10.0.2.1"), start + Duration::from_secs(60)), Ok(()));
     }
 }
