@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use crate::output::outln;
+use crate::output::{self, Unwritten};
 
 /// Arguments of `tollgate check`.
 #[derive(Debug, clap::Args)]
@@ -128,7 +128,11 @@ async fn check(args: &CheckArgs) -> anyhow::Result<u8> {
         _ => ERROR,
     };
     if code == ALLOWED || code == EXCEEDED {
-        outln!("{pretty}");
+        // The answer is the exit code: a reader gone away does not change it.
+        if let Err(Unwritten::Failed(e)) = output::try_text(format_args!("{pretty}\n")) {
+            eprintln!("error: cannot write to standard output: {e}");
+            return Ok(ERROR);
+        }
     } else {
         eprintln!("{status}");
         eprintln!("{pretty}");

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use tollgate_edi::{AckFormat, acknowledge, gaps};
 use tollgate_edi::{EnvelopeError, Interchange, ParsedFile, PartyId};
 
-use crate::output::{self, outln};
+use crate::output::{self, Unwritten};
 
 /// Arguments of `tollgate edi`.
 #[derive(Debug, clap::Args)]
@@ -108,11 +108,6 @@ fn inspect(files: &[PathBuf], as_json: bool) -> u8 {
         } else {
             file_table(file, &parsed)
         };
-        let written = output::bytes(report.as_bytes());
-        if let Err(e) = written {
-            eprintln!("tollgate edi: cannot write the report: {e}");
-            return 2;
-        }
         let code = if no_interchange(file, &parsed) {
             2
         } else if parsed.has_errors() {
@@ -121,6 +116,15 @@ fn inspect(files: &[PathBuf], as_json: bool) -> u8 {
             0
         };
         worst = worst.max(code);
+        match output::try_bytes(report.as_bytes()) {
+            Ok(()) => {}
+            // Nobody reads further: the code says what was found up to here.
+            Err(Unwritten::ReaderGone) => return worst,
+            Err(e) => {
+                eprintln!("tollgate edi: cannot write the report: {e}");
+                return 2;
+            }
+        }
     }
     worst
 }
@@ -265,7 +269,7 @@ fn ack(file: &Path, format: AckFormat, control_number: u64) -> u8 {
             }
         }
     }
-    if let Err(e) = output::bytes(&out) {
+    if let Err(Unwritten::Failed(e)) = output::try_bytes(&out) {
         eprintln!("tollgate edi: cannot write the acknowledgement: {e}");
         return 2;
     }
@@ -309,12 +313,23 @@ fn split(file: &Path, out: &Path, control_number: u64) -> u8 {
         eprintln!("tollgate edi: cannot create {}: {e}", out.display());
         return 2;
     }
+    let mut listed = true;
     for (path, piece) in pieces {
         if let Err(e) = std::fs::write(&path, piece) {
             eprintln!("tollgate edi: cannot write {}: {e}", path.display());
             return 2;
         }
-        outln!("{}", path.display());
+        // The pieces are what `split` makes: a reader gone stops the list, not the pieces.
+        if listed {
+            match output::try_text(format_args!("{}\n", path.display())) {
+                Ok(()) => {}
+                Err(Unwritten::ReaderGone) => listed = false,
+                Err(e) => {
+                    eprintln!("tollgate edi: cannot list {}: {e}", path.display());
+                    return 2;
+                }
+            }
+        }
     }
     if parsed.has_errors() { 1 } else { 0 }
 }

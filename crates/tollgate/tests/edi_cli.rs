@@ -287,25 +287,37 @@ fn split_pieces_of_a_short_header_are_read_by_inspect_with_no_new_error() {
 }
 
 /// A reader that goes away (`| head`) ends `inspect` and `ack` with their own code for the file
-/// (0 here, it is clean), not a "cannot write" exit 2; a full disk is still exit 2, named.
+/// (0 for a clean one, 1 for one with envelope errors), not a "cannot write" exit 2; a full
+/// disk is still exit 2, named. `split` writes its pieces whoever reads their list.
 #[test]
 fn a_closed_or_full_standard_output_keeps_the_exit_code_scheme() {
     let clean = fixture("x12/810-850-two-groups.edi");
+    let flawed = fixture("x12/310-wrong-trailers.edi");
     let run = |args: &[&str], stdout: std::process::Stdio| {
         Command::new(env!("CARGO_BIN_EXE_tollgate")).args(args).stdout(stdout).output().unwrap()
     };
-    for args in [["edi", "inspect", path(&clean)], ["edi", "ack", path(&clean)]] {
+    let closed = || {
         let (reader, writer) = std::io::pipe().unwrap();
         drop(reader);
-        let out = run(&args, writer.into());
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
-        assert!(stderr.is_empty(), "{args:?}: {stderr}");
+        std::process::Stdio::from(writer)
+    };
+    for (file, code) in [(&clean, 0), (&flawed, 1)] {
+        for args in [["edi", "inspect", path(file)], ["edi", "ack", path(file)]] {
+            let out = run(&args, closed());
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(code), "{args:?}: {stderr}");
+            assert!(!stderr.contains("cannot write") && !stderr.contains("panicked"), "{stderr}");
 
-        let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
-        let out = run(&args, full.into());
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        assert!(stderr.contains("cannot write the"), "{args:?}: {stderr}");
+            let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+            let out = run(&args, full.into());
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+            assert!(stderr.contains("cannot write the"), "{args:?}: {stderr}");
+        }
     }
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["edi", "split", "--per-transaction", "--out", path(dir.path()), path(&clean)];
+    let out = run(&args, closed());
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(std::fs::read_dir(dir.path()).unwrap().count() > 0, "pieces written");
 }

@@ -307,6 +307,15 @@ fn a_closed_or_full_standard_output_ends_the_command_without_a_panic() {
     // The same table still reaches a reader that reads it.
     let o = run(std::process::Stdio::piped());
     assert!(String::from_utf8_lossy(&o.stdout).ends_with("3 counter(s)\n"), "{o:?}");
+    // `check` answers with its exit code, read or not: exceeded stays 3.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let o = Command::new(BIN)
+        .args(["check", "--url", &s.url, "--id", "Out:a", "--limit", "1", "--unit", "day"])
+        .stdout(writer)
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 3, "{}", String::from_utf8_lossy(&o.stderr));
 }
 
 #[test]
