@@ -2,7 +2,7 @@
 //! `simulate`, `advise`). A reader that stops early (`tollgate counters list | head`) ends the
 //! command quietly, and any other write error (a full disk behind `>`) ends it with a message;
 //! `println!` panics on both. Commands whose exit code carries no finding exit 0 and 1
-//! ([`line`], [`text`]); `check` and `edi` keep their own codes ([`try_text`], [`try_bytes`]).
+//! ([`line()`], [`text()`]); `check` and `edi` keep their own codes ([`try_text`], [`try_bytes`]).
 
 use std::fmt;
 use std::io::{self, StdoutLock, Write};
@@ -32,7 +32,7 @@ pub fn line(text: fmt::Arguments<'_>) {
 }
 
 /// Writes `text` as it is (no newline added) to standard output, or ends the process as
-/// [`line`] does.
+/// [`line()`] does.
 pub fn text(text: fmt::Arguments<'_>) {
     or_end(try_text(text));
 }
