@@ -41,8 +41,8 @@ use crate::rls::rate_limit_service_server::RateLimitServiceServer;
 
 /// The longest a call may take before it is answered `CANCELLED`.
 pub(crate) const CALL_TIMEOUT: Duration = Duration::from_secs(10);
-/// The largest `ShouldRateLimit` request taken (tonic's default is 4 MiB): Envoy's are well
-/// under a kilobyte, and a connection may carry [`MAX_STREAMS`] of them at once.
+/// The largest request taken, `ShouldRateLimit` or a health check (tonic's default is 4 MiB):
+/// Envoy's are well under a kilobyte, and a connection may carry [`MAX_STREAMS`] at once.
 pub(crate) const MAX_REQUEST_BYTES: usize = 64 * 1024;
 /// Concurrent calls per connection.
 pub(crate) const MAX_STREAMS: u32 = 1024;
@@ -72,6 +72,7 @@ pub async fn serve_incoming<I, IO, IE>(
 {
     let (reporter, health) = tonic_health::server::health_reporter();
     reporter.set_serving::<RateLimitServiceServer<RateLimiter>>().await;
+    let health = health.max_decoding_message_size(MAX_REQUEST_BYTES);
     let routes = tonic::service::Routes::new(health)
         .add_service(
             RateLimitServiceServer::new(limiter).max_decoding_message_size(MAX_REQUEST_BYTES),

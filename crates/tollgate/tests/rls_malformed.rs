@@ -149,7 +149,7 @@ fn a_request_past_64_kib_or_with_a_huge_id_is_refused_and_counts_nothing() {
             descriptors: vec![descriptor("A".repeat(64 * 1024))],
             hits_addend: 1,
         };
-        let mut c = RateLimitServiceClient::new(channel);
+        let mut c = RateLimitServiceClient::new(channel.clone());
         let err = c.should_rate_limit(big).await.expect_err("refused");
         assert_eq!(err.code(), Code::OutOfRange, "{err:?}");
         // Under the cap, an id far past 256 bytes: INVALID_ARGUMENT, its message (a header)
@@ -170,5 +170,11 @@ fn a_request_past_64_kib_or_with_a_huge_id_is_refused_and_counts_nothing() {
         };
         let answer = c.should_rate_limit(small).await.unwrap().into_inner();
         assert_eq!(answer.statuses[0].limit_remaining, 4, "{answer:?}");
+        // The health service, open to anyone, takes no more.
+        use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
+        let mut health = HealthClient::new(channel);
+        let big = HealthCheckRequest { service: "A".repeat(64 * 1024) };
+        let err = health.check(big).await.expect_err("refused");
+        assert_eq!(err.code(), Code::OutOfRange, "{err:?}");
     });
 }
