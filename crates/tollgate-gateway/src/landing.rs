@@ -166,7 +166,10 @@ pub(crate) fn move_aside_in(landing: &Path, path: &Path, reason: &str) -> std::i
     std::fs::rename(path, &target)?;
     let mut note = target.clone().into_os_string();
     note.push(".reason");
-    std::fs::write(&note, format!("{reason}\n"))?;
+    // Moved: a note that cannot be written is logged, and the move stands.
+    if let Err(e) = std::fs::write(&note, format!("{reason}\n")) {
+        tracing::warn!(path = %target.display(), %reason, error = %e, "set aside in too-large/, but its .reason note cannot be written");
+    }
     let _ = crate::spool::sync_dir(&dir);
     Ok(target)
 }

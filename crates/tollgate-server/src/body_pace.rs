@@ -87,7 +87,10 @@ impl PacedBody {
 
     /// The earlier of the two deadlines, counted from `now` and the body's start.
     fn deadline(&self, now: Instant) -> (Instant, Cut) {
-        let silence = now + self.pace.stall;
+        // A stall too long for the clock (only a caller of the library can set one) waits a
+        // year instead.
+        let year = Duration::from_secs(365 * 86_400);
+        let silence = now.checked_add(self.pace.stall).unwrap_or(now + year);
         let started = self.started.unwrap_or(now);
         let paced_ms = self.received.saturating_mul(1000) / self.pace.min_rate.max(1);
         let paced = started

@@ -242,11 +242,13 @@ async fn serve(args: ServeArgs, file: ConfigFile, tls: Option<TlsAcceptor>) -> a
     // The descriptors left after a reserve are shared by the listeners (see `fd_limit`).
     let mut limits = file.server.limits();
     if let Some(gw) = &file.gateway {
-        // Uploads are paced by their own rule: the listener's, as loose as it on both counts,
-        // never cuts an upload that rule lets through.
+        // Uploads are paced by their own rule: the listener's, as loose as it on both counts
+        // and a second later, never cuts an upload that rule lets through, and leaves the cut
+        // of one that falls behind to it (408 upload-too-slow, its reservation given back).
         limits.body_min_rate = limits.body_min_rate.min(gw.upload_min_rate_bytes);
         let upload_grace = std::time::Duration::from_millis(gw.upload_rate_grace_ms.get());
-        limits.body_rate_grace = limits.body_rate_grace.max(upload_grace);
+        let later = upload_grace.saturating_add(std::time::Duration::from_secs(1));
+        limits.body_rate_grace = limits.body_rate_grace.max(later);
     }
     let mut grpc_limits = file.server.grpc_limits();
     let grpc_wanted = file.server.grpc_listen.map(|_| grpc_limits.max_connections);

@@ -135,4 +135,30 @@ fn an_upload_the_upload_rule_allows_is_not_cut_by_the_listener() {
     let n = c.read(&mut head).unwrap();
     let head = String::from_utf8_lossy(&head[..n]);
     assert!(head.starts_with("HTTP/1.1 202"), "{head}");
+
+    // At 10 bytes per second it falls behind the upload rule, which cuts it as an upload
+    // (its reservation given back), not the listener's rule.
+    let mut c = TcpStream::connect(&s.addr).unwrap();
+    write!(
+        c,
+        "POST /v1/interchanges HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    c.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+    let mut answer = String::new();
+    for byte in &body {
+        if c.write_all(&[*byte]).is_err() {
+            break;
+        }
+        let mut buf = [0u8; 1024];
+        if let Ok(n) = c.read(&mut buf)
+            && n > 0
+        {
+            answer = String::from_utf8_lossy(&buf[..n]).into_owned();
+            break;
+        }
+    }
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("upload-too-slow"), "{answer}");
 }
