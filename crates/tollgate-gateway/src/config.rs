@@ -218,6 +218,10 @@ pub struct PartnerConfig {
     /// Sender ids, `QUAL:ID` (X12 ISA05:ISA06, EDIFACT UNB 0007:0004), trimmed.
     #[serde(deserialize_with = "fields::ids")]
     pub ids: Vec<Spanned<PartyId>>,
+    /// Landing directories only this partner drops into (polled as `[gateway] inbound` ones):
+    /// an interchange taken from one with a sender id not in `ids` is rejected.
+    #[serde(default)]
+    pub inbound: Vec<Spanned<PathBuf>>,
 }
 
 /// `[[gateway.route]]`.
@@ -343,7 +347,25 @@ impl GatewayConfig {
         };
 
         let mut partners = HashMap::new();
+        let mut inbound = self.inbound.clone();
+        let mut landing_owners: HashMap<PathBuf, String> = HashMap::new();
         for (i, p) in self.partner.iter().enumerate() {
+            for dir in &p.inbound {
+                let owner = landing_owners.insert(dir.get_ref().clone(), p.name.to_string());
+                if let Some(prev) = owner {
+                    return Err(ConfigError::at(
+                        dir.span(),
+                        format!(
+                            "gateway.partner[{i}].inbound = {:?}: already a landing directory of \
+                             {prev}",
+                            dir.get_ref().display().to_string()
+                        ),
+                    ));
+                }
+                if !inbound.contains(dir.get_ref()) {
+                    inbound.push(dir.get_ref().clone());
+                }
+            }
             for id in &p.ids {
                 if let Some(prev) = partners.insert(id.get_ref().to_string(), p.name.to_string()) {
                     return Err(ConfigError::at(
@@ -405,7 +427,7 @@ impl GatewayConfig {
 
         let deliver_ca_file = checked_ca_file("gateway.deliver_ca_file", &self.deliver_ca_file)?;
         Ok(Plan {
-            inbound: self.inbound.clone(),
+            inbound,
             poll: Duration::from_millis(self.poll_ms.get()),
             settle: Duration::from_millis(self.settle_ms),
             dedup: days(self.dedup_days),
@@ -422,6 +444,7 @@ impl GatewayConfig {
             deliver_ca_file,
             on_unavailable: self.quota.on_unavailable,
             partners,
+            landing_owners,
             unknown_senders: self.unknown_senders,
             routes,
             by_document,

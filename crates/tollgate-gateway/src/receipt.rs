@@ -204,6 +204,16 @@ pub fn prepare(parts: &Parts, mut file: FileRecord, seen: &HashSet<String>) -> P
                 "sender {} is in no [[gateway.partner]] ids (unknown_senders = \"reject\")",
                 env.sender
             ));
+        } else if let Some(owner) = plan.landing_owner(&file.origin)
+            && owner != partner
+        {
+            item.state = State::Rejected;
+            item.metering_id = None;
+            item.reason = Some(format!(
+                "sender {} dropped into a landing directory of partner {owner}, whose ids it is \
+                 not among",
+                env.sender
+            ));
         } else if seen.contains(&key)
             || mine.contains(&key)
             || parts.spool.seen_since(&key, since).ok().flatten().is_some()

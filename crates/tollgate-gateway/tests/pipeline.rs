@@ -106,35 +106,6 @@ async fn duplicates_junk_and_unrouted_documents_are_not_delivered() {
     gw.gateway.shutdown().await;
 }
 
-/// With `unknown_senders = "reject"` a sender id no partner lists is rejected, whatever ids it
-/// invents, and counts nothing; a known partner's interchange in the same file is delivered.
-/// (By default each invented id was metered as a partner of its own, with a fresh quota.)
-#[tokio::test]
-async fn unknown_senders_can_be_rejected() {
-    let dir = tempfile::tempdir().unwrap();
-    let inbound = dir.path().join("in");
-    let out = dir.path().join("out");
-    let extra = "unknown_senders = \"reject\"";
-    let cfg = config(inbound.to_str().unwrap(), &format!("dir:{}", out.display()), 100, extra);
-    let gw = Running::start(&cfg, &dir.path().join("data"), memory_store()).await;
-    let mut file = Status214::new("CARRIERA", 1).build();
-    for (n, invented) in ["CARRIERX1", "CARRIERX2"].into_iter().enumerate() {
-        file.extend(Status214::new(invented, 2 + n as u32).build());
-    }
-    std::fs::write(inbound.join("mixed.edi"), file).unwrap();
-    gw.wait_for("delivered", 1).await;
-    let rejected = gw.wait_for("rejected", 2).await;
-    for r in &rejected {
-        let reason = r["reason"].as_str().unwrap();
-        assert!(reason.contains("is in no [[gateway.partner]] ids"), "{r}");
-        assert!(reason.contains("ZZ:CARRIERX"), "{r}");
-    }
-    let listed = gw.store.counters(&CounterListing::all("")).await.unwrap().counters;
-    let ids: Vec<String> = listed.iter().map(|c| c.identifier.to_string()).collect();
-    assert_eq!(ids, ["ShipmentStatus:CarrierA"], "only the known partner counted");
-    gw.gateway.shutdown().await;
-}
-
 #[tokio::test]
 async fn uploads_are_accepted_refused_or_too_large() {
     let dir = tempfile::tempdir().unwrap();

@@ -152,6 +152,8 @@ pub struct Plan {
     pub on_unavailable: OnQuotaUnavailable,
     /// `QUAL:ID` → partner name.
     pub partners: HashMap<String, String>,
+    /// Landing directories bound to one partner (`[[gateway.partner]] inbound`), to its name.
+    pub landing_owners: HashMap<PathBuf, String>,
     /// What becomes of an interchange whose sender is not in `partners`.
     pub unknown_senders: super::UnknownSenders,
     /// Routes in config order.
@@ -170,6 +172,13 @@ impl Plan {
     /// must be kept for.
     pub fn longest_dedup(&self) -> Duration {
         self.routes.iter().map(|r| r.dedup_window).fold(self.dedup, Duration::max)
+    }
+
+    /// The partner whose landing directory a landing file (its full path, a record's
+    /// `origin`) was taken from, when that directory is bound to one.
+    pub fn landing_owner(&self, origin: &str) -> Option<&str> {
+        let dir = std::path::Path::new(origin).parent()?;
+        self.landing_owners.get(dir).map(String::as_str)
     }
 
     /// The partner name for a sender `QUAL:ID`, or the raw id for an unknown sender.

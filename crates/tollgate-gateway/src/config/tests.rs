@@ -74,6 +74,24 @@ fn unknown_senders_is_meter_or_reject() {
 }
 
 #[test]
+fn a_landing_directory_belongs_to_one_partner_and_is_polled() {
+    let two = "[[partner]]\nname = \"A\"\nids = [\"ZZ:A\"]\ninbound = [\"/srv/a\"]\n\
+               [[partner]]\nname = \"B\"\nids = [\"ZZ:B\"]\ninbound = [\"/srv/a\"]\n";
+    let e = refused(two);
+    assert!(
+        e.starts_with("t.toml:8:12: ") && e.contains("already a landing directory of A"),
+        "{e}"
+    );
+    let one = "inbound = [\"/srv/in\"]\n[[partner]]\nname = \"A\"\nids = [\"ZZ:A\"]\n\
+               inbound = [\"/srv/a\"]\n";
+    let plan = parse(one).unwrap().plan().unwrap();
+    assert_eq!(plan.inbound, [PathBuf::from("/srv/in"), PathBuf::from("/srv/a")]);
+    assert_eq!(plan.landing_owner("/srv/a/f.edi"), Some("A"));
+    assert_eq!(plan.landing_owner("/srv/in/f.edi"), None);
+    assert_eq!(plan.landing_owner("upload"), None);
+}
+
+#[test]
 fn unknown_keys_are_refused() {
     let e = refused("polll_ms = 3");
     assert!(e.starts_with("t.toml:1:1: ") && e.contains("polll_ms"), "{e}");
