@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::Json;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header::LOCATION};
 use axum::response::{IntoResponse, Response};
@@ -231,9 +232,10 @@ pub(crate) enum BulkAnswers {
 pub(crate) async fn purge(
     State(api): State<QueueApi>,
     headers: HeaderMap,
-    query: Result<Query<FilterQuery>, axum::extract::rejection::QueryRejection>,
+    query: Result<Query<FilterQuery>, QueryRejection>,
+    pairs: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> Response {
-    begin(api, headers, query, BulkAction::Purge).await
+    begin(api, headers, query, pairs, BulkAction::Purge).await
 }
 
 /// `POST /v1/queue/release`.
@@ -250,21 +252,60 @@ pub(crate) async fn purge(
 pub(crate) async fn release(
     State(api): State<QueueApi>,
     headers: HeaderMap,
-    query: Result<Query<FilterQuery>, axum::extract::rejection::QueryRejection>,
+    query: Result<Query<FilterQuery>, QueryRejection>,
+    pairs: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> Response {
-    begin(api, headers, query, BulkAction::Release).await
+    begin(api, headers, query, pairs, BulkAction::Release).await
+}
+
+/// The parameters a bulk filter takes.
+const FILTER_PARAMETERS: [&str; 5] = ["partner", "route", "state", "from", "to"];
+
+/// A bulk action deletes or delivers without metering: a parameter it does not take (a
+/// misspelt `parnter=`) or an empty partner, route or state (a script's unset variable) is
+/// refused, where the listing reads them as absent and the action would widen to every item.
+fn only_filter_parameters(
+    pairs: Result<Query<Vec<(String, String)>>, QueryRejection>,
+) -> Result<(), Response> {
+    let Query(pairs) = pairs.map_err(|e| {
+        Problem::new(StatusCode::BAD_REQUEST, "invalid-query", "Invalid query")
+            .detail(e.body_text())
+            .into_response()
+    })?;
+    for (name, value) in pairs {
+        let why = if !FILTER_PARAMETERS.contains(&name.as_str()) {
+            format!(
+                "a bulk action takes only {}: {name:?} is not one of them",
+                FILTER_PARAMETERS.join(", ")
+            )
+        } else if value.is_empty() && !matches!(name.as_str(), "from" | "to") {
+            format!("{name} is empty: name one, or leave the parameter out")
+        } else {
+            continue;
+        };
+        return Err(Problem::new(StatusCode::BAD_REQUEST, "invalid-query", "Invalid query")
+            .detail(why)
+            .with("invalid_parameter", name)
+            .with("value", value)
+            .into_response());
+    }
+    Ok(())
 }
 
 async fn begin(
     api: QueueApi,
     headers: HeaderMap,
-    query: Result<Query<FilterQuery>, axum::extract::rejection::QueryRejection>,
+    query: Result<Query<FilterQuery>, QueryRejection>,
+    pairs: Result<Query<Vec<(String, String)>>, QueryRejection>,
     action: BulkAction,
 ) -> Response {
     let who = match api.guard.allow(&headers, Permission::Queue) {
         Ok(who) => who,
         Err(p) => return p.into_response(),
     };
+    if let Err(refused) = only_filter_parameters(pairs) {
+        return refused;
+    }
     let Query(q) = match query {
         Ok(q) => q,
         Err(e) => {

@@ -1,5 +1,6 @@
 //! The queue's server-side filters and bulk actions through the real `tollgate serve`: totals
-//! of a filter in `X-Total-Count`, bad filters named, and a bulk purge racing operators who
+//! of a filter in `X-Total-Count`, bad filters named (for a bulk action, also a parameter it
+//! does not take or an empty one), and a bulk purge racing operators who
 //! purge the same items one by one — every item is purged exactly once, and the job's count
 //! and the operators' answers add up to the filter's total.
 
@@ -89,6 +90,18 @@ fn filters_count_on_the_server_and_bad_ones_are_named() {
     assert!(m.text().contains("needs a filter"), "{}", m.text());
     let m = s.request("POST", "/v1/queue/release?state=held&to=soon", &[], b"");
     assert_eq!((m.status, m.json()["invalid_parameter"].as_str()), (400, Some("to")));
+    // A parameter a bulk action does not take, or an empty one, is refused: read as absent,
+    // it widened the action to every held item (a misspelt partner purged all partners').
+    for (query, name, value) in [
+        ("state=held&parnter=ZZ:A", "parnter", "ZZ:A"),
+        ("state=held&partner=", "partner", ""),
+        ("state=held&limit=1", "limit", "1"),
+    ] {
+        let m = s.request("POST", &format!("/v1/queue/purge?{query}"), &[], b"");
+        assert_eq!(m.status, 400, "{query}: {}", m.text());
+        let got = (m.json()["invalid_parameter"].clone(), m.json()["value"].clone());
+        assert_eq!(got, (Value::from(name), Value::from(value)), "{query}");
+    }
     assert_eq!(total(&s, "state=held"), 80);
 }
 
