@@ -264,15 +264,15 @@ const FILTER_PARAMETERS: [&str; 5] = ["partner", "route", "state", "from", "to"]
 /// A bulk action deletes or delivers without metering: a parameter it does not take (a
 /// misspelt `parnter=`) or an empty partner, route or state (a script's unset variable) is
 /// refused, where the listing reads them as absent and the action would widen to every item.
-fn only_filter_parameters(
+fn refused_parameter(
     pairs: Result<Query<Vec<(String, String)>>, QueryRejection>,
-) -> Result<(), Response> {
-    let Query(pairs) = pairs.map_err(|e| {
-        Problem::new(StatusCode::BAD_REQUEST, "invalid-query", "Invalid query")
-            .detail(e.body_text())
-            .into_response()
-    })?;
-    for (name, value) in pairs {
+) -> Option<Response> {
+    let invalid = || Problem::new(StatusCode::BAD_REQUEST, "invalid-query", "Invalid query");
+    let pairs = match pairs {
+        Ok(Query(pairs)) => pairs,
+        Err(e) => return Some(invalid().detail(e.body_text()).into_response()),
+    };
+    pairs.into_iter().find_map(|(name, value)| {
         let why = if !FILTER_PARAMETERS.contains(&name.as_str()) {
             format!(
                 "a bulk action takes only {}: {name:?} is not one of them",
@@ -281,15 +281,11 @@ fn only_filter_parameters(
         } else if value.is_empty() && !matches!(name.as_str(), "from" | "to") {
             format!("{name} is empty: name one, or leave the parameter out")
         } else {
-            continue;
+            return None;
         };
-        return Err(Problem::new(StatusCode::BAD_REQUEST, "invalid-query", "Invalid query")
-            .detail(why)
-            .with("invalid_parameter", name)
-            .with("value", value)
-            .into_response());
-    }
-    Ok(())
+        let problem = invalid().detail(why).with("invalid_parameter", name).with("value", value);
+        Some(problem.into_response())
+    })
 }
 
 async fn begin(
@@ -303,7 +299,7 @@ async fn begin(
         Ok(who) => who,
         Err(p) => return p.into_response(),
     };
-    if let Err(refused) = only_filter_parameters(pairs) {
+    if let Some(refused) = refused_parameter(pairs) {
         return refused;
     }
     let Query(q) = match query {
