@@ -141,13 +141,27 @@ impl AccessGuard {
         self.allow(headers, Permission::Admin).map(drop)
     }
 
+    /// On a loopback listener, `Ok` only for a request from this host (its `Host` a loopback
+    /// name or address, its `Origin`, if any, the same): what the quota API asks of a caller
+    /// no `[[client]]` key admitted, so a web page that rebinds its DNS name to 127.0.0.1
+    /// cannot spend or give back a partner's quota. Any request passes on other listeners.
+    pub fn from_this_host_on_loopback(&self, headers: &HeaderMap) -> Result<(), Problem> {
+        if !self.loopback {
+            return Ok(());
+        }
+        from_this_host(headers, "configure [[client]] keys to use the quota API from elsewhere")
+    }
+
     /// Who the caller is, when it may do what `need` covers; 401 for a missing or wrong bearer
     /// token, 403 for a user whose role does not cover `need`, or when no credentials are
     /// configured and the listener is not loopback.
     pub fn allow(&self, headers: &HeaderMap, need: Permission) -> Result<Actor, Problem> {
         if !self.has_token() {
             if self.loopback {
-                from_this_host(headers)?;
+                from_this_host(
+                    headers,
+                    "configure [server] admin_token or [[user]]s to use it from elsewhere",
+                )?;
                 return Ok(Actor { name: "loopback".into(), role: Role::Admin });
             }
             return Err(Problem::new(
@@ -304,12 +318,12 @@ fn bearer(value: &str) -> Option<&str> {
 
 /// `Ok` when a request to the open admin API comes from this host (see the module docs). A
 /// request without `Host` or `Origin` is not a browser's, so they are checked when present.
-fn from_this_host(headers: &HeaderMap) -> Result<(), Problem> {
+fn from_this_host(headers: &HeaderMap, hint: &str) -> Result<(), Problem> {
     let refused = |detail: String| {
         Problem::new(StatusCode::FORBIDDEN, "cross-origin-refused", "Only this host may ask")
             .detail(format!(
                 "{detail}; without credentials the API answers only requests from this host \
-                 (configure [server] admin_token or [[user]]s to use it from elsewhere)"
+                 ({hint})"
             ))
     };
     let host = headers.get(HOST).map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());

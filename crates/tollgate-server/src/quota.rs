@@ -175,6 +175,12 @@ async fn decide(
         .clients()
         .authenticate_with(headers, peer)
         .map_err(|p| (DecisionOutcome::Unauthorized, p))?;
+    if client.is_none() {
+        state
+            .admin()
+            .from_this_host_on_loopback(headers)
+            .map_err(|p| (DecisionOutcome::Forbidden, p))?;
+    }
     let req = QuotaRequest::from_headers(headers).map_err(|p| (DecisionOutcome::BadRequest, p))?;
     let request_id = headers::request_id(headers).map_err(|p| (DecisionOutcome::BadRequest, p))?;
     if let Some(c) = client

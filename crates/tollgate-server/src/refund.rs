@@ -114,6 +114,9 @@ async fn give_back(
     peer: Option<&PeerCertificate>,
 ) -> Result<RefundAnswer, Problem> {
     let client = state.clients().authenticate_with(headers, peer)?;
+    if client.is_none() {
+        state.admin().from_this_host_on_loopback(headers)?;
+    }
     let req = QuotaRequest::from_headers(headers)?;
     let Some(rid) = headers::request_id(headers)? else {
         return Err(invalid_header(

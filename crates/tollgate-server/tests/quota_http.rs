@@ -466,3 +466,32 @@ async fn metrics_and_health() {
     assert_eq!(b["checks"]["gateway"]["error"], "spool not writable");
     s.stop().await;
 }
+
+/// Without client keys, a loopback listener answers `/v1/quota` and its refund only for this
+/// host: a page whose DNS name was rebound to 127.0.0.1 (Host `rebind.example`) spends and
+/// gives back nothing. (Before, it could use up a partner's quota from the operator's browser.)
+#[tokio::test]
+async fn a_rebound_host_neither_spends_nor_gives_back_quota() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let s = Server::start().await;
+    let ask = |method: &'static str, path: &'static str, host: &'static str| async move {
+        let mut c = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+        let head = format!(
+            "{method} {path} HTTP/1.1\r\nhost: {host}\r\nmetering-id: Doc:A\r\nquota-limit: 5\r\n\
+             quota-timeunit: day\r\nquota-request-id: r-1\r\ncontent-length: 0\r\n\
+             connection: close\r\n\r\n"
+        );
+        c.write_all(head.as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        c.read_to_string(&mut answer).await.unwrap();
+        answer
+    };
+    for (method, path) in [("GET", "/v1/quota"), ("POST", "/v1/quota/refund")] {
+        let answer = ask(method, path, "rebind.example:8080").await;
+        assert!(answer.starts_with("HTTP/1.1 403"), "{path}: {answer}");
+        assert!(answer.contains("cross-origin-refused"), "{path}: {answer}");
+    }
+    assert_eq!(s.counters(None).await["count"], 0, "nothing counted");
+    let answer = ask("GET", "/v1/quota", "127.0.0.1").await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}

@@ -292,7 +292,7 @@ fn a_sender_id_with_markup_is_shown_as_text_and_never_runs() {
         let (status, _, _) = raw(
             &s.server,
             &format!(
-                "GET /v1/quota HTTP/1.1\r\nhost: x\r\nauthorization: Bearer root-token\r\n\
+                "GET /v1/quota HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer root-token\r\n\
                  metering-id: {evil}\r\nquota-limit: 5\r\nquota-timeunit: day\r\n\
                  connection: close\r\n\r\n"
             ),
