@@ -106,7 +106,7 @@ fn inspect(files: &[PathBuf], as_json: bool) -> u8 {
         let report = if as_json {
             format!("{}\n", file_json(file, &parsed))
         } else {
-            file_table(file, &parsed)
+            output::printable(&file_table(file, &parsed)).into_owned()
         };
         let code = if no_interchange(file, &parsed) {
             2

@@ -25,6 +25,21 @@ impl fmt::Display for Unwritten {
     }
 }
 
+/// `text` with its control characters but newlines written as escapes (`\u{1b}`): tables that
+/// show partner text (sender ids, reasons) must not let a partner's file drive the
+/// operator's terminal (clear it, retitle it, write the clipboard).
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(|c| c.is_control() && c != '\n') {
+        return text.into();
+    }
+    let escaped = text.chars().map(|c| match c {
+        '\n' => "\n".to_owned(),
+        c if c.is_control() => c.escape_unicode().to_string(),
+        c => c.to_string(),
+    });
+    escaped.collect::<String>().into()
+}
+
 /// Writes `text` and a newline to standard output, or ends the process: 0 when the reader
 /// went away, 1 with a message otherwise.
 pub fn line(text: fmt::Arguments<'_>) {

@@ -122,5 +122,6 @@ fn table(rows: &[Value]) -> String {
     for r in rows {
         out.push(line(cols.iter().map(|c| cell(r, c)).collect()));
     }
-    out.join("\n")
+    // Partner text (a partner's name, a reason quoting the file) as text only.
+    crate::output::printable(&out.join("\n")).into_owned()
 }

@@ -321,3 +321,19 @@ fn a_closed_or_full_standard_output_keeps_the_exit_code_scheme() {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(std::fs::read_dir(dir.path()).unwrap().count() > 0, "pieces written");
 }
+
+/// Partner text reaches the terminal as text: an escape sequence in a sender id (here one that
+/// would clear the screen and retitle the window) is shown escaped in the `inspect` table, as
+/// it already is in `--json`.
+#[test]
+fn inspect_shows_control_characters_in_partner_text_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("evil.edi");
+    let unb = "UNA:+.? 'UNB+UNOC:3+EVIL\u{1b}[2J\u{1b}]0;pwned\u{7}:14+ACME:14+261206:0500+1'\
+               UNH+1+IFTSTA:D:01B:UN'BGM+23+1'UNT+3+1'UNZ+1+1'";
+    std::fs::write(&file, unb).unwrap();
+    let out = tollgate(&["edi", "inspect", path(&file)]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.stdout.contains(&0x1b) && !out.stdout.contains(&0x07), "{text:?}");
+    assert!(text.contains("EVIL\\u{1b}[2J\\u{1b}]0;pwned\\u{7}"), "{text}");
+}
