@@ -133,6 +133,14 @@ pub fn page_weights() -> Vec<(&'static str, usize)> {
 mod tests {
     use super::*;
 
+    /// Submitted before its script takes over (Enter pressed early, a password manager, the
+    /// script not loaded), the login form must not put the token into a URL: a GET would.
+    #[test]
+    fn the_login_form_posts() {
+        let form = LOGIN.body.lines().next().unwrap_or_default();
+        assert!(form.contains(r#"method="post""#), "{form}");
+    }
+
     #[test]
     fn every_page_is_complete_and_small() {
         for (name, weight) in page_weights() {
