@@ -1,6 +1,7 @@
 //! A damaged counters file is never taken for an empty one: a zero-length, truncated or
 //! byte-flipped `counters.redb` makes `EmbeddedStore::open` refuse with an error naming the
-//! file and what to do, without panicking; `OnCorrupt::MoveAside` renames it to
+//! file and what to do, without panicking, and so does a row redb reads but the store cannot
+//! (it was dropped, its counter back at zero); `OnCorrupt::MoveAside` renames it to
 //! `<name>.corrupt-<unix-seconds>` and starts empty.
 
 use std::path::{Path, PathBuf};
@@ -67,6 +68,43 @@ async fn damaged_files_are_refused_with_the_file_named() {
         let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(names.len(), 1, "{what}: {names:?}");
     }
+}
+
+/// A row redb reads but the store cannot (a damaged value, or one written by a newer format,
+/// here its version byte 2) makes the file refused as damage. It was dropped with a warning,
+/// and its counter started again at zero.
+#[tokio::test]
+async fn a_row_the_store_cannot_read_is_refused_not_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = counted_file(dir.path()).await;
+    {
+        use redb::ReadableTable;
+        let table: redb::TableDefinition<'_, &[u8], &[u8]> = redb::TableDefinition::new("counters");
+        let db = redb::Database::open(&path).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut t = txn.open_table(table).unwrap();
+            let (key, mut value) = {
+                let (k, v) = t.iter().unwrap().next().unwrap().unwrap();
+                (k.value().to_vec(), v.value().to_vec())
+            };
+            value[0] = 2;
+            t.insert(key.as_slice(), value.as_slice()).unwrap();
+        }
+        txn.commit().unwrap();
+    }
+    let err = match EmbeddedStore::open(EmbeddedOptions::new(&path)) {
+        Ok(_) => panic!("opened a file with a row it cannot read"),
+        Err(e) => e.to_string(),
+    };
+    assert!(err.contains("unknown row version 2") && err.contains("corrupt"), "{err}");
+    assert!(err.contains("--move-aside-corrupt"), "{err}");
+    // Every row is still there, the unreadable one included.
+    let table: redb::TableDefinition<'_, &[u8], &[u8]> = redb::TableDefinition::new("counters");
+    let db = redb::Database::open(&path).unwrap();
+    let txn = redb::ReadableDatabase::begin_read(&db).unwrap();
+    let t = txn.open_table(table).unwrap();
+    assert_eq!(redb::ReadableTableMetadata::len(&t).unwrap(), 300);
 }
 
 #[tokio::test]

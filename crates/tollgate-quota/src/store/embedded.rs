@@ -453,7 +453,9 @@ fn classify(path: &Path, doing: &str, e: redb::Error) -> Unreadable {
     }
 }
 
-/// Loads the live rows into `counters` and deletes the dead or unreadable ones.
+/// Loads the live rows into `counters` and deletes the dead ones. A row that does not decode
+/// (damaged, or written by a newer format) is damage: the file is refused (or moved aside),
+/// never opened with that counter back at zero and its row deleted.
 fn load(db: &Database, counters: &Counters, now: jiff::Timestamp) -> Result<(), redb::Error> {
     let mut dead: Vec<Vec<u8>> = Vec::new();
     {
@@ -470,8 +472,10 @@ fn load(db: &Database, counters: &Counters, now: jiff::Timestamp) -> Result<(), 
             let live = match decoded {
                 Ok(((id, shape), counter)) => counters.restore(id, &shape, counter, now),
                 Err(reason) => {
-                    tracing::warn!(key = ?k.value(), %reason, "dropping an unreadable counter row");
-                    false
+                    let key = String::from_utf8_lossy(k.value()).into_owned();
+                    return Err(redb::Error::Corrupted(format!(
+                        "the counter row {key:?} cannot be read: {reason}"
+                    )));
                 }
             };
             if !live {
