@@ -283,8 +283,8 @@ impl Pipeline {
                     }
                 }
                 Event::Delivery { id, attempt } => self.delivery_result(&id, attempt, batch),
-                Event::Admin { id, op, reply } => {
-                    let result = self.admin(&id, op, batch).await;
+                Event::Admin { id, op, only_if, reply } => {
+                    let result = self.admin(&id, op, only_if.as_deref(), batch).await;
                     batch.replies.push((reply, result));
                 }
                 Event::GivenBack { metering_id } => self.given_back(&metering_id),

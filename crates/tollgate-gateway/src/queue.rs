@@ -416,7 +416,7 @@ async fn act(api: QueueApi, headers: HeaderMap, id: String, op: AdminOp) -> Resp
         _ => serde_json::Value::Null,
     };
     let (tx, rx) = oneshot::channel();
-    if api.events.send(Event::Admin { id: id.clone(), op, reply: tx }).is_err() {
+    if api.events.send(Event::Admin { id: id.clone(), op, only_if: None, reply: tx }).is_err() {
         return unavailable("the gateway is shutting down".into());
     }
     let action = match op {

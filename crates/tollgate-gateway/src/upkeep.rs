@@ -194,7 +194,9 @@ mod tests {
                 let mut replies = Vec::new();
                 for id in ids {
                     let (reply, rx) = tokio::sync::oneshot::channel();
-                    events.send(Event::Admin { id, op: AdminOp::Purge, reply }).unwrap();
+                    events
+                        .send(Event::Admin { id, op: AdminOp::Purge, only_if: None, reply })
+                        .unwrap();
                     replies.push(rx);
                     tokio::time::sleep(Duration::from_micros(300)).await;
                 }

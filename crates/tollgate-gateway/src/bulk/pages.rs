@@ -37,14 +37,15 @@ pub(crate) async fn each_page(
         if stop.load(Ordering::Relaxed) {
             return Ok(Pages::Stopped);
         }
-        let (spool, filter, after) = (spool.clone(), filter.clone(), cursor.clone());
+        let (spool, paged, after) = (spool.clone(), filter.clone(), cursor.clone());
         let page =
-            tokio::task::spawn_blocking(move || spool.page(&filter, after.as_deref(), PAGE)).await;
+            tokio::task::spawn_blocking(move || spool.page(&paged, after.as_deref(), PAGE)).await;
         let (items, next) = page.map_err(|e| e.to_string())?.map_err(|e| e.to_string())?;
         let mut replies = Vec::with_capacity(items.len());
+        let only_if = Some(std::sync::Arc::new(filter.clone()));
         for item in &items {
             let (tx, rx) = oneshot::channel();
-            let ev = Event::Admin { id: item.id.clone(), op, reply: tx };
+            let ev = Event::Admin { id: item.id.clone(), op, only_if: only_if.clone(), reply: tx };
             if events.send(ev).is_err() {
                 return Err("the gateway is shutting down".into());
             }

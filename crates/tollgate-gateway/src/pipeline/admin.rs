@@ -8,9 +8,18 @@ impl Pipeline {
         &mut self,
         id: &str,
         op: AdminOp,
+        only_if: Option<&crate::filter::QueueFilter>,
         batch: &mut Batch,
     ) -> Result<Option<Item>, AdminError> {
         let item = self.current(id, batch).await?.ok_or(AdminError::NotFound)?;
+        if let Some(filter) = only_if
+            && !filter.matches(&item)
+        {
+            return Err(AdminError::Conflict(format!(
+                "item {id} no longer passes the filter: it is {} now",
+                item.state
+            )));
+        }
         self.wake_read(&item);
         match op {
             AdminOp::Purge => self.purge(item, batch).await,
@@ -63,8 +72,10 @@ impl Pipeline {
     }
 
     /// The item as the batch under way leaves it: `None` once purged (in this batch or
-    /// before), else the live item, else the version this batch wrote, else the stored one.
-    /// So a second purge, or a release after a purge, never finds it.
+    /// before), else the live item, else the version this batch wrote, else the version a
+    /// batch whose commit failed wrote (kept for the next commit), else the stored one. So a
+    /// second purge, or a release after a purge or a delivery, never finds it as it was; an
+    /// operator who repeats a release answered 503 (the disk full) does not deliver it twice.
     async fn current(&self, id: &str, batch: &Batch) -> Result<Option<Item>, AdminError> {
         if batch.change.delete.iter().any(|d| d == id) {
             return Ok(None);
@@ -74,6 +85,9 @@ impl Pipeline {
         }
         if let Some(item) = batch.change.put.iter().rev().find(|i| i.id == id) {
             return Ok(Some(item.clone()));
+        }
+        if let Some(kept) = self.unsaved.item(id) {
+            return Ok(kept.cloned());
         }
         self.stored(id).await.map_err(AdminError::Spool)
     }

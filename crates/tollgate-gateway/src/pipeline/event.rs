@@ -49,6 +49,10 @@ pub(crate) enum Event {
         id: String,
         /// The operation.
         op: AdminOp,
+        /// For a bulk job or the upkeep: act only if the item, as it is when the operation
+        /// runs, still passes this filter (another operator may have released it since the
+        /// page was read).
+        only_if: Option<std::sync::Arc<crate::filter::QueueFilter>>,
         /// Where the answer goes.
         reply: oneshot::Sender<Result<Option<Item>, AdminError>>,
     },

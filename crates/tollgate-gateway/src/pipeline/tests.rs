@@ -251,7 +251,9 @@ async fn held_and_duplicate_units_are_reported_once_to_the_stores_observer() {
     let held = items.iter().find(|i| i.state == State::Held && i.control_number.ends_with('1'));
     let (reply, answer) = tokio::sync::oneshot::channel();
     let id = held.unwrap().id.clone();
-    gw.events.send(super::Event::Admin { id, op: super::AdminOp::Retry, reply }).unwrap();
+    gw.events
+        .send(super::Event::Admin { id, op: super::AdminOp::Retry, only_if: None, reply })
+        .unwrap();
     let retried = answer.await.unwrap().unwrap().unwrap();
     assert_eq!((retried.state, retried.attempts), (State::Held, 0));
     assert_eq!(notes.0.lock().unwrap().len(), 3, "{:?}", notes.0.lock().unwrap());
@@ -281,7 +283,8 @@ async fn a_failed_commit_is_written_with_the_next_and_survives_a_restart() {
     let delivered = items.iter().find(|i| i.state == State::Delivered).unwrap().id.clone();
     let purged = items.iter().find(|i| i.state == State::Held).unwrap().id.clone();
     let (reply, answer) = tokio::sync::oneshot::channel();
-    let purge = super::Event::Admin { id: purged.clone(), op: super::AdminOp::Purge, reply };
+    let purge =
+        super::Event::Admin { id: purged.clone(), op: super::AdminOp::Purge, only_if: None, reply };
     gw.events.send(purge).unwrap();
     assert!(answer.await.unwrap().is_ok(), "the purge is answered as done");
     gw.shutdown().await;
@@ -334,5 +337,81 @@ async fn a_split_that_cannot_be_written_gives_its_units_back() {
         assert!(Instant::now() < deadline, "{used} units still counted");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    gw.shutdown().await;
+}
+
+/// While commits fail (a full disk), an item released and delivered is known as delivered
+/// only to the batch kept for the next commit; an operator who repeats the release (the first
+/// answered 503) does not have it delivered again, as the stored row, still held, did.
+#[tokio::test]
+async fn a_release_repeated_while_commits_fail_does_not_deliver_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = gateway(dir.path(), 1).await;
+    let mut file = Vec::new();
+    for control in 1..=2 {
+        file.extend(x12("REPEATREL", control, 1));
+    }
+    std::fs::write(dir.path().join("in/a.edi"), &file).unwrap();
+    let items = until(&gw, "one delivered, one held", |items| {
+        count(items, State::Delivered) == 1 && count(items, State::Held) == 1
+    })
+    .await;
+    let held = items.iter().find(|i| i.state == State::Held).unwrap().id.clone();
+    let out = dir.path().join("out").join(format!("{held}.edi"));
+    let data = dir.path().join("data");
+    crate::spool::hooks::fail_every_commit(&data);
+    let release = |id: String| {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let op = super::AdminOp::Release;
+        gw.events.send(super::Event::Admin { id, op, only_if: None, reply }).unwrap();
+        answer
+    };
+    let _ = release(held.clone()).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !out.exists() {
+        assert!(Instant::now() < deadline, "never delivered");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    std::fs::remove_file(&out).unwrap(); // the receiver took it
+    tokio::time::sleep(Duration::from_millis(300)).await; // its result applied in memory
+    assert_eq!(gw.spool.item(&held).unwrap().unwrap().state, State::Held, "the row is stale");
+    let second = release(held.clone()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let again = out.exists();
+    crate::spool::hooks::let_commits_through(&data);
+    gw.shutdown().await;
+    assert!(!again, "delivered twice");
+    // Refused (delivered); the answer itself is the commit's failure, 503 to an operator.
+    assert!(second.is_err(), "{second:?}");
+}
+
+/// A bulk job's purge runs on the item as it is then, not as its page read it: an item that
+/// no longer passes the job's filter (an operator released a held one meanwhile; here a held
+/// one under a filter for dead ones) is skipped, not purged.
+#[tokio::test]
+async fn a_bulk_purge_skips_an_item_that_no_longer_passes_its_filter() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = gateway(dir.path(), 1).await;
+    let mut file = Vec::new();
+    for control in 1..=2 {
+        file.extend(x12("STALEPAGE", control, 1));
+    }
+    std::fs::write(dir.path().join("in/a.edi"), &file).unwrap();
+    let items = until(&gw, "one delivered, one held", |items| {
+        count(items, State::Delivered) == 1 && count(items, State::Held) == 1
+    })
+    .await;
+    let held = items.iter().find(|i| i.state == State::Held).unwrap().id.clone();
+    let filter = crate::filter::QueueFilter { state: Some(State::Dead), ..Default::default() };
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    let (op, only_if) = (super::AdminOp::Purge, Some(std::sync::Arc::new(filter)));
+    gw.events.send(super::Event::Admin { id: held.clone(), op, only_if, reply }).unwrap();
+    let answer = answer.await.unwrap();
+    assert!(
+        matches!(&answer, Err(super::AdminError::Conflict(m)) if m.contains("held")),
+        "{answer:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(gw.spool.item(&held).unwrap().map(|i| i.state), Some(State::Held));
     gw.shutdown().await;
 }

@@ -10,6 +10,7 @@
 
 use tokio::time::Instant;
 
+use crate::item::Item;
 use crate::spool::Change;
 
 /// How soon a kept batch is tried again when nothing else wakes the pipeline.
@@ -34,6 +35,15 @@ impl Unsaved {
         let mut files = kept.drop_files;
         files.extend(drop_files);
         (kept.change.then(change), files)
+    }
+
+    /// What the kept batch says of item `id`: `Some(None)` when it deletes it, `Some(item)`
+    /// for the version it writes, `None` when it does not touch it.
+    pub(super) fn item(&self, id: &str) -> Option<Option<&Item>> {
+        if self.change.delete.iter().any(|d| d == id) {
+            return Some(None);
+        }
+        self.change.put.iter().rev().find(|i| i.id == id).map(Some)
     }
 
     /// True when no batch waits to be written.

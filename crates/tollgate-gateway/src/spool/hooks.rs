@@ -16,8 +16,24 @@ pub(crate) fn fail_next_split(data_dir: &Path) {
     FAIL.lock().unwrap_or_else(|e| e.into_inner()).push(data_dir.to_path_buf());
 }
 
-/// Whether this commit of the spool in `dir` is made to fail (the hook is then spent).
+/// Data directories whose every commit fails, as on a disk that stays full.
+static FAIL_ALL: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// Makes every commit of the spool in `data_dir` fail until [`let_commits_through`].
+pub(crate) fn fail_every_commit(data_dir: &Path) {
+    FAIL_ALL.lock().unwrap_or_else(|e| e.into_inner()).push(data_dir.to_path_buf());
+}
+
+/// Ends [`fail_every_commit`] for `data_dir`.
+pub(crate) fn let_commits_through(data_dir: &Path) {
+    FAIL_ALL.lock().unwrap_or_else(|e| e.into_inner()).retain(|d| d != data_dir);
+}
+
+/// Whether this commit of the spool in `dir` is made to fail (a one-off hook is then spent).
 pub(super) fn fails(dir: &Path, change: &Change) -> bool {
+    if FAIL_ALL.lock().unwrap_or_else(|e| e.into_inner()).iter().any(|d| dir.starts_with(d)) {
+        return true;
+    }
     if change.remove_files.is_empty() {
         return false;
     }
