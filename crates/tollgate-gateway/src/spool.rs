@@ -171,6 +171,9 @@ pub struct Spool {
     memory: Option<files::MemoryFiles>,
 }
 
+/// File ids' sequence numbers wrap at this (six digits).
+const SEQ: u64 = 1_000_000;
+
 impl Spool {
     /// Opens (or creates) the spool in `data_dir`, refusing a state database that cannot be
     /// trusted (see [`crate::statedb`]) unless `options` say to move it aside, and sorts the
@@ -199,7 +202,11 @@ impl Spool {
             dir,
             rows,
             health: SpoolHealth::default(),
-            seq: AtomicU64::new(0),
+            // From a random point on disk: after a restart in the same millisecond as ids
+            // already taken (a clock stepped back, a standby taking over with a slower clock),
+            // a sequence from 0 would issue them again. An ephemeral spool (a simulation) stays
+            // reproducible.
+            seq: AtomicU64::new(if options.ephemeral { 0 } else { rand::random::<u64>() % SEQ }),
             instance,
             usage: SpoolUsage::default(),
             deferred: Default::default(),
@@ -308,7 +315,7 @@ impl Spool {
 
     /// A new file id: receive time in Unix ms, then a sequence number; ids sort by arrival.
     pub fn new_file_id(&self) -> String {
-        let seq = self.seq.fetch_add(1, Ordering::Relaxed) % 1_000_000;
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed) % SEQ;
         format!("{:013}-{seq:06}", self.clock.now_ms())
     }
 

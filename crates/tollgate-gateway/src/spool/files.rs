@@ -40,7 +40,9 @@ impl Spool {
             return Ok(());
         }
         let path = self.path(file);
-        let mut f = File::create(&path).map_err(io_err(&path))?;
+        // A new file only: an id issued twice fails this write (taken again later under a new
+        // id) rather than overwrite bytes already accepted.
+        let mut f = File::create_new(&path).map_err(io_err(&path))?;
         for bytes in parts {
             f.write_all(bytes).map_err(io_err(&path))?;
         }
@@ -54,6 +56,13 @@ impl Spool {
     /// Removes what a failed write of `file` left (nothing refers to it) and reports the
     /// failure; returns `error` for the caller.
     pub(super) fn discard(&self, file: &str, error: SpoolError) -> SpoolError {
+        // A file found already there is another write's: this one made nothing to remove.
+        let theirs = matches!(&error, SpoolError::Io { source, .. }
+            if source.kind() == std::io::ErrorKind::AlreadyExists);
+        if theirs {
+            self.health.failed(&error);
+            return error;
+        }
         if let Err(e) = self.delete_file(file) {
             tracing::error!(file, error = %e, "cannot remove the spool file of a failed write");
         }

@@ -298,3 +298,23 @@ proptest::proptest! {
         }
     }
 }
+
+/// A spool file id issued again (a restart in a millisecond already used, a clock stepped
+/// back) fails its write and leaves the file it names alone: it was created truncating, and a
+/// failed write then removed the other write's file.
+#[test]
+fn a_spool_file_id_issued_again_never_touches_that_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let spool = Spool::open(dir.path(), SpoolOptions::default()).unwrap();
+    let recs = spool.receive(&[(b"abc", "x".into())]).unwrap();
+    let file = recs[0].spool.clone();
+    let err = spool.write_file(&file, [&b"zzz"[..]]).unwrap_err();
+    let err = spool.discard(&file, err);
+    assert!(err.to_string().contains("exists"), "{err}");
+    assert_eq!(spool.read(&file, 0, 3).unwrap(), b"abc");
+    // Two spools opened one after the other draw their sequences from different points.
+    drop(spool);
+    let first = Spool::open(dir.path(), SpoolOptions::default()).unwrap().new_file_id();
+    let second = Spool::open(dir.path(), SpoolOptions::default()).unwrap().new_file_id();
+    assert_ne!(first[14..], second[14..], "{first} {second}");
+}
