@@ -346,17 +346,7 @@ async fn a_split_that_cannot_be_written_gives_its_units_back() {
 #[tokio::test]
 async fn a_release_repeated_while_commits_fail_does_not_deliver_twice() {
     let dir = tempfile::tempdir().unwrap();
-    let gw = gateway(dir.path(), 1).await;
-    let mut file = Vec::new();
-    for control in 1..=2 {
-        file.extend(x12("REPEATREL", control, 1));
-    }
-    std::fs::write(dir.path().join("in/a.edi"), &file).unwrap();
-    let items = until(&gw, "one delivered, one held", |items| {
-        count(items, State::Delivered) == 1 && count(items, State::Held) == 1
-    })
-    .await;
-    let held = items.iter().find(|i| i.state == State::Held).unwrap().id.clone();
+    let (gw, held) = one_delivered_one_held(dir.path(), "REPEATREL").await;
     let out = dir.path().join("out").join(format!("{held}.edi"));
     let data = dir.path().join("data");
     crate::spool::hooks::fail_every_commit(&data);
@@ -391,17 +381,7 @@ async fn a_release_repeated_while_commits_fail_does_not_deliver_twice() {
 #[tokio::test]
 async fn a_bulk_purge_skips_an_item_that_no_longer_passes_its_filter() {
     let dir = tempfile::tempdir().unwrap();
-    let gw = gateway(dir.path(), 1).await;
-    let mut file = Vec::new();
-    for control in 1..=2 {
-        file.extend(x12("STALEPAGE", control, 1));
-    }
-    std::fs::write(dir.path().join("in/a.edi"), &file).unwrap();
-    let items = until(&gw, "one delivered, one held", |items| {
-        count(items, State::Delivered) == 1 && count(items, State::Held) == 1
-    })
-    .await;
-    let held = items.iter().find(|i| i.state == State::Held).unwrap().id.clone();
+    let (gw, held) = one_delivered_one_held(dir.path(), "STALEPAGE").await;
     let filter = crate::filter::QueueFilter { state: Some(State::Dead), ..Default::default() };
     let (reply, answer) = tokio::sync::oneshot::channel();
     let (op, only_if) = (super::AdminOp::Purge, Some(std::sync::Arc::new(filter)));
@@ -414,4 +394,21 @@ async fn a_bulk_purge_skips_an_item_that_no_longer_passes_its_filter() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(gw.spool.item(&held).unwrap().map(|i| i.state), Some(State::Held));
     gw.shutdown().await;
+}
+
+/// A gateway admitting one a day, given two interchanges of `sender`: the first delivered,
+/// the second held; the held one's id.
+async fn one_delivered_one_held(dir: &Path, sender: &str) -> (Gateway, String) {
+    let gw = gateway(dir, 1).await;
+    let mut file = Vec::new();
+    for control in 1..=2 {
+        file.extend(x12(sender, control, 1));
+    }
+    std::fs::write(dir.join("in/a.edi"), &file).unwrap();
+    let items = until(&gw, "one delivered, one held", |items| {
+        count(items, State::Delivered) == 1 && count(items, State::Held) == 1
+    })
+    .await;
+    let held = items.iter().find(|i| i.state == State::Held).unwrap().id.clone();
+    (gw, held)
 }
