@@ -15,7 +15,7 @@ fn admin(server: &Server, method: &str, path: &str, extra: &str) -> (u16, String
     raw(
         server,
         &format!(
-            "{method} {path} HTTP/1.1\r\nhost: x\r\nauthorization: Bearer root-token\r\n{extra}\
+            "{method} {path} HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer root-token\r\n{extra}\
              content-length: 0\r\nconnection: close\r\n\r\n"
         ),
     )
