@@ -24,6 +24,7 @@ pub mod config;
 pub mod failed_logins;
 pub mod file_watch;
 pub mod openapi;
+pub mod pace;
 pub mod problem;
 pub mod proxy;
 pub mod session;

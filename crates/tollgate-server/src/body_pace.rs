@@ -3,13 +3,12 @@
 //! Without it, a client that announces a large body and then stops sending holds its
 //! connection, its handler and whatever the handler buffered, forever; and one that sends a
 //! byte just before each silence would end holds them as long. [`PacedBody`] errors when no
-//! chunk arrives within `stall`, or when, once `grace` has passed since the body began, it has
-//! arrived slower than `min_rate` bytes per second on average; either raises a flag the
+//! chunk arrives within `stall`, or when it falls behind its [`Pace`]; either raises a flag the
 //! listener reads to answer 408 (whatever error the route made of the failed body).
 //!
-//! Invariant: after `r` bytes the next ones must come by `start + grace + r / min_rate`
-//! (and within `stall` of the last chunk), so a body of `n` bytes holds its connection for at
-//! most `grace + n / min_rate`, whoever sends it.
+//! Invariant: the next bytes must come by [`Pace::due`] and within `stall` of the last chunk,
+//! so a body of `n` bytes holds its connection for at most `grace + n / min_rate`, whoever
+//! sends it.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -22,16 +21,7 @@ use axum::body::Bytes;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use tokio::time::{Instant, Sleep};
 
-/// How fast a request body must come; see the module docs.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Pace {
-    /// The longest silence.
-    pub stall: Duration,
-    /// How long a body may take before `min_rate` applies.
-    pub grace: Duration,
-    /// Bytes per second, on average since the body began, once `grace` has passed.
-    pub min_rate: u64,
-}
+pub(crate) use tollgate_http::pace::Pace;
 
 /// Why a body failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,6 +60,8 @@ impl CutFlag {
 #[derive(Debug)]
 pub(crate) struct PacedBody {
     inner: Incoming,
+    /// The longest silence.
+    stall: Duration,
     pace: Pace,
     /// The first poll: a handler that reads the body late is not the client's fault.
     started: Option<Instant>,
@@ -81,8 +73,8 @@ pub(crate) struct PacedBody {
 
 impl PacedBody {
     /// Wraps `inner`; `flag` is raised when it is cut.
-    pub(crate) fn new(inner: Incoming, pace: Pace, flag: CutFlag) -> Self {
-        Self { inner, pace, started: None, received: 0, sleep: None, flag }
+    pub(crate) fn new(inner: Incoming, stall: Duration, pace: Pace, flag: CutFlag) -> Self {
+        Self { inner, stall, pace, started: None, received: 0, sleep: None, flag }
     }
 
     /// The earlier of the two deadlines, counted from `now` and the body's start.
@@ -90,13 +82,8 @@ impl PacedBody {
         // A stall too long for the clock (only a caller of the library can set one) waits a
         // year instead.
         let year = Duration::from_secs(365 * 86_400);
-        let silence = now.checked_add(self.pace.stall).unwrap_or(now + year);
-        let started = self.started.unwrap_or(now);
-        let paced_ms = self.received.saturating_mul(1000) / self.pace.min_rate.max(1);
-        let paced = started
-            .checked_add(self.pace.grace)
-            .and_then(|t| t.checked_add(Duration::from_millis(paced_ms)));
-        match paced {
+        let silence = now.checked_add(self.stall).unwrap_or(now + year);
+        match self.pace.due(self.started.unwrap_or(now), self.received) {
             Some(paced) if paced < silence => (paced, Cut::TooSlow),
             _ => (silence, Cut::Stalled),
         }

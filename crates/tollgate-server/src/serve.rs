@@ -150,11 +150,7 @@ where
         }
         let app = app.clone();
         let body_timeout = limits.body_timeout;
-        let pace = Pace {
-            stall: body_timeout,
-            grace: limits.body_rate_grace,
-            min_rate: limits.body_min_rate.get(),
-        };
+        let pace = Pace { min_rate: limits.body_min_rate.get(), grace: limits.body_rate_grace };
         let builder = builder.clone();
         let watcher = graceful.watcher();
         let tls = tls.clone();
@@ -166,7 +162,13 @@ where
             let result = match tls {
                 None => {
                     let service = hyper::service::service_fn(move |req| {
-                        handle(app.clone(), req, pace, (addr, proxies.clone()), None)
+                        handle(
+                            app.clone(),
+                            req,
+                            (body_timeout, pace),
+                            (addr, proxies.clone()),
+                            None,
+                        )
                     });
                     let io = TokioIo::new(ProblemIo::new(SendTimeout::new(stream, body_timeout)));
                     watcher.watch(builder.serve_connection(io, service)).await
@@ -187,7 +189,13 @@ where
                     };
                     let peer = TlsAcceptor::peer(&stream);
                     let service = hyper::service::service_fn(move |req| {
-                        handle(app.clone(), req, pace, (addr, proxies.clone()), peer.clone())
+                        handle(
+                            app.clone(),
+                            req,
+                            (body_timeout, pace),
+                            (addr, proxies.clone()),
+                            peer.clone(),
+                        )
                     });
                     let io = TokioIo::new(ProblemIo::new(SendTimeout::new(stream, body_timeout)));
                     watcher.watch(builder.serve_connection(io, service)).await
@@ -209,7 +217,7 @@ where
 async fn handle(
     app: App,
     mut req: Request<Incoming>,
-    pace: Pace,
+    (stall, pace): (Duration, Pace),
     (addr, proxies): (SocketAddr, TrustedProxies),
     peer: Option<PeerCertificate>,
 ) -> Result<Response<Body>, Infallible> {
@@ -253,7 +261,7 @@ async fn handle(
     let req = match &paced {
         Some(flag) => {
             let flag = flag.clone();
-            req.map(|b| Body::new(PacedBody::new(b, pace, flag)))
+            req.map(|b| Body::new(PacedBody::new(b, stall, pace, flag)))
         }
         None => req.map(Body::new),
     };
@@ -265,7 +273,7 @@ async fn handle(
                 "body-timeout",
                 format!(
                     "no request body data arrived for {} ms; the connection is closed",
-                    pace.stall.as_millis()
+                    stall.as_millis()
                 ),
             ),
             Cut::TooSlow => (
